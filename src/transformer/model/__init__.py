@@ -1,0 +1,1 @@
+"""The Transformer model library: masks, attention, positions, layers, the three model families."""

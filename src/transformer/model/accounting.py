@@ -1,0 +1,54 @@
+"""Parameter and FLOP accounting.
+
+FLOPs count multiply-adds as 2 (one multiply, one add) and cover the matrix products:
+the attention and feed-forward layers and the output projection. Embedding lookups,
+norms, softmax and residual additions are left out (each is O(d_model) per token, under 1%).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..config import ModelConfig
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    """Number of distinct parameters: a tied embedding/output matrix counts once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv_heads: int | None = None) -> int:
+    """Forward FLOPs of one multi-head attention, per query token, over seq_len keys.
+
+    Projections Q and output 2·2·d², K and V 2·2·d·d_kv, scores Q K^T 2·L·d and weights·V 2·L·d.
+    With d_kv = d this is 4·d·(2d + L), i.e. 4·B·d·L·(2d + L) for B sequences of L tokens.
+    """
+    d_kv = d_model if not n_kv_heads or not n_heads else d_model * n_kv_heads // n_heads
+    return 4 * d_model * d_model + 4 * d_model * d_kv + 4 * seq_len * d_model
+
+
+def feed_forward_flops(d_model: int, d_ff: int, activation: str) -> int:
+    """Forward FLOPs of the position-wise FFN per token: 2 matrices (3 with SwiGLU) of d x d_ff."""
+    return (3 if activation == "swiglu" else 2) * 2 * d_model * d_ff
+
+
+def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
+    """Forward and training FLOPs per token for sequences of seq_len tokens.
+
+    An encoder-decoder is counted per target token with a source of the same length (as in
+    translation, where the two are close): encoder + decoder + output projection. Training is
+    3x forward (the backward pass costs twice the forward). Attention over all seq_len keys is
+    counted even where a causal mask hides half of them, as in the usual 6·N·D estimates.
+    """
+    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads)
+    ffn = feed_forward_flops(config.d_model, config.d_ff, config.activation)
+    encoder = decoder = 0
+    if config.arch in ("encoder-decoder", "encoder"):
+        encoder = config.n_encoder_layers * (attn + ffn)
+    if config.arch == "encoder-decoder":
+        decoder = config.n_decoder_layers * (2 * attn + ffn)  # self + cross attention
+    elif config.arch == "decoder":
+        decoder = config.n_decoder_layers * (attn + ffn)
+    output = 0 if config.arch == "encoder" else 2 * config.d_model * config.target_vocab_size
+    forward = encoder + decoder + output
+    return {"encoder": encoder, "decoder": decoder, "output": output, "forward": forward, "training": 3 * forward}

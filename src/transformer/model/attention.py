@@ -1,0 +1,200 @@
+"""Scaled dot-product attention (§3.2.1), multi-head attention (§3.2.2) and the KV cache.
+
+Legend: B batch, T query length, S key length, C d_model, H query heads,
+K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim.
+Masks are booleans, True = may attend, broadcastable to (B, H, T, S).
+A query row with nothing to attend to gives a zero vector, never NaN, in both paths.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .masks import causal_mask
+from .positional import RotaryEmbedding
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The textbook softmax(Q K^T / sqrt(D)) V of §3.2.1, returning (output, weights).
+
+    q (B, H, T, D); k, v (B, K, S, D) with K dividing H (grouped-query: head h reads
+    key/value head h // (H / K)). Returns (B, H, T, D) and the weights (B, H, T, S).
+    """
+    n_rep = q.shape[1] // k.shape[1]
+    if n_rep > 1:
+        k = k.repeat_interleave(n_rep, dim=1)  # (B, H, S, D)
+        v = v.repeat_interleave(n_rep, dim=1)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    if is_causal:
+        causal = causal_mask(q.shape[2], k.shape[2], offset=k.shape[2] - q.shape[2], device=q.device)
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    if mask is not None:
+        # A fully masked row would otherwise be uniform over the hidden keys.
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout_p > 0.0:
+        keep = torch.rand(weights.shape, generator=generator, device=weights.device) >= dropout_p
+        weights = weights * keep / (1.0 - dropout_p)
+    return weights @ v, weights
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """The same computation through torch's fused kernel (flash / memory-efficient / math)."""
+    t, s = q.shape[2], k.shape[2]
+    if is_causal and (mask is not None or t != s):
+        # torch's is_causal aligns the corner top-left; with cached keys it must be bottom-right.
+        causal = causal_mask(t, s, offset=s - t, device=q.device)
+        mask = causal if mask is None else mask & causal
+        is_causal = False
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=q.shape[1] != k.shape[1]
+    )
+    if mask is not None:
+        # Kernels differ on rows with no key at all (NaN in older torch); make them zeros.
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+@dataclass
+class LayerCache:
+    """Cached keys/values of one decoder layer: self-attention grows, cross-attention is fixed."""
+
+    self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S, D) each
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S_src, D) each
+
+
+@dataclass
+class KVCache:
+    """State for incremental decoding: one new position per step costs one new position of work.
+
+    key_mask marks the real tokens among the cached self-attention keys (None = all real);
+    memory_mask is the source mask for cross-attention; positions holds each row's next
+    absolute position (rows of a left-padded batch count from their first real token).
+    """
+
+    layers: list[LayerCache]
+    length: int = 0
+    key_mask: torch.Tensor | None = None  # (B, S)
+    memory_mask: torch.Tensor | None = None  # (B, S_src)
+    positions: torch.Tensor | None = None  # (B,)
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls(layers=[LayerCache() for _ in range(n_layers)])
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped."""
+
+        def pick(t):
+            return None if t is None else t.index_select(0, index)
+
+        for layer in self.layers:
+            if layer.self_kv is not None:
+                layer.self_kv = (pick(layer.self_kv[0]), pick(layer.self_kv[1]))
+            if layer.cross_kv is not None:
+                layer.cross_kv = (pick(layer.cross_kv[0]), pick(layer.cross_kv[1]))
+        self.key_mask = pick(self.key_mask)
+        self.memory_mask = pick(self.memory_mask)
+        self.positions = pick(self.positions)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
+
+    Self-attention when `source` is None, cross-attention otherwise. With n_kv_heads < n_heads
+    it is grouped-query attention (Ainslie et al. 2023). `rotary` rotates queries and keys.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        impl: str = "fused",
+        rotary: RotaryEmbedding | None = None,
+    ):
+        super().__init__()
+        self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = dropout
+        self.impl = impl
+        self.rotary = rotary
+        self.q_proj = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+
+    def _split(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        b, length, _ = x.shape
+        return x.view(b, length, n, self.head_dim).transpose(1, 2)  # (B, n, L, D)
+
+    def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, S, C) -> keys, values (B, K, S, D); keys rotated when rotary is set."""
+        k = self._split(self.k_proj(source), self.n_kv_heads)
+        v = self._split(self.v_proj(source), self.n_kv_heads)
+        if self.rotary is not None:
+            k = self.rotary(k, positions)
+        return k, v
+
+    def attend(
+        self,
+        x: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        positions: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None."""
+        b, t, _ = x.shape
+        q = self._split(self.q_proj(x), self.n_heads)  # (B, H, T, D)
+        if self.rotary is not None:
+            q = self.rotary(q, positions)
+        dropout_p = self.dropout if self.training else 0.0
+        weights = None
+        if self.impl == "textbook" or need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout_p)
+        else:
+            out = fused_attention(q, k, v, mask, is_causal, dropout_p)
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)
+        return self.out_proj(out), weights
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        source: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        positions: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention without a cache: x (B, T, C) over source (B, S, C) or over itself."""
+        k, v = self.project_kv(x if source is None else source, positions)
+        return self.attend(x, k, v, mask, is_causal, positions, need_weights)

@@ -1,0 +1,112 @@
+"""Model directories: `config.json` + `model.safetensors` (never pickle), written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..config import ConfigError, ModelConfig
+from .transformer import Model, build_model
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+class ModelFileError(ValueError):
+    """A model directory is missing, corrupted, or does not match its config."""
+
+
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Call write(tmp_path), then rename onto path: readers never see a half-written file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tied parameter once (under its first name), contiguous for safetensors."""
+    seen: set[int] = set()
+    aliases = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            aliases.add(name)
+        seen.add(id(param))
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in aliases}
+
+
+def save_model(model: Model, path: str | os.PathLike) -> Path:
+    """Write `config.json` and `model.safetensors` into the directory `path` (created if needed)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.cpu() for k, v in unique_state_dict(model).items()}
+    atomic_write(path / WEIGHTS_FILE, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+    atomic_write_text(path / CONFIG_FILE, json.dumps(model.config.to_dict(), indent=2) + "\n")
+    return path
+
+
+def load_config(path: str | os.PathLike) -> ModelConfig:
+    """Read a model directory's config.json, with errors that name the file."""
+    file = Path(path) / CONFIG_FILE
+    if not file.is_file():
+        raise ModelFileError(f"{file} not found: a model directory holds {CONFIG_FILE} and {WEIGHTS_FILE}")
+    try:
+        values = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelFileError(f"{file} is not valid JSON ({e}): the file is corrupted; re-save the model") from None
+    try:
+        return ModelConfig.from_dict(values)
+    except (ConfigError, TypeError) as e:
+        raise ModelFileError(f"{file}: {e}") from None
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+    """Build the model from `config.json` and load `model.safetensors`, checking every name and shape."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelFileError(f"{path} is not a directory: pass a model directory (config.json + model.safetensors)")
+    config = load_config(path)
+    file = path / WEIGHTS_FILE
+    if not file.is_file():
+        raise ModelFileError(f"{file} not found: the model directory has a config but no weights")
+    try:
+        tensors = load_file(file)
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise ModelFileError(f"{file} cannot be read ({e}): the file is truncated or corrupted; "
+                             "re-save or re-copy it") from None
+    model = build_model(config)
+    expected = unique_state_dict(model)
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise ModelFileError(
+            f"{file} does not match {path / CONFIG_FILE}: missing {_names(missing)}, unexpected {_names(unexpected)}"
+        )
+    wrong = [f"{k} {tuple(tensors[k].shape)} (config needs {tuple(v.shape)})"
+             for k, v in expected.items() if tensors[k].shape != v.shape]
+    if wrong:
+        raise ModelFileError(f"{file} does not match {path / CONFIG_FILE}: wrong shapes for {_names(wrong)}")
+    model.load_state_dict(tensors, strict=False)  # tied aliases share the loaded tensor
+    return model.to(device).eval()
+
+
+def _names(names: list[str]) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")

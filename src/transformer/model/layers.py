@@ -1,0 +1,157 @@
+"""Position-wise feed-forward network (§3.3), norms, and the encoder and decoder layers (§3.1).
+
+Legend: B batch, T target length, S source length, C d_model, F d_ff.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import LayerCache, MultiHeadAttention
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W1 + b1) W2 + b2 (§3.3); with swiglu, (SiLU(x W1) * x W3) W2 (Shazeer 2020)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.activation = activation
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w3 = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, C) -> (B, L, C)."""
+        h = self.w1(x)  # (B, L, F)
+        match self.activation:
+            case "relu":
+                h = F.relu(h)
+            case "gelu":
+                h = F.gelu(h)
+            case "gelu_tanh":
+                h = F.gelu(h, approximate="tanh")
+            case "silu":
+                h = F.silu(h)
+            case "swiglu":
+                h = F.silu(h) * self.w3(x)
+            case _:
+                raise ValueError(f"unknown activation {self.activation!r}")
+        return self.w2(self.dropout(h))
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019), computed in float32."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def make_norm(kind: str, d_model: int, eps: float, bias: bool = True) -> nn.Module:
+    match kind:
+        case "layernorm":
+            return nn.LayerNorm(d_model, eps=eps, bias=bias)
+        case "rmsnorm":
+            return RMSNorm(d_model, eps=eps)
+        case _:
+            raise ValueError(f"unknown norm {kind!r}: use 'layernorm' or 'rmsnorm'")
+
+
+def residual(x: torch.Tensor, norm: nn.Module, dropout: nn.Module, pre_norm: bool, sublayer):
+    """One sub-layer connection. Post-norm (§5.4): LayerNorm(x + Dropout(Sublayer(x)));
+    pre-norm: x + Dropout(Sublayer(LayerNorm(x))). sublayer returns (output, extra)."""
+    if pre_norm:
+        out, extra = sublayer(norm(x))
+        return x + dropout(out), extra
+    out, extra = sublayer(x)
+    return norm(x + dropout(out)), extra
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, then the feed-forward network, each wrapped in a residual connection (§3.1)."""
+
+    def __init__(self, self_attn: MultiHeadAttention, feed_forward: FeedForward,
+                 norm1: nn.Module, norm2: nn.Module, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = self_attn
+        self.feed_forward = feed_forward
+        self.norm1 = norm1
+        self.norm2 = norm2
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor | None = None,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, S, C), mask (B, 1, S, S) or broadcastable -> (B, S, C), weights (B, H, S, S) or None."""
+        x, weights = residual(x, self.norm1, self.dropout, self.pre_norm,
+                              lambda h: self.self_attn(h, mask=mask, positions=positions, need_weights=need_weights))
+        x, _ = residual(x, self.norm2, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder output (absent in decoder-only
+    models), then the feed-forward network; each in a residual connection (§3.1)."""
+
+    def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention | None,
+                 feed_forward: FeedForward, norm1: nn.Module, norm2: nn.Module | None,
+                 norm3: nn.Module, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = self_attn
+        self.cross_attn = cross_attn
+        self.feed_forward = feed_forward
+        self.norm1 = norm1
+        self.norm2 = norm2
+        self.norm3 = norm3
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights):
+        k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
+        if cache is not None:
+            if cache.self_kv is not None:
+                k = torch.cat([cache.self_kv[0], k], dim=2)  # (B, K, S_past + T, D)
+                v = torch.cat([cache.self_kv[1], v], dim=2)
+            cache.self_kv = (k, v)
+        return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights)
+
+    def _cross(self, h, memory, memory_mask, cache: LayerCache | None, need_weights):
+        if cache is not None and cache.cross_kv is not None:
+            k, v = cache.cross_kv  # computed once per source
+        else:
+            if memory is None:
+                raise ValueError("cross-attention needs the encoder output (memory) on the first decoding step")
+            k, v = self.cross_attn.project_kv(memory)
+            if cache is not None:
+                cache.cross_kv = (k, v)
+        return self.cross_attn.attend(h, k, v, memory_mask, need_weights=need_weights)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        is_causal: bool,
+        positions: torch.Tensor | None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        cache: LayerCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
+        """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S))."""
+        x, self_w = residual(x, self.norm1, self.dropout, self.pre_norm,
+                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights))
+        cross_w = None
+        if self.cross_attn is not None:
+            x, cross_w = residual(x, self.norm2, self.dropout, self.pre_norm,
+                                  lambda h: self._cross(h, memory, memory_mask, cache, need_weights))
+        x, _ = residual(x, self.norm3, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
+        return x, (self_w, cross_w)

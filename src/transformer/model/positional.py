@@ -1,0 +1,97 @@
+"""Position information: sinusoidal (§3.5), learned, and rotary (RoPE, Su et al. 2021).
+
+Legend: B batch, L length, C d_model, H heads, D head dim.
+Positions are absolute and 0-based; incremental decoding passes the absolute step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def sinusoidal_table(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """(P, C) table of §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(same).
+
+    layout="halves" puts all the sines first and all the cosines after (Marian, fairseq).
+    """
+    position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    angles = position * inv_freq  # (P, C/2)
+    table = torch.empty(n_positions, d_model, dtype=torch.float64)
+    if layout == "interleaved":
+        table[:, 0::2] = torch.sin(angles)
+        table[:, 1::2] = torch.cos(angles)
+    elif layout == "halves":
+        table[:, : d_model // 2] = torch.sin(angles)
+        table[:, d_model // 2 :] = torch.cos(angles)
+    else:
+        raise ValueError(f"unknown sinusoidal layout {layout!r}: use 'interleaved' or 'halves'")
+    return table.float()
+
+
+def check_positions(positions: torch.Tensor, max_positions: int) -> None:
+    """A clear error instead of an index error deep inside torch."""
+    if positions.numel() and int(positions.max()) >= max_positions:
+        raise ValueError(
+            f"sequence position {int(positions.max())} is beyond max_positions={max_positions}: "
+            "shorten the input or build the model with a larger max_positions"
+        )
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal encodings (§3.5), added to the scaled token embeddings."""
+
+    def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved"):
+        super().__init__()
+        self.max_positions = max_positions
+        # Not a parameter and not saved: it is a function of the config.
+        self.register_buffer("table", sinusoidal_table(max_positions, d_model, layout), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        """(B, L) long -> (B, L, C)."""
+        check_positions(positions, self.max_positions)
+        return self.table[positions]
+
+
+class LearnedPositions(nn.Module):
+    """One learned vector per absolute position (BERT, GPT-2)."""
+
+    def __init__(self, d_model: int, max_positions: int):
+        super().__init__()
+        self.max_positions = max_positions
+        self.weight = nn.Parameter(torch.empty(max_positions, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        """(B, L) long -> (B, L, C)."""
+        check_positions(positions, self.max_positions)
+        return self.weight[positions]
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding: rotate each pair (x[2i], x[2i+1]) by angle pos * base^(-2i/D).
+
+    Applied to queries and keys inside self-attention, so their dot product depends only on
+    the relative position. Pairs are interleaved as in the RoFormer paper; Hugging Face's
+    Llama pairs dimension i with i + D/2 instead ("rotate half"), which the importer maps
+    by permuting the rows of the query and key projections.
+    """
+
+    def __init__(self, head_dim: int, max_positions: int, base: float = 10000.0):
+        super().__init__()
+        self.max_positions = max_positions
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
+        angles = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq  # (P, D/2)
+        self.register_buffer("cos", torch.cos(angles).float(), persistent=False)
+        self.register_buffer("sin", torch.sin(angles).float(), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotate x (B, H, L, D) at positions (B, L)."""
+        check_positions(positions, self.max_positions)
+        cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D/2)
+        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, L, D/2) each
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
