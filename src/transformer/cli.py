@@ -1,0 +1,69 @@
+"""The `transformer` command: argparse subcommands; the only place that reads argv.
+
+Each subcommand is a small function that turns arguments into library calls. Errors a user
+can fix (bad paths, bad configs, bad files) are printed as one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import ConfigError
+from .model.io import ModelFileError
+
+
+class UserError(Exception):
+    """An error caused by the user's input; printed as one line without a traceback."""
+
+
+USER_ERRORS = (UserError, ConfigError, ModelFileError, FileNotFoundError, ValueError)
+
+
+def cmd_info(args: argparse.Namespace) -> None:
+    """Print a model directory's config, parameter count and FLOPs per token."""
+    from .model.accounting import count_parameters, flops_per_token
+    from .model.io import load_config, load_model
+
+    config = load_config(args.model_dir)
+    model = load_model(args.model_dir)
+    print(f"model directory: {args.model_dir}")
+    print("config:")
+    for key, value in config.to_dict().items():
+        print(f"  {key} = {value}")
+    total = count_parameters(model)
+    print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
+    flops = flops_per_token(config, args.seq_len)
+    print(f"FLOPs per token at sequence length {args.seq_len}: "
+          f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+          f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
+    p.add_argument("model_dir")
+    p.add_argument("--seq-len", type=int, default=128, help="sequence length for the FLOP count (default 128)")
+    p.set_defaults(func=cmd_info)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except USER_ERRORS as e:
+        print(f"transformer {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"transformer {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
