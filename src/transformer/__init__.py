@@ -1,6 +1,6 @@
 """transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as real software."""
 
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, DecodeConfig, ModelConfig
 from .model.accounting import count_parameters, flops_per_token
 from .model.io import ModelFileError, load_model, save_model
 from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "DecodeConfig",
     "DecoderOnly",
     "EncoderDecoder",
     "EncoderOnly",
