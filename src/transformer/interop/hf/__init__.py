@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ...model.transformer import Model
-from . import marian
+from . import bert, gpt2, llama, marian
 from .common import HFConversionError
 
 
@@ -28,6 +28,12 @@ def from_hf(model_or_path) -> Model:
     match model_type:
         case "marian":
             return marian.from_hf(hf_model)
+        case "gpt2":
+            return gpt2.from_hf(hf_model)
+        case "llama":
+            return llama.from_hf(hf_model)
+        case "bert":
+            return bert.from_hf(hf_model)
         case _:
             raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
                                     "from_hf converts marian, gpt2, llama and bert models")
@@ -39,6 +45,15 @@ def to_hf(model: Model):
     match cfg.arch:
         case "encoder-decoder":
             return marian.to_hf(model)
+        case "encoder":
+            return bert.to_hf(model)
+        case "decoder" if cfg.positional == "learned":
+            return gpt2.to_hf(model)
+        case "decoder" if cfg.positional == "rope":
+            return llama.to_hf(model)
+        case "decoder":
+            raise HFConversionError(f"positional={cfg.positional!r} has no Hugging Face export: decoder-only "
+                                    "models export as GPT-2 (positional='learned') or Llama (positional='rope')")
         case _:
             raise HFConversionError(f"arch={cfg.arch!r} has no Hugging Face export")
 
