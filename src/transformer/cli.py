@@ -39,6 +39,17 @@ def cmd_info(args: argparse.Namespace) -> None:
           f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
 
 
+def cmd_import_hf(args: argparse.Namespace) -> None:
+    """Convert a Hugging Face model directory or .gguf file into a model directory."""
+    from .interop.hf import import_hf
+    from .model.accounting import count_parameters
+
+    result = import_hf(args.path, args.out)
+    total = count_parameters(result.model)
+    print(f"imported {result.model_type} model ({total / 1e6:.2f}M parameters) from {args.path}")
+    print(f"wrote {args.out}: {', '.join(result.files)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -47,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_dir")
     p.add_argument("--seq-len", type=int, default=128, help="sequence length for the FLOP count (default 128)")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("import-hf", help="convert a Hugging Face model (directory or .gguf file) into a model directory")
+    p.add_argument("path", help="a Hugging Face model directory (config.json + weights) or a .gguf file")
+    p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
+    p.set_defaults(func=cmd_import_hf)
 
     return parser
 

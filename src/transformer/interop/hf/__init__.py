@@ -4,8 +4,10 @@
     hf_model = to_hf(model)                    # the matching transformers model
 
 `from_hf` accepts a transformers model object, a Hugging Face model directory, or a .gguf
-file (read through transformers' GGUF reader). What our ModelConfig cannot express raises
-HFConversionError naming the Hugging Face config field. Needs the `hf` extra (transformers).
+file (read through transformers' GGUF reader); `import_hf(path, out)` writes one of our
+model directories from such a path, with its tokenizer and chat template (the CLI's
+`transformer import-hf`). What our ModelConfig cannot express raises HFConversionError
+naming the Hugging Face config field. Needs the `hf` extra (transformers).
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ from . import bert, gpt2, llama, marian
 from .common import HFConversionError
 
 
-def from_hf(model_or_path) -> Model:
-    """A transformers model (or a path to one) -> our model with the same outputs, in eval mode."""
-    hf_model = model_or_path
+def from_hf(model_or_path, with_tokenizer: bool = False):
+    """A transformers model (or a path to one) -> our model with the same outputs, in eval mode.
+
+    With with_tokenizer=True returns (model, tokenizer): the transformers tokenizer read from
+    the path, or None (always None for a model object).
+    """
+    hf_model, tokenizer = model_or_path, None
     if isinstance(model_or_path, (str, os.PathLike)):
         from .loading import load_hf
 
-        hf_model = load_hf(model_or_path).model
+        source = load_hf(model_or_path, tokenizer=with_tokenizer)
+        hf_model, tokenizer = source.model, source.tokenizer
+    model = _convert(hf_model)
+    return (model, tokenizer) if with_tokenizer else model
+
+
+def _convert(hf_model) -> Model:
     model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
     match model_type:
         case "marian":
@@ -58,4 +70,11 @@ def to_hf(model: Model):
             raise HFConversionError(f"arch={cfg.arch!r} has no Hugging Face export")
 
 
-__all__ = ["HFConversionError", "from_hf", "to_hf"]
+def import_hf(path, out):
+    """Convert a Hugging Face directory or .gguf file into our model directory `out` (see loading.import_hf)."""
+    from .loading import import_hf as _import_hf
+
+    return _import_hf(path, out)
+
+
+__all__ = ["HFConversionError", "from_hf", "import_hf", "to_hf"]

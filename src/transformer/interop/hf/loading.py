@@ -76,3 +76,59 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
         except (OSError, ValueError, KeyError, TypeError):
             tok = None  # a model without tokenizer files
     return HFSource(model, tok, getattr(tok, "chat_template", None) if tok is not None else None)
+
+
+TOKENIZER_FILE = "tokenizer.json"
+CHAT_TEMPLATE_FILE = "chat_template.json"
+
+
+@dataclass
+class ImportResult:
+    """What `import_hf` wrote."""
+
+    model_type: str
+    """The Hugging Face model_type (marian, gpt2, llama, bert)."""
+    files: list[str]
+    """The files written into the model directory."""
+    model: torch.nn.Module
+    """Our model (eval mode)."""
+
+
+def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
+    """Convert a Hugging Face directory or .gguf file into one of our model directories.
+
+    Writes config.json + model.safetensors, the fast tokenizer as tokenizer.json when the
+    source has one, the chat template (with the bos/eos token strings it refers to) as
+    chat_template.json when it has one, and a README.md saying where the model came from.
+    """
+    import json
+
+    from ...model.io import atomic_write, atomic_write_text, save_model
+    from . import from_hf
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise HFConversionError(f"--out {out} is a file: pass a directory to write the model into")
+    source = load_hf(path)
+    model = from_hf(source.model)
+    save_model(model, out)
+    files = ["config.json", "model.safetensors"]
+    backend = getattr(source.tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))
+        files.append(TOKENIZER_FILE)
+    if source.chat_template:
+        chat = {"chat_template": source.chat_template,
+                "bos_token": getattr(source.tokenizer, "bos_token", None),
+                "eos_token": getattr(source.tokenizer, "eos_token", None)}
+        atomic_write_text(out / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n")
+        files.append(CHAT_TEMPLATE_FILE)
+    model_type = source.model.config.model_type
+    tokenizer_line = (f"The tokenizer is Hugging Face's fast tokenizer ({TOKENIZER_FILE})." if backend is not None
+                      else "The source has no fast tokenizer, so none was written.")
+    atomic_write_text(out / "README.md", (
+        f"# Imported from Hugging Face\n\nConverted from `{path}` ({type(source.model).__name__}, "
+        f"model_type `{model_type}`) with `transformer import-hf`; outputs match the Hugging Face "
+        f"implementation.\n\n{tokenizer_line}\n"))
+    files.append("README.md")
+    return ImportResult(model_type, files, model)
