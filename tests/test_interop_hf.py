@@ -443,6 +443,10 @@ def test_import_hf_cli_writes_a_model_directory(tmp_path, capsys):
 
     assert main(["import-hf", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    gpt2 = tmp_path / "gpt2"  # a model directory without tokenizer files: no tokenizer.json is written
+    gpt2_model().save_pretrained(gpt2)
+    assert main(["import-hf", str(gpt2), "--out", str(tmp_path / "gpt2-ours")]) == 0
+    assert not (tmp_path / "gpt2-ours" / "tokenizer.json").exists()
     (tmp_path / "empty").mkdir()
     assert main(["import-hf", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 2
     assert "no config.json" in capsys.readouterr().err

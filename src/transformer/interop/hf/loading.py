@@ -19,6 +19,11 @@ _CLASSES = {
     "bert": ("BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining"),
 }
 
+# Files whose presence means a Hugging Face directory ships a tokenizer (without them,
+# transformers builds an empty one rather than failing).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
+                    "source.spm", "tokenizer.model", "sentencepiece.bpe.model")
+
 
 @dataclass
 class HFSource:
@@ -70,11 +75,13 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
     cls = getattr(transformers, named[0] if named else _DEFAULT_CLASS[model_type])
     model = cls.from_pretrained(folder, config=config, dtype=torch.float32, local_files_only=True, **extra).eval()
     tok = None
-    if tokenizer:
+    if tokenizer and ("gguf_file" in extra or any((folder / f).is_file() for f in _TOKENIZER_FILES)):
         try:
             tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
         except (OSError, ValueError, KeyError, TypeError):
-            tok = None  # a model without tokenizer files
+            tok = None  # tokenizer files transformers cannot read
+        if tok is not None and len(tok) < 2:
+            tok = None  # transformers builds an empty tokenizer when it finds no vocabulary
     return HFSource(model, tok, getattr(tok, "chat_template", None) if tok is not None else None)
 
 
