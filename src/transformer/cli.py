@@ -50,6 +50,17 @@ def cmd_import_hf(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}: {', '.join(result.files)}")
 
 
+def cmd_data_bible(args: argparse.Namespace) -> None:
+    """Build aligned train/valid/test files from two SWORD Bible modules."""
+    from .data.bible import build_bible_corpus
+
+    report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir)
+    pairs = report["pairs"]
+    print(f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
+          f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
+          f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -63,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a Hugging Face model directory (config.json + weights) or a .gguf file")
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
     p.set_defaults(func=cmd_import_hf)
+
+    data = sub.add_parser("data", help="build datasets").add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    p = data.add_parser("bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)")
+    texts = ["spa", "eng", "kjv"]
+    p.add_argument("--src", default="spa", choices=texts, help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)")
+    p.add_argument("--tgt", default="eng", choices=texts, help="target text (same codes)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
+    p.set_defaults(func=cmd_data_bible)
 
     return parser
 
