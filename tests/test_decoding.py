@@ -332,3 +332,58 @@ def test_bad_input_gives_clear_errors():
         T.greedy_search(tiny("decoder"), [[2, 5], []])
     with pytest.raises(ValueError, match="length_penalty_kind"):
         T.beam_search(model, [[5, 3]], length_penalty_kind="gnmt")
+
+
+# --------------------------------------------------------------------------------------------
+# Parity with Hugging Face generate on a random Marian model (nothing downloaded).
+
+
+def _until(row: list[int], stop: int) -> list[int]:
+    return row[: row.index(stop)] if stop in row else row
+
+
+@pytest.mark.parametrize("beam,alpha,n_best,early,min_len", [
+    (1, 1.0, 1, True, 0), (1, 1.0, 1, True, 3), (5, 0.6, 3, True, 0), (3, -0.5, 2, True, 2),
+    (4, 1.0, 2, "never", 0),
+])
+def test_marian_greedy_and_beam_match_hf_generate(beam, alpha, n_best, early, min_len):
+    transformers = pytest.importorskip("transformers")
+    from transformer.interop.hf import from_hf
+
+    torch.manual_seed(0)
+    config = transformers.MarianConfig(
+        vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=64,
+        pad_token_id=60, decoder_start_token_id=60, eos_token_id=0)
+    hf = transformers.MarianMTModel(config).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "embed_positions" not in name:  # the fixed sinusoid table stays as it is
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
+        hf.final_logits_bias[0, 0] += 0.8  # </s> often enough that hypotheses end at different lengths
+    ours = from_hf(hf)
+    src = torch.randint(1, 60, (4, 9), generator=g)
+    mask = torch.arange(9)[None] < torch.tensor([[9], [5], [7], [3]])
+    src = src.masked_fill(~mask, 60)
+    max_new = 12
+    # Equivalent settings: HF's lengths count the decoder start token; it never generates <pad> here
+    # because ours never does; no forced </s>, no n-gram blocking, no sampling.
+    with torch.no_grad():
+        out = hf.generate(input_ids=src, attention_mask=mask.long(), max_length=max_new + 1, min_length=min_len + 1,
+                          num_beams=beam, length_penalty=alpha, early_stopping=early, num_return_sequences=n_best,
+                          do_sample=False, suppress_tokens=[60], forced_eos_token_id=None, bad_words_ids=None,
+                          no_repeat_ngram_size=0, repetition_penalty=1.0, output_scores=True,
+                          return_dict_in_generate=True)
+    theirs = [_until(row[1:], 0) for row in out.sequences.tolist()]
+    if beam == 1:
+        ids = T.greedy_search(ours, src, src_mask=mask, max_len_a=0, max_len_b=max_new, min_len=min_len)
+    else:
+        ids, scores = T.beam_search(ours, src, src_mask=mask, beam_size=beam, length_penalty=alpha,
+                                    length_penalty_kind="power", max_len_a=0, max_len_b=max_new, min_len=min_len,
+                                    n_best=n_best, early_stopping=early, return_scores=True)
+        assert torch.allclose(scores.reshape(-1), out.sequences_scores, atol=1e-4)
+    mine = [_until(row, 60) for row in ids.reshape(4 * n_best, ids.shape[-1]).tolist()]
+    assert mine == theirs
+    if beam > 1:  # hypotheses of different lengths: the test exercises </s> handling
+        assert len({len(r) for r in mine}) > 1
