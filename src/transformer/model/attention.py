@@ -9,7 +9,7 @@ A query row with nothing to attend to gives a zero vector, never NaN, in both pa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -99,7 +99,6 @@ class KVCache:
     key_mask: torch.Tensor | None = None  # (B, S)
     memory_mask: torch.Tensor | None = None  # (B, S_src)
     positions: torch.Tensor | None = None  # (B,)
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:

@@ -27,6 +27,9 @@ def atomic_write(path: str | os.PathLike, write) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; give them the usual permissions
     try:
         write(tmp)
         os.replace(tmp, path)

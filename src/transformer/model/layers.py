@@ -25,21 +25,26 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
-        h = self.w1(x)  # (B, L, F)
-        match self.activation:
-            case "relu":
-                h = F.relu(h)
-            case "gelu":
-                h = F.gelu(h)
-            case "gelu_tanh":
-                h = F.gelu(h, approximate="tanh")
-            case "silu":
-                h = F.silu(h)
-            case "swiglu":
-                h = F.silu(h) * self.w3(x)
-            case _:
-                raise ValueError(f"unknown activation {self.activation!r}")
+        if self.w3 is not None:
+            h = F.silu(self.w1(x)) * self.w3(x)  # (B, L, F)
+        else:
+            h = activate(self.w1(x), self.activation)  # (B, L, F)
         return self.w2(self.dropout(h))
+
+
+def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
+    """The pointwise activations: relu (the paper), gelu, gelu_tanh (GPT-2's approximation), silu."""
+    match kind:
+        case "relu":
+            return F.relu(x)
+        case "gelu":
+            return F.gelu(x)
+        case "gelu_tanh":
+            return F.gelu(x, approximate="tanh")
+        case "silu":
+            return F.silu(x)
+        case _:
+            raise ValueError(f"unknown activation {kind!r}: use relu, gelu, gelu_tanh or silu")
 
 
 class RMSNorm(nn.Module):

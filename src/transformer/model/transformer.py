@@ -13,7 +13,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from .attention import KVCache, MultiHeadAttention
-from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
+from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, make_norm
 from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
 
@@ -34,9 +34,10 @@ class Embeddings(nn.Module):
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """ids, positions (B, L) -> (B, L, C)."""
         vocab = self.tokens.num_embeddings
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-            raise ValueError(f"token id {int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())} "
-                             f"is outside the vocabulary [0, {vocab}): check the tokenizer matches the model")
+        outside = (ids < 0) | (ids >= vocab)
+        if outside.any():  # a clear error instead of an index error deep inside torch
+            raise ValueError(f"token id {int(ids[outside][0])} is outside the vocabulary [0, {vocab}): "
+                             "check that the tokenizer matches the model")
         x = self.tokens(ids)
         if self.scale != 1.0:
             x = x * self.scale
@@ -110,8 +111,8 @@ class Decoder(nn.Module):
             positions = _positions(mask, b, t, ids.device)
             key_mask, offset = mask, 0
         else:
-            if memory_mask is not None or cache.memory_mask is None:
-                cache.memory_mask = memory_mask
+            if memory is not None:  # the first step: keep the source mask, None when nothing is padded
+                cache.memory_mask = None if memory_mask is None or bool(memory_mask.all()) else memory_mask
             memory_mask = cache.memory_mask
             if cache.positions is None:
                 cache.positions = torch.zeros(b, dtype=torch.long, device=ids.device)
@@ -216,14 +217,13 @@ class MaskedLMHead(nn.Module):
     def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float):
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
-        self.activation = activation
+        self.activation = "silu" if activation == "swiglu" else activation
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.decoder = nn.Linear(d_model, vocab_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, V)."""
-        h = self.dense(hidden)
-        h = nn.functional.gelu(h, approximate="tanh" if self.activation == "gelu_tanh" else "none")
+        h = activate(self.dense(hidden), self.activation)
         return self.decoder(self.norm(h))
 
 
