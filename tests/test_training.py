@@ -277,3 +277,39 @@ def test_cli_data_copy_and_train_errors(tmp_path, capsys):
     assert "fp16' needs a GPU" in capsys.readouterr().err or torch.cuda.is_available()
     assert cli_main(["train", str(cfg), "--resume", "--out", str(tmp_path / "none")]) == 2
     assert "no checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp_path, copy_data):
+    """2 gloo processes x 1 batch per step == 1 process accumulating 2 batches: the same losses.
+
+    Tolerance: relative 1e-4 per step (gradients are summed in a different order across processes,
+    and the difference compounds a little through Adam over the steps).
+    """
+    cfg = _tiny(copy_data, max_steps=6, save_every=100, valid_every=100)
+    cfg = build_run_config({**{k: v for k, v in cfg.to_dict().items()},
+                            "model": {**cfg.to_dict()["model"], "dropout": 0.0}})
+    file = _write(tmp_path / "ddp.toml", cfg.to_toml())
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single = load_config(file, ["train.accumulate=2"])
+    train(single, tmp_path / "one", log=lambda _: None)
+    ddp, one = _losses(tmp_path / "ddp"), _losses(tmp_path / "one")
+    assert sorted(ddp) == sorted(one) == list(range(1, 7))
+    for step in one:
+        assert ddp[step] == pytest.approx(one[step], rel=1e-4), step
+    records = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    tokens = {r["step"]: r["tokens"] for r in records if r["split"] == "train"}
+    records = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert tokens == {r["step"]: r["tokens"] for r in records if r["split"] == "train"}  # the same global batches
+
+
+def test_preset_configs_load():
+    presets = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+    assert {p.stem for p in presets} >= {"copy", "base", "big", "cpu-translation", "lm"}
+    for preset in presets:
+        load_config(preset)
+    big = load_config(presets[[p.stem for p in presets].index("big")])
+    assert (big.model.d_model, big.model.d_ff, big.model.n_heads, big.model.dropout) == (1024, 4096, 16, 0.3)
