@@ -313,3 +313,43 @@ def test_preset_configs_load():
         load_config(preset)
     big = load_config(presets[[p.stem for p in presets].index("big")])
     assert (big.model.d_model, big.model.d_ff, big.model.n_heads, big.model.dropout) == (1024, 4096, 16, 0.3)
+
+
+def _greedy_exact_match(model_dir: Path, lines: list[str]) -> float:
+    """Share of lines a trained copy model reproduces exactly with greedy decoding (a plain loop, no cache)."""
+    model, (src_tok, tgt_tok) = load_model(model_dir), load_tokenizers(model_dir)
+    c = model.config
+    ids = [src_tok.encode(line) for line in lines]
+    src = torch.full((len(ids), max(map(len, ids))), c.pad_id)
+    for i, row in enumerate(ids):
+        src[i, : len(row)] = torch.tensor(row)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        out = torch.full((len(ids), 1), c.start_id)
+        done = torch.zeros(len(ids), dtype=torch.bool)
+        for _ in range(src.size(1) + 5):
+            step = model.decode(out, memory, src_mask)[:, -1].argmax(-1)  # (B,)
+            step = torch.where(done, torch.full_like(step, c.pad_id), step)
+            out = torch.cat([out, step[:, None]], dim=1)
+            done |= step == c.eos_id
+            if done.all():
+                break
+    decoded = tgt_tok.decode_batch(out[:, 1:].tolist())
+    return sum(d == line for d, line in zip(decoded, lines, strict=True)) / len(lines)
+
+
+def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
+    """configs/copy.toml on a smaller copy task (4,000 pairs), a fixed 450 steps (~45 s on 2 cores).
+
+    Greedy output reproduces at least 90% of 100 unseen sequences (measured: 96%); a masking or
+    target-shifting bug gives close to 0%. The full copy.toml run reaches 100% (see the README).
+    """
+    data = tmp_path / "copy"
+    write_copy_task(data, n_train=4000, n_valid=50, n_test=100, n_symbols=10, max_len=8)
+    overrides = [f"data.{split}_{side}={data}/{split}.{side}" for split in ("train", "valid") for side in ("src", "tgt")]
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "copy.toml",
+                      overrides + ["train.max_steps=450", "train.batch_tokens=512", "train.warmup_steps=100",
+                                   "train.valid_every=1000", "train.save_every=1000"])
+    train(cfg, tmp_path / "run", log=lambda _: None)
+    test_lines = (data / "test.src").read_text().splitlines()
+    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) >= 0.9
