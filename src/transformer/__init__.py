@@ -1,6 +1,7 @@
 """transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as real software."""
 
 from .config import ConfigError, DecodeConfig, ModelConfig
+from .decoding import beam_search, greedy_search, sample
 from .model.accounting import count_parameters, flops_per_token
 from .model.io import ModelFileError, load_model, save_model
 from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
@@ -15,9 +16,12 @@ __all__ = [
     "EncoderOnly",
     "ModelConfig",
     "ModelFileError",
+    "beam_search",
     "build_model",
     "count_parameters",
     "flops_per_token",
+    "greedy_search",
     "load_model",
+    "sample",
     "save_model",
 ]

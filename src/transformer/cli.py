@@ -93,6 +93,28 @@ def cmd_data_copy(args: argparse.Namespace) -> None:
     print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
 
 
+def cmd_import_hf(args: argparse.Namespace) -> None:
+    """Convert a Hugging Face model directory or .gguf file into a model directory."""
+    from .interop.hf import import_hf
+    from .model.accounting import count_parameters
+
+    result = import_hf(args.path, args.out)
+    total = count_parameters(result.model)
+    print(f"imported {result.model_type} model ({total / 1e6:.2f}M parameters) from {args.path}")
+    print(f"wrote {args.out}: {', '.join(result.files)}")
+
+
+def cmd_data_bible(args: argparse.Namespace) -> None:
+    """Build aligned train/valid/test files from two SWORD Bible modules."""
+    from .data.bible import build_bible_corpus
+
+    report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir)
+    pairs = report["pairs"]
+    print(f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
+          f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
+          f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -101,6 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_dir")
     p.add_argument("--seq-len", type=int, default=128, help="sequence length for the FLOP count (default 128)")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("import-hf", help="convert a Hugging Face model (directory or .gguf file) into a model directory")
+    p.add_argument("path", help="a Hugging Face model directory (config.json + weights) or a .gguf file")
+    p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
+    p.set_defaults(func=cmd_import_hf)
+
+    data = sub.add_parser("data", help="build datasets").add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    p = data.add_parser("bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)")
+    texts = ["spa", "eng", "kjv"]
+    p.add_argument("--src", default="spa", choices=texts, help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)")
+    p.add_argument("--tgt", default="eng", choices=texts, help="target text (same codes)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
+    p.set_defaults(func=cmd_data_bible)
 
     p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
     p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
@@ -116,8 +152,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="model directory to write")
     p.set_defaults(func=cmd_average)
 
-    p = sub.add_parser("data", help="make training data")
-    data = p.add_subparsers(dest="data_command", required=True, metavar="SOURCE")
     p = data.add_parser("copy", help="the synthetic copy task: aligned files where target = source")
     p.add_argument("--out", required=True, help="directory for {train,valid,test}.{src,tgt}")
     p.add_argument("--n-train", type=int, default=20000, help="training pairs (default 20000)")

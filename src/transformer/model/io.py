@@ -96,6 +96,8 @@ def load_tokenizers(path: str | os.PathLike):
 
 def load_config(path: str | os.PathLike) -> ModelConfig:
     """Read a model directory's config.json, with errors that name the file."""
+    if not Path(path).is_dir():
+        raise ModelFileError(f"{path} is not a directory: pass a model directory (config.json + model.safetensors)")
     file = Path(path) / CONFIG_FILE
     if not file.is_file():
         raise ModelFileError(f"{file} not found: a model directory holds {CONFIG_FILE} and {WEIGHTS_FILE}")
@@ -112,8 +114,6 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
     """Build the model from `config.json` and load `model.safetensors`, checking every name and shape."""
     path = Path(path)
-    if not path.is_dir():
-        raise ModelFileError(f"{path} is not a directory: pass a model directory (config.json + model.safetensors)")
     config = load_config(path)
     file = path / WEIGHTS_FILE
     if not file.is_file():

@@ -1,0 +1,159 @@
+"""The one interface every decoding strategy uses: encode the source once, then step one position.
+
+Legend: B batch (sentences or beam rows), S source / prompt length, V vocabulary,
+L decoder layers, H heads.
+
+For an encoder-decoder model the source is encoded once and the decoder starts from the
+model's start token (`ModelConfig.start_id`). For a decoder-only model the source *is* the
+prompt: a batch of prompts is left-padded so every row's next token lands in the same
+column, and the model counts positions from each row's first real token. Either way a step
+feeds one token per row and costs one new position of work over the KV cache; rows can be
+reordered, repeated (beams) or dropped (finished sentences) with `reorder`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import torch
+
+from ..model.transformer import DecoderOnly, EncoderDecoder
+
+SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
+
+
+@contextlib.contextmanager
+def inference(model: torch.nn.Module):
+    """Eval mode (no dropout) and no autograd for the duration; the model's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _rows(src_ids: SourceInput, src_mask: torch.Tensor | None, pad_id: int) -> list[torch.Tensor]:
+    """Any accepted input form -> one 1-D LongTensor of real tokens per row."""
+    if isinstance(src_ids, torch.Tensor):
+        ids = src_ids[None] if src_ids.dim() == 1 else src_ids
+        if ids.dim() != 2:
+            raise ValueError(f"src_ids must be (batch, length) token ids; got a tensor of shape {tuple(src_ids.shape)}")
+        if ids.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
+            raise ValueError(f"src_ids must hold integer token ids; got dtype {ids.dtype}")
+        mask = ids != pad_id if src_mask is None else src_mask.to(torch.bool).reshape(ids.shape)
+        return [row[m] for row, m in zip(ids.long(), mask, strict=True)]
+    if src_mask is not None:
+        raise ValueError("src_mask is only for tensor input: a list of sequences has no padding to mask")
+    if len(src_ids) == 0:
+        raise ValueError("src_ids is empty: pass at least one sequence")
+    return [torch.as_tensor(list(r) if not isinstance(r, torch.Tensor) else r, dtype=torch.long).reshape(-1)
+            for r in src_ids]
+
+
+def pad_rows(rows: list[torch.Tensor], pad_id: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of token ids -> (B, S) ids and (B, S) bool mask (True = real), padded right or left."""
+    width = max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool, device=device)
+    for i, r in enumerate(rows):
+        n = len(r)
+        cols = slice(width - n, width) if left else slice(0, n)
+        ids[i, cols] = r.to(device)
+        mask[i, cols] = True
+    return ids, mask
+
+
+class Stepper:
+    """Incremental decoding over the model's KV cache.
+
+    `start()` encodes the source (encoder-decoder) or reads the prompt (decoder-only) and
+    returns the first next-token log-probabilities (B, V); `step(tokens)` feeds one token per
+    row and returns the next (B', V); `reorder(index)` keeps/repeats/drops rows.
+    With need_weights, `weights` holds the last call's attention: {"self": [(B, H, K) per
+    layer], "cross": [(B, H, S) per layer] or None} for the query that predicts the next token.
+    """
+
+    def __init__(self, model: torch.nn.Module, src_ids: SourceInput, src_mask: torch.Tensor | None = None,
+                 need_weights: bool = False):
+        if not isinstance(model, EncoderDecoder | DecoderOnly):
+            raise ValueError(f"{type(model).__name__} cannot generate text: decoding needs an encoder-decoder "
+                             "or decoder-only model (arch='encoder-decoder' or 'decoder')")
+        self.model = model
+        self.config = model.config
+        self.decoder_only = isinstance(model, DecoderOnly)
+        self.need_weights = need_weights
+        self.device = next(model.parameters()).device
+        rows = _rows(src_ids, src_mask, self.config.pad_id)
+        if self.decoder_only:
+            empty = [i for i, r in enumerate(rows) if len(r) == 0]
+            if empty:
+                raise ValueError(f"prompt {empty[0]} is empty: a language model needs at least one token to "
+                                 f"continue (start prompts with <s>, id {self.config.bos_id}, if the model expects it)")
+        self.src_ids, self.src_mask = pad_rows(rows, self.config.pad_id, left=self.decoder_only, device=self.device)
+        self.src_lengths = self.src_mask.sum(-1)  # (B,)
+        self.batch_size = len(rows)
+        self.cache = model.new_cache()
+        self.weights: dict | None = None
+
+    @property
+    def max_positions(self) -> int | None:
+        """How many positions the decoder can see (None = unbounded)."""
+        return None if self.config.positional == "none" else self.config.max_positions
+
+    def max_new_tokens(self, a: float, b: int) -> torch.Tensor:
+        """(B,) per-row output bound floor(a * source_length + b), capped by the position table."""
+        limit = torch.floor(a * self.src_lengths.double() + b).long().clamp(min=0)
+        if self.max_positions is not None:
+            # Encoder-decoder: <s> takes position 0 and y_1..y_{T-1} the next ones, so T <= max_positions.
+            # Decoder-only: the prompt takes P positions and y_1..y_{N-1} the next ones, so N <= max_positions - P + 1.
+            room = self.max_positions - self.src_lengths + 1 if self.decoder_only else torch.full_like(limit, self.max_positions)
+            limit = torch.minimum(limit, room)
+        return limit.clamp(min=0).cpu()
+
+    def _log_probs(self, out, last_only: bool) -> torch.Tensor:
+        if self.need_weights:
+            logits, weights = out
+            self.weights = {
+                "self": [w[:, :, -1] for w in weights["self"]],  # (B, H, K)
+                "cross": None if self.decoder_only else [w[:, :, -1] for w in weights["cross"]],  # (B, H, S)
+            }
+        else:
+            logits = out
+        logits = logits[:, -1] if last_only else logits[:, 0]
+        return torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+
+    def start(self) -> torch.Tensor:
+        """Run the source/prompt; return the first log-probabilities (B, V)."""
+        if self.decoder_only:
+            mask = None if bool(self.src_mask.all()) else self.src_mask
+            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights)
+            return self._log_probs(out, last_only=True)
+        memory, src_mask = self.model.encode(self.src_ids, self.src_mask)
+        start = torch.full((self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device)
+        out = self.model.decode(start, memory, src_mask, cache=self.cache, need_weights=self.need_weights)
+        return self._log_probs(out, last_only=True)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (B,) -> log-probabilities of the next (B, V)."""
+        ids = tokens.to(self.device).view(-1, 1)  # (B, 1)
+        if self.decoder_only:
+            out = self.model(ids, None, cache=self.cache, need_weights=self.need_weights)
+        else:
+            out = self.model.decode(ids, None, None, cache=self.cache, need_weights=self.need_weights)
+        return self._log_probs(out, last_only=False)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep/reorder/repeat cache rows: index (B',) of current rows."""
+        self.cache.reorder(index.to(self.device))
+
+
+def blocked_tokens(log_probs: torch.Tensor, config, step: int, min_len: int) -> torch.Tensor:
+    """Never generate padding (unless it is also </s>); block </s> before min_len tokens. In place; returns it."""
+    if config.pad_id != config.eos_id:
+        log_probs[:, config.pad_id] = -float("inf")
+    if step < min_len:
+        log_probs[:, config.eos_id] = -float("inf")
+    return log_probs

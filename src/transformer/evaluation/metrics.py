@@ -1,0 +1,127 @@
+"""Evaluation on plain strings: sacreBLEU's BLEU and chrF (with their signatures), and perplexity.
+
+BLEU and chrF take detokenised hypotheses and references, one line each, and report the
+sacreBLEU signature so that a number can be reproduced (Post 2018). Perplexity is
+exp(summed negative log-likelihood / token count); `model_nll` computes both for a model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..decoding.step import inference, pad_rows
+from ..model.transformer import DecoderOnly, EncoderDecoder
+
+
+@dataclass(frozen=True)
+class MetricScore:
+    """A corpus-level score with what is needed to reproduce it."""
+
+    name: str
+    """BLEU or chrF."""
+    score: float
+    """The score, 0-100."""
+    signature: str
+    """sacreBLEU's signature (references, case, tokenisation, smoothing, version)."""
+    detail: str
+    """sacreBLEU's full line (n-gram precisions, brevity penalty, lengths)."""
+
+    def __str__(self) -> str:
+        return f"{self.detail} | {self.signature}"
+
+
+def _references(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
+    """One reference stream per reference set (sacreBLEU's layout), checked against the hypotheses."""
+    if len(references) and isinstance(references[0], str):
+        streams = [list(references)]
+    else:
+        streams = [list(r) for r in references]
+    for k, stream in enumerate(streams):
+        if len(stream) != len(hypotheses):
+            which = "the references" if len(streams) == 1 else f"reference set {k}"
+            raise ValueError(f"{len(hypotheses):,} hypotheses but {len(stream):,} lines in {which}: "
+                             "they must be aligned line by line")
+    return streams
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options) -> MetricScore:
+    """Corpus BLEU (Papineni et al. 2002) by sacreBLEU; references: one list of lines, or several sets of them.
+
+    options go to sacrebleu.metrics.BLEU (tokenize="13a", lowercase=False, ...).
+    """
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU(**options)
+    result = metric.corpus_score(list(hypotheses), _references(hypotheses, references))
+    return MetricScore("BLEU", float(result.score), str(metric.get_signature()), str(result))
+
+
+def chrf(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options) -> MetricScore:
+    """Corpus chrF (Popović 2015) by sacreBLEU; options go to sacrebleu.metrics.CHRF (word_order=2 for chrF++)."""
+    from sacrebleu.metrics import CHRF
+
+    metric = CHRF(**options)
+    result = metric.corpus_score(list(hypotheses), _references(hypotheses, references))
+    return MetricScore("chrF", float(result.score), str(metric.get_signature()), str(result))
+
+
+def perplexity(total_nll: float, n_tokens: int) -> float:
+    """exp(total negative log-likelihood in nats / number of predicted tokens)."""
+    if n_tokens <= 0:
+        raise ValueError(f"perplexity needs at least one predicted token; got n_tokens={n_tokens}")
+    return math.exp(total_nll / n_tokens)
+
+
+def model_nll(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
+              sources: Sequence[Sequence[int]] | None = None, batch_size: int = 32) -> tuple[float, int]:
+    """Summed NLL (nats) and predicted-token count of token sequences under a model, teacher-forced.
+
+    Decoder-only: each sequence predicts its tokens after the first (start them with <s>).
+    Encoder-decoder: sequences are targets for `sources`; the decoder starts from the start
+    token and predicts every target token and then </s>.
+    """
+    if not isinstance(model, EncoderDecoder | DecoderOnly):
+        raise ValueError(f"{type(model).__name__} has no next-token distribution: perplexity needs an "
+                         "encoder-decoder or decoder-only model")
+    cfg = model.config
+    enc_dec = isinstance(model, EncoderDecoder)
+    if enc_dec and (sources is None or len(sources) != len(sequences)):
+        raise ValueError("an encoder-decoder model needs `sources`, one per target sequence")
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    with inference(model):
+        for lo in range(0, len(sequences), batch_size):
+            rows = [torch.as_tensor(list(s), dtype=torch.long) for s in sequences[lo : lo + batch_size]]
+            if enc_dec:
+                start = torch.tensor([cfg.start_id])
+                eos = torch.tensor([cfg.eos_id])
+                inputs = [torch.cat([start, r]) for r in rows]
+                targets = [torch.cat([r, eos]) for r in rows]
+            else:
+                inputs, targets = [r[:-1] for r in rows], [r[1:] for r in rows]
+            keep = [i for i, t in enumerate(targets) if len(t)]
+            if not keep:
+                continue
+            ids, mask = pad_rows([inputs[i] for i in keep], cfg.pad_id, left=False, device=device)
+            tgt, _ = pad_rows([targets[i] for i in keep], cfg.pad_id, left=False, device=device)
+            if enc_dec:
+                src_rows = [torch.as_tensor(list(sources[lo + i]), dtype=torch.long) for i in keep]
+                src, src_mask = pad_rows(src_rows, cfg.pad_id, left=False, device=device)
+                logits = model(src, ids, src_mask, mask)
+            else:
+                logits = model(ids, mask)
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None]).squeeze(-1)  # (B, T)
+            total -= float(lp[mask].sum())
+            count += int(mask.sum())
+    return total, count
+
+
+def text_perplexity(model: torch.nn.Module, lines: Sequence[str], encode: Callable[[str], list[int]],
+                    batch_size: int = 32) -> float:
+    """Perplexity of a language model over lines of text; encode turns a line into ids (with <s> first)."""
+    nll, n = model_nll(model, [encode(line) for line in lines if line.strip()], batch_size=batch_size)
+    return perplexity(nll, n)

@@ -1,0 +1,80 @@
+"""Hugging Face weights in and out: BERT, GPT-2, Llama and Marian, with identical outputs.
+
+    model = from_hf(hf_model_or_path)          # our EncoderOnly / DecoderOnly / EncoderDecoder
+    hf_model = to_hf(model)                    # the matching transformers model
+
+`from_hf` accepts a transformers model object, a Hugging Face model directory, or a .gguf
+file (read through transformers' GGUF reader); `import_hf(path, out)` writes one of our
+model directories from such a path, with its tokenizer and chat template (the CLI's
+`transformer import-hf`). What our ModelConfig cannot express raises HFConversionError
+naming the Hugging Face config field. Needs the `hf` extra (transformers).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...model.transformer import Model
+from . import bert, gpt2, llama, marian
+from .common import HFConversionError
+
+
+def from_hf(model_or_path, with_tokenizer: bool = False):
+    """A transformers model (or a path to one) -> our model with the same outputs, in eval mode.
+
+    With with_tokenizer=True returns (model, tokenizer): the transformers tokenizer read from
+    the path, or None (always None for a model object).
+    """
+    hf_model, tokenizer = model_or_path, None
+    if isinstance(model_or_path, (str, os.PathLike)):
+        from .loading import load_hf
+
+        source = load_hf(model_or_path, tokenizer=with_tokenizer)
+        hf_model, tokenizer = source.model, source.tokenizer
+    model = _convert(hf_model)
+    return (model, tokenizer) if with_tokenizer else model
+
+
+def _convert(hf_model) -> Model:
+    model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
+    match model_type:
+        case "marian":
+            return marian.from_hf(hf_model)
+        case "gpt2":
+            return gpt2.from_hf(hf_model)
+        case "llama":
+            return llama.from_hf(hf_model)
+        case "bert":
+            return bert.from_hf(hf_model)
+        case _:
+            raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
+                                    "from_hf converts marian, gpt2, llama and bert models")
+
+
+def to_hf(model: Model):
+    """Our model -> the matching transformers model (Marian, GPT-2, Llama or BERT) with the same outputs."""
+    cfg = model.config
+    match cfg.arch:
+        case "encoder-decoder":
+            return marian.to_hf(model)
+        case "encoder":
+            return bert.to_hf(model)
+        case "decoder" if cfg.positional == "learned":
+            return gpt2.to_hf(model)
+        case "decoder" if cfg.positional == "rope":
+            return llama.to_hf(model)
+        case "decoder":
+            raise HFConversionError(f"positional={cfg.positional!r} has no Hugging Face export: decoder-only "
+                                    "models export as GPT-2 (positional='learned') or Llama (positional='rope')")
+        case _:
+            raise HFConversionError(f"arch={cfg.arch!r} has no Hugging Face export")
+
+
+def import_hf(path, out):
+    """Convert a Hugging Face directory or .gguf file into our model directory `out` (see loading.import_hf)."""
+    from .loading import import_hf as _import_hf
+
+    return _import_hf(path, out)
+
+
+__all__ = ["HFConversionError", "from_hf", "import_hf", "to_hf"]

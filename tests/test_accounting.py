@@ -1,0 +1,37 @@
+"""Parameter and FLOP accounting, checked against torch's own FLOP counter."""
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import transformer
+from transformer.config import cpu_tiny
+from transformer.model.accounting import attention_flops
+
+
+def test_attention_term_is_the_classic_formula():
+    b, d, length = 3, 512, 100
+    assert b * length * attention_flops(d, length) == 4 * b * d * length * (2 * d + length)
+
+
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder", "encoder"])
+@pytest.mark.parametrize("activation, n_kv_heads", [("relu", None), ("swiglu", 2)])
+def test_flops_per_token_matches_torch_flop_counter(arch, activation, n_kv_heads):
+    # The textbook attention path is plain matmuls, which FlopCounterMode counts exactly.
+    cfg = cpu_tiny(vocab_size=100, arch=arch, activation=activation, n_kv_heads=n_kv_heads, attention_impl="textbook")
+    model = transformer.build_model(cfg).eval()
+    b, length = 2, 16
+    ids = torch.randint(4, 100, (b, length))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(ids, ids) if arch == "encoder-decoder" else model(ids)
+    flops = transformer.flops_per_token(cfg, length)
+    assert counter.get_total_flops() == b * length * flops["forward"]
+    assert flops["training"] == 3 * flops["forward"]
+
+
+def test_tied_parameters_count_once():
+    tied = transformer.build_model(cpu_tiny(vocab_size=1000))
+    untied = transformer.build_model(cpu_tiny(vocab_size=1000, tie_embeddings=False))
+    # Untied: separate source embedding, target embedding and output matrix.
+    assert transformer.count_parameters(untied) - transformer.count_parameters(tied) == 2 * 1000 * 64
+    assert transformer.count_parameters(tied) == sum(p.numel() for p in set(tied.parameters()))

@@ -1,0 +1,47 @@
+"""ModelConfig validation: errors name the field, the value and what is valid."""
+
+import pytest
+
+from transformer.config import ConfigError, DecodeConfig, ModelConfig, paper_base, paper_big
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(arch="gpt"), "arch='gpt' is not valid: choose one of 'encoder-decoder', 'encoder', 'decoder'"),
+        (dict(d_model=100, n_heads=8), "d_model=100 is not divisible by n_heads=8"),
+        (dict(n_kv_heads=3), "n_kv_heads=3 does not divide n_heads=8"),
+        (dict(dropout=1.5), "dropout=1.5 is not valid: it must be a number in [0, 1)"),
+        (dict(norm="batchnorm"), "norm='batchnorm' is not valid"),
+        (dict(positional="alibi"), "positional='alibi' is not valid"),
+        (dict(vocab_size=0), "vocab_size=0 is not valid: it must be an integer > 0"),
+        (dict(eos_id=40000), "eos_id=40000 is outside the vocabulary (vocab_size=37000)"),
+        (dict(arch="decoder", tgt_vocab_size=10), "tgt_vocab_size=10 is only for arch='encoder-decoder'"),
+        (dict(n_classes=2), "n_classes=2 needs pooler=true"),
+    ],
+)
+def test_invalid_values_are_named(changes, message):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**changes)
+    assert message in str(e.value)
+
+
+def test_unknown_key_suggests_the_closest():
+    with pytest.raises(ConfigError, match=r"unknown key model.n_head \(did you mean 'n_heads'\?\)"):
+        ModelConfig.from_dict({"n_head": 4})
+
+
+def test_presets_and_derived_values():
+    base, big = paper_base(), paper_big()
+    assert (base.d_model, base.d_ff, base.n_heads, base.dropout) == (512, 2048, 8, 0.1)
+    assert (big.d_model, big.d_ff, big.n_heads, big.dropout) == (1024, 4096, 16, 0.3)
+    assert base.use_final_norm is False and base.replace(norm_position="pre").use_final_norm is True
+    assert ModelConfig(n_kv_heads=2).kv_heads == 2 and base.head_dim == 64
+    assert ModelConfig.from_dict(base.to_dict()) == base
+
+
+def test_decode_config_checks():
+    with pytest.raises(ConfigError, match="length_penalty_kind='exp'"):
+        DecodeConfig(length_penalty_kind="exp")
+    with pytest.raises(ConfigError, match="top_p=0 is not valid"):
+        DecodeConfig(top_p=0)

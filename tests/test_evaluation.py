@@ -1,0 +1,59 @@
+"""Evaluation: BLEU/chrF agree with sacreBLEU and carry signatures; perplexity matches the definition."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sacrebleu
+import torch
+
+import transformer as T
+from transformer.config import cpu_tiny
+from transformer.evaluation import bleu, chrf, model_nll, perplexity, text_perplexity
+
+HYP = ["the cat sat on the mat", "a dog barked loudly at night"]
+REF = ["the cat sat on a mat", "the dog barked loudly at night"]
+
+
+def test_bleu_and_chrf_match_sacrebleu_with_signatures():
+    b = bleu(HYP, REF)
+    assert b.score == pytest.approx(sacrebleu.corpus_bleu(HYP, [REF]).score)
+    assert "tok:13a" in b.signature and "nrefs:1" in b.signature and b.name == "BLEU"
+    assert bleu(REF, REF).score == pytest.approx(100.0)
+    c = chrf(HYP, REF)
+    assert c.score == pytest.approx(sacrebleu.corpus_chrf(HYP, [REF]).score)
+    assert "nc:6" in c.signature and 0 < c.score < 100
+    two = bleu(HYP, [REF, HYP])  # several reference sets
+    assert two.score == pytest.approx(100.0) and "nrefs:2" in two.signature
+
+
+def test_misaligned_references_are_a_clear_error():
+    with pytest.raises(ValueError, match="2 hypotheses but 1 lines"):
+        bleu(HYP, REF[:1])
+
+
+def test_perplexity_definition_and_uniform_model():
+    assert perplexity(2 * math.log(7), 2) == pytest.approx(7.0)
+    with pytest.raises(ValueError, match="at least one"):
+        perplexity(1.0, 0)
+    torch.manual_seed(0)
+    lm = T.build_model(cpu_tiny(vocab_size=16, arch="decoder"))
+    with torch.no_grad():  # a model that ignores its input: uniform over the vocabulary
+        lm.lm_head.weight.zero_()
+    nll, n = model_nll(lm, [[2, 5, 6, 7], [2, 9]])
+    assert n == 4 and perplexity(nll, n) == pytest.approx(16.0, rel=1e-5)
+    assert text_perplexity(lm, ["a b", "c"], encode=lambda s: [2] + [4 + ord(ch) % 8 for ch in s]) == pytest.approx(16.0, rel=1e-5)
+
+
+def test_model_nll_matches_summed_token_log_probs_with_padding():
+    torch.manual_seed(0)
+    model = T.build_model(cpu_tiny(vocab_size=16)).eval()
+    sources, targets = [[5, 6, 3], [7, 3]], [[8, 9, 10], [11]]
+    nll, n = model_nll(model, targets, sources=sources, batch_size=2)
+    expect = 0.0
+    for s, t in zip(sources, targets, strict=True):  # one at a time, no padding
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([s]), torch.tensor([[2] + t])), -1)[0]
+        expect -= sum(float(lp[i, tok]) for i, tok in enumerate(t + [3]))
+    assert n == 6 and nll == pytest.approx(expect, rel=1e-5)

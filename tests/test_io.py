@@ -1,0 +1,80 @@
+"""Model directories: save -> load is exact; broken files give clear errors."""
+
+import json
+
+import pytest
+import torch
+
+import transformer
+from transformer.config import cpu_tiny
+from transformer.model.io import ModelFileError
+
+CASES = [
+    dict(arch="encoder-decoder"),
+    dict(arch="encoder-decoder", tgt_vocab_size=30, tie_embeddings=False, output_bias=True),
+    dict(arch="decoder", positional="rope", norm="rmsnorm", activation="swiglu", n_kv_heads=2, bias=False),
+    dict(arch="encoder", positional="learned", n_token_types=2, mlm_head=True, pooler=True, n_classes=2),
+]
+
+
+@pytest.mark.parametrize("changes", CASES)
+def test_save_load_gives_identical_outputs(tmp_path, changes):
+    torch.manual_seed(0)
+    model = transformer.build_model(cpu_tiny(vocab_size=40, **changes)).eval()
+    ids = torch.randint(4, 30, (2, 6))
+    out = model(ids, ids) if changes["arch"] == "encoder-decoder" else model(ids)
+    transformer.save_model(model, tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    loaded = transformer.load_model(tmp_path / "m")
+    assert loaded.config == model.config
+    again = loaded(ids, ids) if changes["arch"] == "encoder-decoder" else loaded(ids)
+    assert torch.equal(out, again)
+    if model.config.tie_embeddings and changes["arch"] != "encoder":
+        assert loaded.lm_head.weight is loaded.decoder.embed.tokens.weight
+
+
+@pytest.fixture
+def saved(tmp_path):
+    model = transformer.build_model(cpu_tiny(vocab_size=40))
+    return transformer.save_model(model, tmp_path / "m")
+
+
+def test_truncated_weights_are_a_clear_error(saved):
+    file = saved / "model.safetensors"
+    file.write_bytes(file.read_bytes()[:1000])
+    with pytest.raises(ModelFileError, match="model.safetensors cannot be read .*truncated or corrupted"):
+        transformer.load_model(saved)
+
+
+def test_config_that_does_not_match_the_weights_is_named(saved):
+    config = json.loads((saved / "config.json").read_text())
+    config["d_ff"] = 256
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=r"wrong shapes for encoder.layers.0.feed_forward.w1.weight \(128, 64\) \(config needs \(256, 64\)\)"):
+        transformer.load_model(saved)
+    config["d_ff"], config["n_decoder_layers"] = 128, 3
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=r"missing decoder.layers.2"):
+        transformer.load_model(saved)
+
+
+def test_bad_config_json_is_named(saved):
+    (saved / "config.json").write_text('{"d_model": 64, "colour": "red"}')
+    with pytest.raises(ModelFileError, match="unknown key model.colour"):
+        transformer.load_model(saved)
+    (saved / "config.json").write_text("{not json")
+    with pytest.raises(ModelFileError, match="not valid JSON"):
+        transformer.load_model(saved)
+
+
+def test_missing_directory_or_weights(saved, tmp_path):
+    with pytest.raises(ModelFileError, match="is not a directory"):
+        transformer.load_model(tmp_path / "nowhere")
+    (saved / "model.safetensors").unlink()
+    with pytest.raises(ModelFileError, match="no weights"):
+        transformer.load_model(saved)
+
+
+def test_save_leaves_no_temporary_files(saved):
+    transformer.save_model(transformer.load_model(saved), saved)
+    assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
