@@ -39,6 +39,60 @@ def cmd_info(args: argparse.Namespace) -> None:
           f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train from a TOML config (see configs/), writing a run directory."""
+    from pathlib import Path
+
+    from .config import load_config
+    from .data.text import DataError
+    from .data.tokenizer import TokenizerError
+    from .training.trainer import TrainError, train
+
+    config = load_config(args.config, args.set or [])
+    out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    try:
+        train(config, out, resume=args.resume)
+    except (DataError, TokenizerError, TrainError) as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    """Average checkpoints' parameters into a model directory (§6.1)."""
+    from .data.tokenizer import has_tokenizer, load_tokenizers
+    from .model.io import load_decode_config, save_model
+    from .training.checkpoint import average_checkpoints, step_dirs
+
+    if args.last is not None:
+        if len(args.checkpoints) != 1:
+            raise UserError("--last N takes one run directory: transformer average --last 5 RUN_DIR --out MODEL_DIR")
+        found = step_dirs(args.checkpoints[0])
+        if not found:
+            raise UserError(f"{args.checkpoints[0]} has no checkpoints/step-* directories: pass a run directory")
+        if args.last < 1:
+            raise UserError(f"--last {args.last}: give a positive number of checkpoints")
+        paths = found[-args.last:]
+        if len(paths) < args.last:
+            print(f"note: the run has only {len(paths)} checkpoint(s); averaging those", file=sys.stderr)
+    else:
+        paths = args.checkpoints
+    model = average_checkpoints(paths)
+    tokenizer = None
+    if has_tokenizer(paths[-1]):
+        src, tgt = load_tokenizers(paths[-1])
+        tokenizer = src if src is tgt else (src, tgt)
+    save_model(model, args.out, tokenizer=tokenizer, decode=load_decode_config(paths[-1]))
+    print(f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}")
+
+
+def cmd_data_copy(args: argparse.Namespace) -> None:
+    """Write the synthetic copy task (target = source)."""
+    from .data.copy import write_copy_task
+
+    files = write_copy_task(args.out, n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test,
+                            n_symbols=args.symbols, min_len=args.min_len, max_len=args.max_len, seed=args.seed)
+    print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
+
+
 def cmd_import_hf(args: argparse.Namespace) -> None:
     """Convert a Hugging Face model directory or .gguf file into a model directory."""
     from .interop.hf import import_hf
@@ -83,6 +137,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
     p.set_defaults(func=cmd_data_bible)
+
+    p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
+    p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override a config value (repeatable; values are TOML literals, e.g. train.max_steps=100)")
+    p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
+    p.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("average", help="average checkpoints into a model directory (the paper: last 5 or 20)")
+    p.add_argument("checkpoints", nargs="+", metavar="CKPT_DIR", help="checkpoint directories, or one run directory with --last")
+    p.add_argument("--last", type=int, metavar="N", help="average the last N checkpoints of the run directory")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.set_defaults(func=cmd_average)
+
+    p = data.add_parser("copy", help="the synthetic copy task: aligned files where target = source")
+    p.add_argument("--out", required=True, help="directory for {train,valid,test}.{src,tgt}")
+    p.add_argument("--n-train", type=int, default=20000, help="training pairs (default 20000)")
+    p.add_argument("--n-valid", type=int, default=200, help="validation pairs (default 200)")
+    p.add_argument("--n-test", type=int, default=200, help="test pairs, never in the training data (default 200)")
+    p.add_argument("--symbols", type=int, default=20, help="distinct symbols, letters a.. (default 20)")
+    p.add_argument("--min-len", type=int, default=3, help="shortest sequence (default 3)")
+    p.add_argument("--max-len", type=int, default=12, help="longest sequence (default 12)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.set_defaults(func=cmd_data_copy)
 
     return parser
 

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 
 class ConfigError(ValueError):
@@ -273,6 +280,267 @@ class DecodeConfig:
         return cls(**values)
 
 
+def _check_types(obj: Any, section: str) -> None:
+    """Check each field against its annotation (str, int, float, bool, optionally `| None`)."""
+    kinds = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        parts = [p.strip() for p in str(f.type).split("|")]
+        if value is None and "None" in parts:
+            continue
+        allowed = tuple(t for p in parts if p in kinds for t in kinds[p])
+        ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+        if not ok:
+            want = " or ".join(p for p in parts if p != "None")
+            raise ConfigError(f"{section}.{f.name}={value!r} is not valid: it must be {want}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the training text is and how to tokenize it (the `[data]` section)."""
+
+    train_src: str | None = None
+    """Source side of the aligned training files (translation), one sentence per line."""
+    train_tgt: str | None = None
+    """Target side of the aligned training files, line i translating train_src line i."""
+    valid_src: str | None = None
+    """Source side of the validation files (optional)."""
+    valid_tgt: str | None = None
+    """Target side of the validation files."""
+    train_text: str | None = None
+    """Training text of a language model (arch = "decoder"), one document or sentence per line."""
+    valid_text: str | None = None
+    """Validation text of a language model (optional)."""
+    vocab_size: int = 8000
+    """Size of the byte-level BPE vocabulary to train (the model's vocabulary comes from it)."""
+    shared_vocab: bool = True
+    """One joint BPE vocabulary for source and target (the paper's, §5.1); false = one per side."""
+    min_frequency: int = 2
+    """A pair must occur this often to become a BPE merge."""
+    max_len: int = 256
+    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, "data")
+        _positive("data.vocab_size", self.vocab_size)
+        if self.vocab_size < 260:
+            raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least 260 "
+                              "(256 bytes + 4 special tokens)")
+        _positive("data.min_frequency", self.min_frequency)
+        _positive("data.max_len", self.max_len)
+        if (self.train_src is None) != (self.train_tgt is None):
+            raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
+        if (self.valid_src is None) != (self.valid_tgt is None):
+            raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
+        if self.train_src is not None and self.train_text is not None:
+            raise ConfigError("set data.train_src/train_tgt (translation) or data.train_text (language model), not both")
+        if self.train_src is None and self.train_text is None:
+            raise ConfigError("no training data: set data.train_src and data.train_tgt (translation) "
+                              "or data.train_text (language model)")
+
+    @property
+    def is_translation(self) -> bool:
+        return self.train_src is not None
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+SCHEDULES = ("inverse_sqrt", "cosine")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe (the `[train]` section). Defaults are the paper's (§5.3, §5.4)."""
+
+    seed: int = 1
+    """Seed of the model's initialisation, dropout and batch shuffling."""
+    batch_tokens: int = 4096
+    """Padded tokens per batch on each process (the paper: ~25,000 source + 25,000 target per step)."""
+    accumulate: int = 1
+    """Batches whose gradients are summed per optimiser step (effective batch = batch_tokens x accumulate x processes)."""
+    max_steps: int = 100000
+    """Stop after this many optimiser steps (the paper: 100,000 for base, 300,000 for big)."""
+    max_epochs: int = 0
+    """Stop after this many passes over the data (0 = no limit)."""
+    max_minutes: float = 0.0
+    """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
+    init_from: str | None = None
+    """A model directory to fine-tune from (its tokenizer and model config are used)."""
+    schedule: str = "inverse_sqrt"
+    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to min_lr."""
+    warmup_steps: int = 4000
+    """Steps of linear warmup (the paper: 4000)."""
+    lr_factor: float = 1.0
+    """inverse_sqrt: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    lr: float = 5e-4
+    """cosine: the peak learning rate reached after warmup."""
+    min_lr: float = 0.0
+    """cosine: the learning rate at max_steps."""
+    adam_beta1: float = 0.9
+    """Adam beta1 (the paper: 0.9)."""
+    adam_beta2: float = 0.98
+    """Adam beta2 (the paper: 0.98)."""
+    adam_eps: float = 1e-9
+    """Adam epsilon (the paper: 1e-9)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW style; the paper: none)."""
+    label_smoothing: float = 0.1
+    """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
+    clip_norm: float = 0.0
+    """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
+    precision: str = "fp32"
+    """fp32; bf16 (autocast, CPU or GPU); fp16 (autocast + gradient scaling, GPU only)."""
+    device: str = "auto"
+    """auto (cuda when available), cpu or cuda."""
+    valid_every: int = 1000
+    """Validate every this many steps (a final validation always runs)."""
+    save_every: int = 1000
+    """Write a checkpoint every this many steps (and at the end)."""
+    keep_last: int = 5
+    """Checkpoints to keep (older ones are deleted; best/ and last/ are kept apart)."""
+    log_every: int = 100
+    """Plain log lines every this many steps when not on a terminal (metrics.jsonl gets every step)."""
+    num_threads: int = 0
+    """CPU threads for torch (0 = torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, "train")
+        for name in ("batch_tokens", "accumulate", "max_steps", "valid_every", "save_every", "keep_last", "log_every"):
+            _positive(f"train.{name}", getattr(self, name))
+        for name in ("seed", "max_epochs", "warmup_steps", "num_threads"):
+            _positive(f"train.{name}", getattr(self, name), allow_zero=True)
+        _choice("train.schedule", self.schedule, SCHEDULES)
+        _choice("train.precision", self.precision, PRECISIONS)
+        _choice("train.device", self.device, ("auto", "cpu", "cuda"))
+        _probability("train.label_smoothing", self.label_smoothing)
+        for name in ("adam_beta1", "adam_beta2"):
+            _probability(f"train.{name}", getattr(self, name))
+        for name in ("max_minutes", "lr_factor", "lr", "min_lr", "adam_eps", "weight_decay", "clip_norm"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)!r} is not valid: it must be >= 0")
+        if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
+            raise ConfigError(f"train.lr_factor={self.lr_factor!r} is not valid: it must be > 0")
+        if self.schedule == "cosine" and self.lr <= 0:
+            raise ConfigError(f"train.lr={self.lr!r} is not valid: it must be > 0")
+
+
+SECTIONS = ("model", "data", "train", "decode")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a training run reads: [model], [data], [train] and [decode] (validation and saved defaults).
+
+    The model's vocab_size is not set here: it comes from the trained tokenizer.
+    """
+
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+
+    def __post_init__(self) -> None:
+        if self.train.init_from is None:
+            if self.data.is_translation and self.model.arch != "encoder-decoder":
+                raise ConfigError(f"model.arch={self.model.arch!r} cannot learn translation from data.train_src/train_tgt: "
+                                  "use arch = \"encoder-decoder\"")
+            if not self.data.is_translation and self.model.arch != "decoder":
+                raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained as a language model on data.train_text: "
+                                  "use arch = \"decoder\"")
+            if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned"):
+                raise ConfigError(f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
+                                  "lower data.max_len or raise model.max_positions")
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        model = self.model.to_dict()
+        for key in ("vocab_size", "tgt_vocab_size"):  # set by the tokenizer
+            model.pop(key)
+        return {"model": model, "data": dataclasses.asdict(self.data),
+                "train": dataclasses.asdict(self.train), "decode": self.decode.to_dict()}
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (None values are written as comments: they mean the default)."""
+        lines = []
+        for section, values in self.to_dict().items():
+            lines.append(f"[{section}]")
+            for key, value in values.items():
+                lines.append(f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000")
+    name, raw = text.split("=", 1)
+    section, key = name.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word or path: take it as a string
+    return section, key, value
+
+
+def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
+    """Build a RunConfig from nested dicts (parsed TOML), rejecting unknown sections and keys."""
+    for section in values:
+        if section not in SECTIONS:
+            close = difflib.get_close_matches(section, SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            raise ConfigError(f"{source}: unknown section [{section}]{hint}; valid sections: {', '.join(SECTIONS)}")
+        if not isinstance(values[section], dict):
+            raise ConfigError(f"{source}: {section} must be a [{section}] table of key = value lines")
+    data = _section(DataConfig, values.get("data", {}))
+    model_values = dict(values.get("model", {}))
+    for key in ("vocab_size", "tgt_vocab_size"):
+        if key in model_values:
+            raise ConfigError(f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size instead")
+    model_values["vocab_size"] = data.vocab_size
+    model = ModelConfig.from_dict(model_values)
+    return RunConfig(model=model, data=data, train=_section(TrainConfig, values.get("train", {})),
+                     decode=DecodeConfig.from_dict(values.get("decode", {})))
+
+
+def _section(cls: type, values: dict[str, Any]) -> Any:
+    section = {DataConfig: "data", TrainConfig: "train"}[cls]
+    valid = [f.name for f in fields(cls)]
+    for key in values:
+        if key not in valid:
+            raise unknown_key_error(section, key, valid)
+    return cls(**values)
+
+
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Read a training config (TOML), apply `section.key=value` overrides in order, validate."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{file} not found: pass a TOML config file (see configs/ for presets)")
+    try:
+        values = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{file} is not valid TOML: {e}") from None
+    for text in overrides:
+        section, key, value = parse_override(text)
+        values.setdefault(section, {})[key] = value
+    try:
+        return build_run_config(values, source=str(file))
+    except (ConfigError, TypeError) as e:
+        message = str(e)
+        raise ConfigError(message if message.startswith(str(file)) else f"{file}: {message}") from None
+
+
 def paper_base(vocab_size: int = 37000, **changes: Any) -> ModelConfig:
     """The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1."""
     return ModelConfig(vocab_size=vocab_size, **changes)
@@ -300,5 +568,6 @@ def cpu_tiny(vocab_size: int = 64, **changes: Any) -> ModelConfig:
 
 PRESETS = {"base": paper_base, "big": paper_big, "cpu-small": cpu_small, "cpu-tiny": cpu_tiny}
 
-__all__ = ["ConfigError", "DecodeConfig", "ModelConfig", "PRESETS", "cpu_small", "cpu_tiny", "paper_base", "paper_big",
+__all__ = ["ConfigError", "DataConfig", "DecodeConfig", "ModelConfig", "PRESETS", "RunConfig", "TrainConfig",
+           "load_config", "cpu_small", "cpu_tiny", "paper_base", "paper_big",
            "unknown_key_error"]

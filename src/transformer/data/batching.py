@@ -1,0 +1,131 @@
+"""Batches by token count, grouped by length, shuffled per epoch from a seed (§5.1).
+
+The paper batches "sentence pairs together by approximate sequence length", about 25,000
+source and 25,000 target tokens per batch. Here a batch holds as many examples as fit in
+`batch_tokens` padded tokens (rows x longest row), so padding stays small.
+
+Conventions (B batch, S source length, T target length):
+- source ids are the tokenizer's ids, no special tokens added;
+- decoder input  = [start_id] + y   (teacher forcing, shifted right, §3.1)
+- decoder output = y + [eos_id]     (what the loss compares against)
+A language model (decoder-only) example has no source: input [bos] + y, output y + [eos].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class Example:
+    """One training example as token ids (no specials): source (None for a language model) and target."""
+
+    src: list[int] | None
+    tgt: list[int]
+
+    @property
+    def size(self) -> int:
+        """Longest padded row this example needs (target side counts its extra <s>/</s>)."""
+        return max(len(self.src) if self.src is not None else 0, len(self.tgt) + 1)
+
+
+def encode_examples(
+    targets: list[str], tgt_tok: Tokenizer, max_len: int,
+    sources: list[str] | None = None, src_tok: Tokenizer | None = None,
+) -> tuple[list[Example], int]:
+    """Tokenize texts; drop examples longer than max_len tokens (a side plus its <s>/</s>). Returns (examples, dropped)."""
+    tgt_ids = tgt_tok.encode_batch(targets)
+    src_ids = src_tok.encode_batch(sources) if sources is not None else [None] * len(tgt_ids)
+    examples, dropped = [], 0
+    for s, t in zip(src_ids, tgt_ids, strict=True):
+        ex = Example(s, t)
+        if ex.size > max_len or not t or (s is not None and not s):
+            dropped += 1
+        else:
+            examples.append(ex)
+    return examples, dropped
+
+
+def batch_indices(sizes: list[int], batch_tokens: int, seed: int, epoch: int, shuffle: bool = True) -> list[list[int]]:
+    """Group example indices by length into batches of at most batch_tokens padded tokens.
+
+    With shuffle, equal-length examples are mixed and batch order is permuted, both from
+    (seed, epoch): the same arguments always give the same batches (exact resume relies on it).
+    """
+    n = len(sizes)
+    if shuffle:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        order = torch.randperm(n, generator=g).tolist()
+    else:
+        order = list(range(n))
+    order.sort(key=lambda i: sizes[i])  # stable: ties keep the random order
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        longest_if_added = max(longest, sizes[i])
+        if current and longest_if_added * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, longest_if_added = [], sizes[i]
+        current.append(i)
+        longest = longest_if_added
+    if current:
+        batches.append(current)
+    if shuffle:
+        perm = torch.randperm(len(batches), generator=g).tolist()
+        batches = [batches[p] for p in perm]
+    return batches
+
+
+def padding_share(batches: list[list[int]], examples: list[Example]) -> float:
+    """Share of padded positions among all positions (source and target sides) of these batches."""
+    real = padded = 0
+    for batch in batches:
+        exs = [examples[i] for i in batch]
+        t = max(len(e.tgt) for e in exs) + 1
+        real += sum(len(e.tgt) + 1 for e in exs)
+        padded += t * len(exs)
+        if exs[0].src is not None:
+            s = max(len(e.src) for e in exs)
+            real += sum(len(e.src) for e in exs)
+            padded += s * len(exs)
+    return 1.0 - real / padded if padded else 0.0
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one batch; masks are True at real tokens."""
+
+    src: torch.Tensor | None  # (B, S) source ids, or None for a language model
+    src_mask: torch.Tensor | None  # (B, S)
+    tgt_in: torch.Tensor  # (B, T) decoder input: [start] + y
+    tgt_out: torch.Tensor  # (B, T) expected output: y + [eos], pad_id where padded
+    n_tokens: int  # real target tokens (the loss's normaliser)
+
+    def to(self, device: torch.device | str) -> Batch:
+        move = lambda t: t.to(device, non_blocking=True) if t is not None else None
+        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.n_tokens)
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate(examples: list[Example], pad_id: int, start_id: int, eos_id: int) -> Batch:
+    """Right-pad a list of examples into a Batch with shifted targets (see the module doc)."""
+    tgt_in = _pad([[start_id] + e.tgt for e in examples], pad_id)  # (B, T)
+    tgt_out = _pad([e.tgt + [eos_id] for e in examples], pad_id)  # (B, T)
+    n_tokens = sum(len(e.tgt) + 1 for e in examples)
+    if examples[0].src is None:
+        return Batch(None, None, tgt_in, tgt_out, n_tokens)
+    src = _pad([e.src for e in examples], pad_id)  # (B, S)
+    lengths = torch.tensor([len(e.src) for e in examples])
+    src_mask = torch.arange(src.size(1))[None, :] < lengths[:, None]  # (B, S)
+    return Batch(src, src_mask, tgt_in, tgt_out, n_tokens)

@@ -1,0 +1,148 @@
+"""Checkpoints: atomic save, resume, keep the last K, and averaging (§6.1: the paper averages the last 5 or 20).
+
+A checkpoint `checkpoints/step-NNNNNN/` is a model directory (config.json, model.safetensors,
+tokenizer, decode.json) plus `optimizer.safetensors` (Adam's moments) and `state.json` (step,
+data position, RNG states, schedule and scaler state). It is written into a temporary
+directory and renamed into place, so a crash (even kill -9) never leaves a half-written one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..model.io import ModelFileError, atomic_write, atomic_write_text, load_model, save_model
+from ..model.transformer import Model
+
+OPTIMIZER_FILE = "optimizer.safetensors"
+STATE_FILE = "state.json"
+STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Split an optimizer's state dict into tensors (safetensors) and plain values (JSON)."""
+    sd = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, state in sd["state"].items():
+        for name, value in state.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{index}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{index}.{name}"] = value
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        _, index, name = key.split(".", 2)
+        state.setdefault(int(index), {})[name] = value
+    for key, value in meta["scalars"].items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def rng_state() -> dict[str, str]:
+    """This process's torch RNG states (CPU and current CUDA device), base64 for JSON."""
+    enc = lambda t: base64.b64encode(t.numpy().tobytes()).decode("ascii")
+    out = {"cpu": enc(torch.get_rng_state())}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = enc(torch.cuda.get_rng_state())
+    return out
+
+
+def set_rng_state(state: dict[str, str]) -> None:
+    dec = lambda s: torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
+    torch.set_rng_state(dec(state["cpu"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(dec(state["cuda"]))
+
+
+def step_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
+
+
+def save_checkpoint(run_dir: str | os.PathLike, step: int, model: Model, optimizer: torch.optim.Optimizer,
+                    state: dict[str, Any], tokenizer=None, decode=None, keep_last: int = 5) -> Path:
+    """Write checkpoints/step-NNNNNN atomically, then delete all but the newest keep_last."""
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = root / f".step-{step:06d}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(model, tmp, tokenizer=tokenizer, decode=decode)
+    tensors, meta = optimizer_to_tensors(optimizer)
+    atomic_write(tmp / OPTIMIZER_FILE, lambda f: save_file(tensors, f, metadata={"format": "pt"}))
+    atomic_write_text(tmp / STATE_FILE, json.dumps({**state, "optimizer": meta}, indent=1) + "\n")
+    replace_dir(tmp, final)
+    for old in step_dirs(run_dir)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move directory src onto dst, replacing it; dst is always either the old or the new one."""
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def load_checkpoint(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None,
+                    device: str | torch.device = "cpu") -> tuple[Model, dict[str, Any]]:
+    """The model and state.json of a checkpoint; restores the optimizer when one is given."""
+    model = load_model(path, device=device)
+    return model, load_training_state(path, optimizer)
+
+
+def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
+    """A checkpoint's state.json; restores the optimizer's moments when one is given."""
+    path = Path(path)
+    file = path / STATE_FILE
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelFileError(f"{file} cannot be read ({e}): the checkpoint is incomplete; resume from an older one "
+                             "by deleting this directory") from None
+    if optimizer is not None:
+        optimizer_from_tensors(optimizer, load_file(path / OPTIMIZER_FILE), state["optimizer"])
+    return state
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
+    """A model whose every parameter is the mean of the checkpoints' (§6.1); configs must match."""
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    models = [load_model(p) for p in paths]
+    first = models[0]
+    for p, m in zip(paths[1:], models[1:], strict=True):
+        if m.config != first.config:
+            raise ModelFileError(f"{p} has a different model config from {paths[0]}: only checkpoints of one run "
+                                 "can be averaged")
+    states = [m.state_dict() for m in models]
+    averaged = {}
+    for name, value in states[0].items():
+        if value.is_floating_point():
+            averaged[name] = torch.stack([s[name].float() for s in states]).mean(0).to(value.dtype)
+        else:
+            averaged[name] = value
+    first.load_state_dict(averaged)
+    return first

@@ -1,0 +1,339 @@
+"""The training loop (§5): token-count batches, Adam with the paper's schedule, label smoothing,
+gradient accumulation, mixed precision, validation, checkpoints, exact resume, data parallelism.
+
+A run directory holds the resolved `config.toml`, `metrics.jsonl` (one JSON record per step
+and per validation), the tokenizer, `checkpoints/step-NNNNNN/`, and the model directories
+`best/` (lowest validation loss) and `last/`.
+
+Exact resume: the batches of an epoch are a pure function of (seed, epoch); a checkpoint
+records the epoch, the position in it, the optimizer, the scaler and every process's RNG
+state, so a resumed run repeats the uninterrupted run's losses step for step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..config import ConfigError, RunConfig
+from ..model.io import atomic_write_text, load_model, save_model
+from ..model.transformer import Model, build_model
+from . import distributed as D
+from .checkpoint import (
+    load_training_state,
+    replace_dir,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    step_dirs,
+)
+from .data import TrainingData, prepare_data
+from .loss import label_smoothed_cross_entropy
+from .schedule import inverse_sqrt, warmup_cosine
+
+
+class TrainError(ValueError):
+    """A run cannot start or continue as asked (e.g. --resume without a checkpoint)."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps: int
+    best_valid_loss: float | None
+    last_dir: Path
+    best_dir: Path
+
+
+def learning_rate(config: RunConfig, d_model: int, step: int) -> float:
+    t = config.train
+    if t.schedule == "inverse_sqrt":
+        return inverse_sqrt(step, d_model, t.warmup_steps, t.lr_factor)
+    return warmup_cosine(step, t.lr, t.warmup_steps, t.max_steps, t.min_lr)
+
+
+def forward(model: torch.nn.Module, batch) -> torch.Tensor:
+    """Logits (B, T, V) for a batch (teacher forcing)."""
+    if batch.src is not None:
+        return model(batch.src, batch.tgt_in, src_mask=batch.src_mask)
+    return model(batch.tgt_in)
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def evaluate_loss(model: Model, data: TrainingData, config: RunConfig, device: torch.device) -> dict[str, float]:
+    """Validation: smoothed loss, NLL per token and perplexity over data.valid (batches in length order)."""
+    was_training = model.training
+    model.eval()
+    loss = nll = tokens = 0.0
+    for batch in data.valid_batches(config.train.batch_tokens, model.config):
+        batch = batch.to(device)
+        with autocast(device, config.train.precision):
+            logits = forward(model, batch)
+        sums = label_smoothed_cross_entropy(logits, batch.tgt_out, config.train.label_smoothing, model.config.pad_id)
+        loss, nll, tokens = loss + sums.loss.item(), nll + sums.nll.item(), tokens + sums.n_tokens
+    model.train(was_training)
+    return {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+
+
+class Progress:
+    """tqdm on a terminal; otherwise a plain log line every log_every steps."""
+
+    def __init__(self, total: int, initial: int, log_every: int, log: Callable[[str], None], enabled: bool):
+        self.log, self.log_every, self.enabled = log, log_every, enabled
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+
+    def update(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
+                                 tok_s=f"{record['tokens_per_s']:.0f}")
+        elif record["step"] % self.log_every == 0:
+            self.log(f"step {record['step']}  loss {record['loss']:.4f}  nll {record['nll']:.4f}  "
+                     f"ppl {record['ppl']:.2f}  lr {record['lr']:.3e}  {record['tokens_per_s']:.0f} tok/s  "
+                     f"{record['elapsed_s']:.0f}s")
+
+    def write(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            self.log(text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
+def train(config: RunConfig, run_dir: str | Path, resume: bool = False, log: Callable[[str], None] = _log,
+          on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
+    """Train as `config` says, writing the run directory; `on_step(step, record)` is called after every step."""
+    run_dir = Path(run_dir)
+    t = config.train
+    dist = D.setup(t.device)
+    try:
+        return _train(config, run_dir, resume, log, on_step, dist)
+    finally:
+        D.cleanup(dist)
+
+
+def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D.DistInfo) -> TrainResult:
+    t = config.train
+    device = dist.device
+    main = dist.is_main
+    say = log if main else (lambda _: None)
+    if t.precision == "fp16" and device.type != "cuda":
+        raise ConfigError("train.precision='fp16' needs a GPU (gradient scaling): use precision = \"bf16\" or \"fp32\" on CPU")
+    if t.num_threads:
+        torch.set_num_threads(t.num_threads)
+    checkpoints = step_dirs(run_dir)
+    if resume and not checkpoints:
+        raise TrainError(f"--resume: {run_dir} has no checkpoint to resume from; start without --resume")
+    if not resume and checkpoints:
+        raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue it, or choose another --out")
+    start_time = time.monotonic()
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.toml", config.to_toml())
+    D.barrier(dist)
+
+    data = prepare_data(config, run_dir, dist, say, resume=resume)
+
+    # Model: resumed, fine-tuned from init_from, or new (same seed on every rank; DDP also broadcasts rank 0's).
+    torch.manual_seed(t.seed)
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "position": 0, "best_valid_loss": None, "elapsed_s": 0.0}
+    if resume:
+        model = load_model(checkpoints[-1], device=device)
+    elif t.init_from:
+        model = load_model(t.init_from, device=device)
+    else:
+        cfg = config.model.replace(vocab_size=data.source_tokenizer.vocab_size,
+                                   tgt_vocab_size=None if data.shared else data.target_tokenizer.vocab_size)
+        model = build_model(cfg).to(device)
+    model.train()
+    mcfg = model.config
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps,
+                                  weight_decay=t.weight_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=t.precision == "fp16")
+    if resume:
+        state = load_training_state(checkpoints[-1], optimizer)
+        if state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"][dist.rank])
+        say(f"resumed from {checkpoints[-1]} at step {state['step']}")
+        if main:
+            _truncate_metrics(run_dir / "metrics.jsonl", state["step"])
+    else:
+        torch.manual_seed(t.seed + dist.rank)  # dropout differs across ranks
+    n_params = sum(p.numel() for p in model.parameters())
+    say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters, vocabulary {mcfg.vocab_size}; device {device}, "
+        f"{dist.world_size} process(es), precision {t.precision}")
+
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
+        if dist.distributed else None
+    net = ddp if ddp is not None else model
+    per_step = t.accumulate * dist.world_size
+    step, epoch, position = state["step"], state["epoch"], state["position"]
+    batches = data.train_batches(epoch)
+    if len(batches) < per_step:
+        raise TrainError(f"the training data makes {len(batches)} batches of {t.batch_tokens} tokens, fewer than one "
+                         f"step needs (accumulate x processes = {per_step}): lower train.batch_tokens")
+    if not resume:
+        say(f"epoch 0: {len(batches)} batches, padding {data.padding_share(batches):.1%} of positions")
+    metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if main else None
+    progress = Progress(t.max_steps, step, t.log_every, log, main)
+    best = state["best_valid_loss"]
+    elapsed_before = state["elapsed_s"]
+    last_valid_s = 0.0
+    tick, tick_tokens = time.monotonic(), 0.0
+
+    def elapsed() -> float:
+        return elapsed_before + time.monotonic() - start_time
+
+    def validate() -> dict[str, float] | None:
+        nonlocal best, last_valid_s
+        if not data.valid:
+            return None
+        began = time.monotonic()
+        result = None
+        if main:
+            result = evaluate_loss(model, data, config, device)
+            record = {"step": step, "split": "valid", **result}
+            metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
+            progress.write(f"step {step}  valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
+                           f"ppl {result['valid_ppl']:.2f}")
+            if best is None or result["valid_loss"] < best:
+                best = result["valid_loss"]
+                _save_model_dir(model, run_dir / "best", data, config)
+        D.barrier(dist)
+        last_valid_s = time.monotonic() - began
+        return result
+
+    def checkpoint() -> None:
+        rngs = D.gather_objects(rng_state(), dist)
+        if main:
+            snapshot = {"step": step, "epoch": epoch, "position": position, "best_valid_loss": best,
+                        "elapsed_s": elapsed(), "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
+            save_checkpoint(run_dir, step, model, optimizer, snapshot, tokenizer=data.tokenizers,
+                            decode=config.decode, keep_last=t.keep_last)
+        D.barrier(dist)
+
+    stop_reason = "max_steps"
+    try:
+        while step < t.max_steps:
+            if position + per_step > len(batches):  # the rest of an epoch is too short for a step: next epoch
+                epoch, position = epoch + 1, 0
+                if t.max_epochs and epoch >= t.max_epochs:
+                    stop_reason = "max_epochs"
+                    break
+                batches = data.train_batches(epoch)
+                continue
+            group = batches[position: position + per_step]
+            position += per_step
+            global_tokens = sum(data.target_tokens(b) for b in group)
+            lr = learning_rate(config, mcfg.d_model, step + 1)
+            for g in optimizer.param_groups:
+                g["lr"] = lr
+            sums = [0.0, 0.0, 0.0]
+            mine = group[dist.rank::dist.world_size]
+            for j, indices in enumerate(mine):
+                batch = data.collate(indices, mcfg).to(device)
+                sync = ddp is None or j == len(mine) - 1
+                with contextlib.nullcontext() if sync else ddp.no_sync():
+                    with autocast(device, t.precision):
+                        logits = forward(net, batch)
+                    out = label_smoothed_cross_entropy(logits, batch.tgt_out, t.label_smoothing, mcfg.pad_id)
+                    # DDP averages gradients over ranks; scaling by world_size makes the result a sum
+                    # over all ranks' tokens divided by the global token count.
+                    scaler.scale(out.loss * (dist.world_size / global_tokens)).backward()
+                sums[0] += out.loss.item()
+                sums[1] += out.nll.item()
+                sums[2] += out.n_tokens
+            if t.clip_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            loss_sum, nll_sum, n_tok = D.all_reduce_sum(sums, dist)
+            now = time.monotonic()
+            tick_tokens += n_tok
+            record = {"step": step, "split": "train", "epoch": epoch, "loss": loss_sum / n_tok, "nll": nll_sum / n_tok,
+                      "ppl": math.exp(min(nll_sum / n_tok, 50.0)), "lr": lr, "tokens": int(n_tok),
+                      "tokens_per_s": tick_tokens / max(now - tick, 1e-9), "elapsed_s": elapsed()}
+            tick, tick_tokens = now, 0.0
+            if main:
+                metrics.write(json.dumps(record) + "\n")
+                metrics.flush()
+            progress.update(record)
+            if on_step is not None:
+                on_step(step, record)
+            if step % t.valid_every == 0 and step < t.max_steps:
+                validate()
+            if step % t.save_every == 0 and step < t.max_steps:
+                checkpoint()
+            step_s = time.monotonic() - now + (now - start_time) / max(step - state["step"], 1)
+            if t.max_minutes and D.any_true(elapsed() + last_valid_s + step_s > t.max_minutes * 60, dist):
+                stop_reason = "max_minutes"
+                break
+        final = validate()
+        if not step_dirs(run_dir) or step_dirs(run_dir)[-1].name != f"step-{step:06d}":
+            checkpoint()
+        if main:
+            _save_model_dir(model, run_dir / "last", data, config)
+            if final is None:  # no validation data: best is the last model
+                _save_model_dir(model, run_dir / "best", data, config)
+    finally:
+        progress.close()
+        if metrics is not None:
+            metrics.close()
+    say(f"stopped at step {step} ({stop_reason}) after {elapsed():.0f}s; "
+        f"best validation loss {best if best is None else round(best, 4)}; model: {run_dir / 'best'}")
+    return TrainResult(run_dir, step, best, run_dir / "last", run_dir / "best")
+
+
+def _save_model_dir(model: Model, path: Path, data: TrainingData, config: RunConfig) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(model, tmp, tokenizer=data.tokenizers, decode=config.decode)
+    replace_dir(tmp, path)
+
+
+def _truncate_metrics(file: Path, step: int) -> None:
+    """Drop records after `step` (written after the checkpoint we resume from), so the log reads as one run."""
+    if not file.is_file():
+        return
+    keep = [line for line in file.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= step]
+    atomic_write_text(file, "".join(line + "\n" for line in keep))
+

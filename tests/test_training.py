@@ -1,0 +1,355 @@
+"""Training: loss, schedule, config loading, checkpoints, exact resume, averaging, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer.cli import main as cli_main
+from transformer.config import ConfigError, RunConfig, build_run_config, load_config
+from transformer.data.copy import write_copy_task
+from transformer.model.io import load_decode_config, load_model, load_tokenizers
+from transformer.training.checkpoint import average_checkpoints, step_dirs
+from transformer.training.loss import label_smoothed_cross_entropy
+from transformer.training.schedule import inverse_sqrt, warmup_cosine
+from transformer.training.trainer import TrainError, train
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+# ---- loss ----
+
+def test_label_smoothing_matches_the_explicit_distribution():
+    torch.manual_seed(0)
+    V, pad, eps = 7, 0, 0.1
+    logits = torch.randn(2, 5, V)
+    target = torch.tensor([[3, 4, 5, 0, 0], [1, 2, 6, 6, 3]])
+    out = label_smoothed_cross_entropy(logits, target, eps, pad)
+    logp = logits.log_softmax(-1)
+    expected = 0.0
+    for b in range(2):
+        for t in range(5):
+            y = target[b, t].item()
+            if y == pad:
+                continue
+            q = torch.full((V,), eps / (V - 2))
+            q[pad], q[y] = 0.0, 1 - eps  # smoothing over the vocabulary minus padding
+            expected += -(q * logp[b, t]).sum().item()
+    assert out.n_tokens == 8
+    assert out.loss.item() == pytest.approx(expected, rel=1e-5)
+    nll = F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), ignore_index=pad, reduction="sum")
+    assert out.nll.item() == pytest.approx(nll.item(), rel=1e-5)
+
+
+def test_padding_targets_add_nothing_and_eps_zero_is_cross_entropy():
+    torch.manual_seed(1)
+    logits = torch.randn(1, 4, 9, requires_grad=True)
+    target = torch.tensor([[5, 6, 0, 0]])
+    out = label_smoothed_cross_entropy(logits, target, 0.1, pad_id=0)
+    out.loss.backward()
+    assert torch.all(logits.grad[0, 2:] == 0)  # padding positions get no gradient
+    plain = label_smoothed_cross_entropy(logits, target, 0.0, pad_id=0)
+    assert plain.loss.item() == pytest.approx(plain.nll.item())
+
+
+# ---- schedule ----
+
+def test_inverse_sqrt_schedule_follows_the_paper():
+    d, w = 512, 4000
+    assert inverse_sqrt(0, d, w) == inverse_sqrt(1, d, w) > 0  # guarded at step 0
+    peak = inverse_sqrt(w, d, w)
+    assert peak == pytest.approx(d ** -0.5 * w ** -0.5)
+    assert inverse_sqrt(w // 2, d, w) == pytest.approx(peak / 2)  # linear warmup
+    assert inverse_sqrt(4 * w, d, w) == pytest.approx(peak / 2)  # inverse square root decay
+    assert max(inverse_sqrt(s, d, w) for s in range(1, 3 * w, 50)) <= peak
+    assert inverse_sqrt(w, d, w, factor=2.0) == pytest.approx(2 * peak)
+
+
+def test_warmup_cosine_schedule():
+    assert warmup_cosine(0, 1e-3, 10, 100) == pytest.approx(1e-4)
+    assert warmup_cosine(10, 1e-3, 10, 100) == pytest.approx(1e-3)
+    assert warmup_cosine(55, 1e-3, 10, 100, min_lr=1e-4) == pytest.approx(5.5e-4)
+    assert warmup_cosine(100, 1e-3, 10, 100, min_lr=1e-4) == pytest.approx(1e-4)
+    assert warmup_cosine(500, 1e-3, 10, 100) == pytest.approx(0.0)
+
+
+# ---- config ----
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_config_with_overrides_and_round_trip(tmp_path):
+    file = _write(tmp_path / "c.toml", '[model]\narch = "decoder"\nd_model = 64\nn_heads = 4\n[data]\ntrain_text = "x.txt"\n[train]\nmax_steps = 5\n')
+    cfg = load_config(file, ["train.max_steps=7", "train.lr_factor=2", "data.valid_text=v.txt", "train.precision=bf16",
+                             "decode.beam_size=2"])
+    assert (cfg.train.max_steps, cfg.train.lr_factor, cfg.data.valid_text) == (7, 2, "v.txt")
+    assert cfg.train.precision == "bf16" and cfg.decode.beam_size == 2 and cfg.model.arch == "decoder"
+    again = load_config(_write(tmp_path / "resolved.toml", cfg.to_toml()))
+    assert again == cfg
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.max_step=3", r"unknown key train\.max_step \(did you mean 'max_steps'\?\); valid keys: accumulate"),
+    ("trian.seed=1", r"unknown section \[trian\] \(did you mean \[train\]\?\)"),
+    ("model.d_modle=8", r"unknown key model\.d_modle \(did you mean 'd_model'\?\)"),
+    ("train.precision=fp8", r"train\.precision='fp8' is not valid: choose one of 'fp32', 'bf16', 'fp16'"),
+    ("train.max_steps=\"ten\"", r"train\.max_steps='ten' is not valid: it must be int"),
+    ("data.vocab_size=100", r"data\.vocab_size=100 is too small"),
+    ("model.vocab_size=300", r"model\.vocab_size is set by the trained tokenizer"),
+    ("model.arch=\"encoder\"", r"model\.arch='encoder' cannot learn translation"),
+    ("noequals", r"write section\.key=value"),
+])
+def test_bad_config_values_are_one_line_errors(tmp_path, override, message):
+    file = _write(tmp_path / "c.toml", '[data]\ntrain_src = "a"\ntrain_tgt = "b"\n')
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(file, [override])
+    assert "\n" not in str(info.value)
+
+
+# ---- training runs (tiny) ----
+
+def _tiny(data_dir: Path, **train) -> RunConfig:
+    values = {
+        "model": {"d_model": 32, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 64,
+                  "dropout": 0.1, "max_positions": 64},
+        "data": {"train_src": str(data_dir / "train.src"), "train_tgt": str(data_dir / "train.tgt"),
+                 "valid_src": str(data_dir / "valid.src"), "valid_tgt": str(data_dir / "valid.tgt"),
+                 "vocab_size": 300, "max_len": 32},
+        "train": {"batch_tokens": 256, "max_steps": 10, "warmup_steps": 5, "valid_every": 5, "save_every": 4,
+                  "keep_last": 2, "log_every": 5, **train},
+        "decode": {"beam_size": 1},
+    }
+    return build_run_config(values)
+
+
+@pytest.fixture(scope="module")
+def copy_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("copy")
+    write_copy_task(out, n_train=400, n_valid=20, n_test=20, n_symbols=10, max_len=8)
+    return out
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if r["split"] == "train"}
+
+
+def test_run_directory_layout_and_model_dirs(tmp_path, copy_data):
+    result = train(_tiny(copy_data), tmp_path / "run", log=lambda _: None)
+    run = tmp_path / "run"
+    assert result.steps == 10
+    assert (run / "config.toml").is_file() and (run / "tokenizer.json").is_file()
+    assert [p.name for p in step_dirs(run)] == ["step-000008", "step-000010"]  # keep_last = 2
+    assert not list((run / "checkpoints").glob(".*"))  # no temporary leftovers
+    assert len(_losses(run)) == 10
+    valid = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"valid"' in line]
+    assert [r["step"] for r in valid] == [5, 10] and all(r["valid_ppl"] > 1 for r in valid)
+    for name in ("best", "last"):
+        model = load_model(run / name)
+        src, tgt = load_tokenizers(run / name)
+        assert src is tgt and model.config.vocab_size == src.vocab_size
+        assert load_decode_config(run / name).beam_size == 1
+    ckpt = step_dirs(run)[-1]
+    assert {"optimizer.safetensors", "state.json", "model.safetensors", "config.json"} <= {p.name for p in ckpt.iterdir()}
+    with pytest.raises(TrainError, match="already has checkpoints: pass --resume"):
+        train(_tiny(copy_data), run, log=lambda _: None)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
+    """Stopped at step 6 (after the step-4 checkpoint), resumed: steps 5-10 repeat the full run's losses."""
+    cfg = _tiny(copy_data)  # dropout 0.1: the RNG state must be restored too
+    train(cfg, tmp_path / "full", log=lambda _: None)
+
+    def crash(step, record):
+        if step == 6:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash)
+    assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000004"]
+    train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+    full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert sorted(resumed) == list(range(1, 11))
+    assert resumed == full  # exactly equal, step for step
+    a, b = load_model(tmp_path / "full" / "last"), load_model(tmp_path / "cut" / "last")
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+
+
+def test_resume_after_kill_9(tmp_path, copy_data):
+    """A real crash: a training subprocess is killed with SIGKILL mid-run, then resumed in this process."""
+    cfg_file = _write(tmp_path / "c.toml", _tiny(copy_data, max_steps=400, save_every=3, valid_every=1000,
+                                                 num_threads=1).to_toml())
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen([sys.executable, "-m", "transformer.cli", "train", str(cfg_file), "--out",
+                             str(tmp_path / "cut")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(step_dirs(tmp_path / "cut")) < 2 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    killed_at = max(_losses(tmp_path / "cut"))
+    assert 6 <= killed_at < 400
+    cfg = load_config(cfg_file, [f"train.max_steps={killed_at + 3}"])
+    torch.set_num_threads(1)
+    try:
+        train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+        train(cfg, tmp_path / "full", log=lambda _: None)
+    finally:
+        torch.set_num_threads(os.cpu_count() or 1)
+    full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert sorted(resumed) == list(range(1, killed_at + 4))
+    for step in full:  # subprocess and this process: the same thread count, so exact equality is expected
+        assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=0), step
+
+
+def test_average_checkpoints_and_cli(tmp_path, copy_data, capsys):
+    train(_tiny(copy_data, max_steps=8, keep_last=3), tmp_path / "run", log=lambda _: None)
+    ckpts = step_dirs(tmp_path / "run")
+    assert [p.name for p in ckpts] == ["step-000004", "step-000008"]
+    averaged = average_checkpoints(ckpts)
+    a, b = load_model(ckpts[0]), load_model(ckpts[1])
+    for name, value in averaged.state_dict().items():
+        assert torch.allclose(value, (a.state_dict()[name] + b.state_dict()[name]) / 2), name
+    assert cli_main(["average", "--last", "2", str(tmp_path / "run"), "--out", str(tmp_path / "avg")]) == 0
+    model = load_model(tmp_path / "avg")
+    assert torch.equal(model.state_dict()["lm_head.weight"], averaged.state_dict()["lm_head.weight"])
+    assert load_tokenizers(tmp_path / "avg")[0].vocab_size == model.config.vocab_size
+    assert cli_main(["average", str(ckpts[0]), str(ckpts[1]), "--out", str(tmp_path / "avg2")]) == 0
+    assert cli_main(["average", "--last", "2", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert "has no checkpoints/step-* directories" in capsys.readouterr().err
+
+
+def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data):
+    lm = build_run_config({
+        "model": {"arch": "decoder", "d_model": 32, "n_heads": 2, "n_decoder_layers": 1, "d_ff": 64,
+                  "norm_position": "pre", "max_positions": 64},
+        "data": {"train_text": str(copy_data / "train.src"), "valid_text": str(copy_data / "valid.src"),
+                 "vocab_size": 300, "max_len": 32},
+        "train": {"batch_tokens": 256, "max_steps": 3, "valid_every": 100, "save_every": 100, "precision": "bf16"},
+    })
+    result = train(lm, tmp_path / "lm", log=lambda _: None)
+    assert result.best_valid_loss is not None and math.isfinite(result.best_valid_loss)
+    assert load_model(tmp_path / "lm" / "best").config.arch == "decoder"
+    sep = _tiny(copy_data, max_steps=2)
+    sep = RunConfig(sep.model, sep.data.__class__(**{**sep.data.__dict__, "shared_vocab": False}), sep.train, sep.decode)
+    train(sep, tmp_path / "sep", log=lambda _: None)
+    src, tgt = load_tokenizers(tmp_path / "sep" / "best")
+    assert src is not tgt
+    assert load_model(tmp_path / "sep" / "best").config.tgt_vocab_size == tgt.vocab_size
+
+
+def test_max_minutes_stops_cleanly_and_writes_best(tmp_path, copy_data):
+    result = train(_tiny(copy_data, max_steps=100000, max_minutes=0.001), tmp_path / "run", log=lambda _: None)
+    assert result.steps < 100000
+    assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
+    assert (tmp_path / "run" / "last" / "model.safetensors").is_file()
+
+
+# ---- CLI ----
+
+def test_cli_data_copy_and_train_errors(tmp_path, capsys):
+    assert cli_main(["data", "copy", "--out", str(tmp_path / "copy"), "--n-train", "50"]) == 0
+    assert len((tmp_path / "copy" / "train.src").read_text().splitlines()) == 50
+    cfg = _write(tmp_path / "c.toml", f'[data]\ntrain_src = "{tmp_path}/copy/train.src"\n'
+                 f'train_tgt = "{tmp_path}/copy/missing.tgt"\n')
+    assert cli_main(["train", str(cfg), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("transformer train: error: ") and "missing.tgt not found" in err and err.count("\n") == 1
+    assert cli_main(["train", str(cfg), "--set", "train.precision=fp16", "--out", str(tmp_path / "r")]) == 2
+    assert "fp16' needs a GPU" in capsys.readouterr().err or torch.cuda.is_available()
+    assert cli_main(["train", str(cfg), "--resume", "--out", str(tmp_path / "none")]) == 2
+    assert "no checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp_path, copy_data):
+    """2 gloo processes x 1 batch per step == 1 process accumulating 2 batches: the same losses.
+
+    Tolerance: relative 1e-4 per step (gradients are summed in a different order across processes,
+    and the difference compounds a little through Adam over the steps).
+    """
+    cfg = _tiny(copy_data, max_steps=6, save_every=100, valid_every=100)
+    cfg = build_run_config({**{k: v for k, v in cfg.to_dict().items()},
+                            "model": {**cfg.to_dict()["model"], "dropout": 0.0}})
+    file = _write(tmp_path / "ddp.toml", cfg.to_toml())
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single = load_config(file, ["train.accumulate=2"])
+    train(single, tmp_path / "one", log=lambda _: None)
+    ddp, one = _losses(tmp_path / "ddp"), _losses(tmp_path / "one")
+    assert sorted(ddp) == sorted(one) == list(range(1, 7))
+    for step in one:
+        assert ddp[step] == pytest.approx(one[step], rel=1e-4), step
+    records = [json.loads(line) for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    tokens = {r["step"]: r["tokens"] for r in records if r["split"] == "train"}
+    records = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert tokens == {r["step"]: r["tokens"] for r in records if r["split"] == "train"}  # the same global batches
+
+
+def test_preset_configs_load():
+    presets = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+    assert {p.stem for p in presets} >= {"copy", "base", "big", "cpu-translation", "lm"}
+    for preset in presets:
+        load_config(preset)
+    big = load_config(presets[[p.stem for p in presets].index("big")])
+    assert (big.model.d_model, big.model.d_ff, big.model.n_heads, big.model.dropout) == (1024, 4096, 16, 0.3)
+
+
+def _greedy_exact_match(model_dir: Path, lines: list[str]) -> float:
+    """Share of lines a trained copy model reproduces exactly with greedy decoding (a plain loop, no cache)."""
+    model, (src_tok, tgt_tok) = load_model(model_dir), load_tokenizers(model_dir)
+    c = model.config
+    ids = [src_tok.encode(line) for line in lines]
+    src = torch.full((len(ids), max(map(len, ids))), c.pad_id)
+    for i, row in enumerate(ids):
+        src[i, : len(row)] = torch.tensor(row)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        out = torch.full((len(ids), 1), c.start_id)
+        done = torch.zeros(len(ids), dtype=torch.bool)
+        for _ in range(src.size(1) + 5):
+            step = model.decode(out, memory, src_mask)[:, -1].argmax(-1)  # (B,)
+            step = torch.where(done, torch.full_like(step, c.pad_id), step)
+            out = torch.cat([out, step[:, None]], dim=1)
+            done |= step == c.eos_id
+            if done.all():
+                break
+    decoded = tgt_tok.decode_batch(out[:, 1:].tolist())
+    return sum(d == line for d, line in zip(decoded, lines, strict=True)) / len(lines)
+
+
+def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
+    """configs/copy.toml on a smaller copy task (4,000 pairs), a fixed 450 steps (~45 s on 2 cores).
+
+    Greedy output reproduces at least 90% of 100 unseen sequences (measured: 96%); a masking or
+    target-shifting bug gives close to 0%. The full copy.toml run reaches 100% (see the README).
+    """
+    data = tmp_path / "copy"
+    write_copy_task(data, n_train=4000, n_valid=50, n_test=100, n_symbols=10, max_len=8)
+    overrides = [f"data.{split}_{side}={data}/{split}.{side}" for split in ("train", "valid") for side in ("src", "tgt")]
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "copy.toml",
+                      overrides + ["train.max_steps=450", "train.batch_tokens=512", "train.warmup_steps=100",
+                                   "train.valid_every=1000", "train.save_every=1000"])
+    train(cfg, tmp_path / "run", log=lambda _: None)
+    test_lines = (data / "test.src").read_text().splitlines()
+    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) >= 0.9
