@@ -339,10 +339,11 @@ def _greedy_exact_match(model_dir: Path, lines: list[str]) -> float:
 
 
 def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
-    """configs/copy.toml on a smaller copy task (4,000 pairs), a fixed 450 steps (~45 s on 2 cores).
+    """configs/copy.toml's recipe on a smaller copy task (4,000 pairs), a fixed 450 steps.
 
-    Greedy output reproduces at least 90% of 100 unseen sequences (measured: 96%); a masking or
-    target-shifting bug gives close to 0%. The full copy.toml run reaches 100% (see the README).
+    Greedy output reproduces all 100 unseen sequences. Measured with training seeds 1, 2, 3:
+    100% each at 450 steps; at 300 steps 98%, 99%, 100%, so 450 leaves a margin. A masking or
+    target-shifting bug gives close to 0%. The full copy.toml run also reaches 100% (README).
     """
     data = tmp_path / "copy"
     write_copy_task(data, n_train=4000, n_valid=50, n_test=100, n_symbols=10, max_len=8)
@@ -352,4 +353,4 @@ def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
                                    "train.valid_every=1000", "train.save_every=1000"])
     train(cfg, tmp_path / "run", log=lambda _: None)
     test_lines = (data / "test.src").read_text().splitlines()
-    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) >= 0.9
+    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) == 1.0
