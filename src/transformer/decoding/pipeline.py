@@ -118,12 +118,13 @@ class Pipeline:
         greedy = decode.get("temperature") == 0
         if greedy:
             decode = {k: v for k, v in decode.items() if k != "temperature"}
+        beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
         s = replace(self.decode, **decode)
         ids = [self.prompt_ids(prompt, chat)]
         if greedy:
             out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens)
-        elif s.beam_size > 1:
-            out = beam_search(self.model, ids, beam_size=s.beam_size, length_penalty=s.length_penalty,
+        elif beam_size > 1:
+            out = beam_search(self.model, ids, beam_size=beam_size, length_penalty=s.length_penalty,
                               length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
         else:
             generator = torch.Generator(device=next(self.model.parameters()).device)
