@@ -58,9 +58,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_average(args: argparse.Namespace) -> None:
     """Average checkpoints' parameters into a model directory (§6.1)."""
-    from .data.tokenizer import has_tokenizer, load_tokenizers
-    from .model.io import load_decode_config, save_model
-    from .training.checkpoint import average_checkpoints, step_dirs
+    from .training.checkpoint import average_into, step_dirs
 
     if args.last is not None:
         if len(args.checkpoints) != 1:
@@ -75,12 +73,7 @@ def cmd_average(args: argparse.Namespace) -> None:
             print(f"note: the run has only {len(paths)} checkpoint(s); averaging those", file=sys.stderr)
     else:
         paths = args.checkpoints
-    model = average_checkpoints(paths)
-    tokenizer = None
-    if has_tokenizer(paths[-1]):
-        src, tgt = load_tokenizers(paths[-1])
-        tokenizer = src if src is tgt else (src, tgt)
-    save_model(model, args.out, tokenizer=tokenizer, decode=load_decode_config(paths[-1]))
+    average_into(paths, args.out)
     print(f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}")
 
 
@@ -113,6 +106,16 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
           f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
           f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Spanish -> English on the Bible, end to end (see transformer.demo)."""
+    from .demo import DemoError, run_demo
+
+    try:
+        run_demo(minutes=args.minutes, data_dir=args.data, run_dir=args.out, overrides=tuple(args.set or ()))
+    except DemoError as e:
+        raise UserError(str(e)) from None
 
 
 def _setup_device(args: argparse.Namespace) -> str:
@@ -227,6 +230,13 @@ def _add_beam_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes")
+    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
+    p.add_argument("--data", default="data/bible", help="corpus directory (built when missing; default data/bible)")
+    p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value (repeatable)")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
     p.add_argument("model_dir")

@@ -73,9 +73,9 @@ class Pipeline:
             ids = self._search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
             for row, i in zip(ids.tolist(), batch, strict=True):
                 if settings.n_best > 1:
-                    outputs[i] = [self.target_tokenizer.decode(h) for h in row]
+                    outputs[i] = [self.target_tokenizer.decode(h).strip() for h in row]
                 else:
-                    outputs[i] = self.target_tokenizer.decode(row)
+                    outputs[i] = self.target_tokenizer.decode(row).strip()
         return outputs
 
     def _search(self, sources: list[list[int]], s: DecodeConfig) -> torch.Tensor:
