@@ -23,6 +23,7 @@ from transformer.training.checkpoint import average_checkpoints, step_dirs
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.schedule import inverse_sqrt, warmup_cosine
 from transformer.training.trainer import TrainError, train
+from transformer.training.validation import bleu_sample
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -141,6 +142,11 @@ def copy_data(tmp_path_factory):
     return out
 
 
+def _valid_records(run_dir: Path) -> list[dict]:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r["split"] == "valid"]
+
+
 def _losses(run_dir: Path) -> dict[int, float]:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in records if r["split"] == "train"}
@@ -156,6 +162,7 @@ def test_run_directory_layout_and_model_dirs(tmp_path, copy_data):
     assert len(_losses(run)) == 10
     valid = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"valid"' in line]
     assert [r["step"] for r in valid] == [5, 10] and all(r["valid_ppl"] > 1 for r in valid)
+    assert all(0 <= r["valid_bleu"] <= 100 and 0 <= r["valid_exact"] <= 1 for r in valid)  # greedy on the sample
     for name in ("best", "last"):
         model = load_model(run / name)
         src, tgt = load_tokenizers(run / name)
@@ -247,12 +254,14 @@ def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data):
     })
     result = train(lm, tmp_path / "lm", log=lambda _: None)
     assert result.best_valid_loss is not None and math.isfinite(result.best_valid_loss)
+    assert "valid_bleu" not in _valid_records(tmp_path / "lm")[-1]  # BLEU is for translation runs
     assert load_model(tmp_path / "lm" / "best").config.arch == "decoder"
-    sep = _tiny(copy_data, max_steps=2)
+    sep = _tiny(copy_data, max_steps=2, bleu_samples=0)
     sep = RunConfig(sep.model, sep.data.__class__(**{**sep.data.__dict__, "shared_vocab": False}), sep.train, sep.decode)
     train(sep, tmp_path / "sep", log=lambda _: None)
     src, tgt = load_tokenizers(tmp_path / "sep" / "best")
     assert src is not tgt
+    assert "valid_bleu" not in _valid_records(tmp_path / "sep")[-1]  # bleu_samples = 0: off
     assert load_model(tmp_path / "sep" / "best").config.tgt_vocab_size == tgt.vocab_size
 
 
@@ -306,6 +315,12 @@ def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp
     assert tokens == {r["step"]: r["tokens"] for r in records if r["split"] == "train"}  # the same global batches
 
 
+def test_bleu_sample_is_fixed_and_evenly_spread():
+    assert bleu_sample(10, 4) == [0, 2, 5, 7]
+    assert bleu_sample(3, 200) == [0, 1, 2]
+    assert bleu_sample(1000, 200) == bleu_sample(1000, 200) and len(set(bleu_sample(1000, 200))) == 200
+
+
 def test_preset_configs_load():
     presets = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
     assert {p.stem for p in presets} >= {"copy", "base", "big", "cpu-translation", "lm"}
@@ -354,3 +369,5 @@ def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
     train(cfg, tmp_path / "run", log=lambda _: None)
     test_lines = (data / "test.src").read_text().splitlines()
     assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) == 1.0
+    final = _valid_records(tmp_path / "run")[-1]  # validation BLEU: greedy_search, detokenised, vs the raw lines
+    assert final["valid_exact"] == 1.0 and final["valid_bleu"] == pytest.approx(100.0)

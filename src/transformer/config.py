@@ -395,6 +395,8 @@ class TrainConfig:
     """auto (cuda when available), cpu or cuda."""
     valid_every: int = 1000
     """Validate every this many steps (a final validation always runs)."""
+    bleu_samples: int = 200
+    """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 = off)."""
     save_every: int = 1000
     """Write a checkpoint every this many steps (and at the end)."""
     keep_last: int = 5
@@ -408,7 +410,7 @@ class TrainConfig:
         _check_types(self, "train")
         for name in ("batch_tokens", "accumulate", "max_steps", "valid_every", "save_every", "keep_last", "log_every"):
             _positive(f"train.{name}", getattr(self, name))
-        for name in ("seed", "max_epochs", "warmup_steps", "num_threads"):
+        for name in ("seed", "max_epochs", "warmup_steps", "num_threads", "bleu_samples"):
             _positive(f"train.{name}", getattr(self, name), allow_zero=True)
         _choice("train.schedule", self.schedule, SCHEDULES)
         _choice("train.precision", self.precision, PRECISIONS)

@@ -26,6 +26,8 @@ class Example:
 
     src: list[int] | None
     tgt: list[int]
+    line: int = -1
+    """0-based line of the text it came from (-1: not from a file)."""
 
     @property
     def size(self) -> int:
@@ -41,8 +43,8 @@ def encode_examples(
     tgt_ids = tgt_tok.encode_batch(targets)
     src_ids = src_tok.encode_batch(sources) if sources is not None else [None] * len(tgt_ids)
     examples, dropped = [], 0
-    for s, t in zip(src_ids, tgt_ids, strict=True):
-        ex = Example(s, t)
+    for line, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
+        ex = Example(s, t, line)
         if ex.size > max_len or not t or (s is not None and not s):
             dropped += 1
         else:

@@ -23,6 +23,8 @@ class TrainingData:
     valid: list[Example]
     batch_tokens: int
     seed: int
+    valid_references: list[str] = field(default_factory=list)
+    """The validation target lines as read (indexed by Example.line): references for BLEU."""
     sizes: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,4 +110,4 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         if too_long:
             say(f"dropped {too_long:,} validation example(s) longer than data.max_len={d.max_len} tokens")
     say(f"data: {len(train):,} training and {len(valid):,} validation examples")
-    return TrainingData(src_tok, tgt_tok, train, valid, t.batch_tokens, t.seed)
+    return TrainingData(src_tok, tgt_tok, train, valid, t.batch_tokens, t.seed, list(valid_targets))

@@ -3,7 +3,8 @@ gradient accumulation, mixed precision, validation, checkpoints, exact resume, d
 
 A run directory holds the resolved `config.toml`, `metrics.jsonl` (one JSON record per step
 and per validation), the tokenizer, `checkpoints/step-NNNNNN/`, and the model directories
-`best/` (lowest validation loss) and `last/`.
+`best/` (lowest validation loss, not BLEU) and `last/`. Translation runs also log the BLEU and
+exact-match share of greedy output on a fixed validation sample (train.bleu_samples).
 
 Exact resume: the batches of an epoch are a pure function of (seed, epoch); a checkpoint
 records the epoch, the position in it, the optimizer, the scaler and every process's RNG
@@ -41,6 +42,7 @@ from .checkpoint import (
 from .data import TrainingData, prepare_data
 from .loss import label_smoothed_cross_entropy
 from .schedule import inverse_sqrt, warmup_cosine
+from .validation import evaluate_bleu
 
 
 class TrainError(ValueError):
@@ -225,12 +227,13 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         began = time.monotonic()
         result = None
         if main:
-            result = evaluate_loss(model, data, config, device)
+            result = {**evaluate_loss(model, data, config, device), **evaluate_bleu(model, data, config)}
             record = {"step": step, "split": "valid", **result}
             metrics.write(json.dumps(record) + "\n")
             metrics.flush()
+            scores = f"  BLEU {result['valid_bleu']:.2f}  exact {result['valid_exact']:.1%}" if "valid_bleu" in result else ""
             progress.write(f"step {step}  valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
-                           f"ppl {result['valid_ppl']:.2f}")
+                           f"ppl {result['valid_ppl']:.2f}{scores}")
             if best is None or result["valid_loss"] < best:
                 best = result["valid_loss"]
                 _save_model_dir(model, run_dir / "best", data, config)
