@@ -96,10 +96,15 @@ def evaluate_loss(model: Model, data: TrainingData, config: RunConfig, device: t
 
 
 class Progress:
-    """tqdm on a terminal; otherwise a plain log line every log_every steps."""
+    """tqdm on a terminal; otherwise a plain log line every log_every steps.
+
+    The log line's tokens/s is the mean over the steps since the last line (training steps
+    only, validation excluded); metrics.jsonl keeps each step's own rate.
+    """
 
     def __init__(self, total: int, initial: int, log_every: int, log: Callable[[str], None], enabled: bool):
         self.log, self.log_every, self.enabled = log, log_every, enabled
+        self.window_tokens = self.window_s = 0.0
         self.bar = None
         if enabled and sys.stderr.isatty():
             from tqdm import tqdm
@@ -113,10 +118,14 @@ class Progress:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
                                  tok_s=f"{record['tokens_per_s']:.0f}")
-        elif record["step"] % self.log_every == 0:
+            return
+        self.window_tokens += record["tokens"]
+        self.window_s += record["tokens"] / max(record["tokens_per_s"], 1e-9)
+        if record["step"] % self.log_every == 0:
+            rate = self.window_tokens / max(self.window_s, 1e-9)
+            self.window_tokens = self.window_s = 0.0
             self.log(f"step {record['step']}  loss {record['loss']:.4f}  nll {record['nll']:.4f}  "
-                     f"ppl {record['ppl']:.2f}  lr {record['lr']:.3e}  {record['tokens_per_s']:.0f} tok/s  "
-                     f"{record['elapsed_s']:.0f}s")
+                     f"ppl {record['ppl']:.2f}  lr {record['lr']:.3e}  {rate:.0f} tok/s  {record['elapsed_s']:.0f}s")
 
     def write(self, text: str) -> None:
         if not self.enabled:
