@@ -150,9 +150,13 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False, log: Cal
     run_dir = Path(run_dir)
     t = config.train
     dist = D.setup(t.device)
+    threads = torch.get_num_threads()
+    if t.num_threads:
+        torch.set_num_threads(t.num_threads)
     try:
         return _train(config, run_dir, resume, log, on_step, dist)
     finally:
+        torch.set_num_threads(threads)  # a library call leaves the process's setting as it found it
         D.cleanup(dist)
 
 
@@ -163,8 +167,6 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     say = log if main else (lambda _: None)
     if t.precision == "fp16" and device.type != "cuda":
         raise ConfigError("train.precision='fp16' needs a GPU (gradient scaling): use precision = \"bf16\" or \"fp32\" on CPU")
-    if t.num_threads:
-        torch.set_num_threads(t.num_threads)
     checkpoints = step_dirs(run_dir)
     if resume and not checkpoints:
         raise TrainError(f"--resume: {run_dir} has no checkpoint to resume from; start without --resume")
