@@ -143,9 +143,10 @@ def test_imported_wordpiece_tokenizer_loads_through_the_same_class(tmp_path):
 # ---- batching ----
 
 def test_encode_examples_drops_over_long_with_a_count(bpe):
-    examples, dropped = encode_examples(["the cat", "the cat sat on the mat " * 10], bpe, max_len=16,
+    examples, dropped = encode_examples(["the cat sat on the mat " * 10, "the cat"], bpe, max_len=16,
                                         sources=["a dog", "a dog"], src_tok=bpe)
     assert dropped == 1 and len(examples) == 1 and examples[0].tgt == bpe.encode("the cat")
+    assert examples[0].line == 1  # the line it came from (validation BLEU finds its reference by it)
 
 
 def test_batches_respect_token_budget_cover_everything_and_group_lengths():
