@@ -19,8 +19,9 @@ import math
 import os
 import sys
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
