@@ -141,7 +141,8 @@ class Decoder(nn.Module):
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights)
+            x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights,
+                                1 if cache is None else cache.group_size)
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.final_norm is not None:
