@@ -2,7 +2,8 @@
 
 A random MarianMTModel the size of the Bible recipe's model (d_model 256, 3+3 layers, 8k
 vocabulary) is loaded into our EncoderDecoder with `transformer.interop.hf.from_hf`, so both
-run the same weights. Two length regimes, each checked for identical outputs:
+run the same weights. `--linear default` makes our linear layers use torch's default BLAS call, as
+HF's do, for a same-kernels comparison (model/linear.py). Two length regimes, each checked for identical outputs:
 
 - forced: exactly `--new-tokens` tokens per hypothesis: </s> is blocked until then (ours:
   min_len = max_len = N; HF: min_length = max_length = N + 1, its lengths counting the decoder
@@ -36,6 +37,7 @@ import transformers  # noqa: E402
 
 import transformer as T  # noqa: E402
 from transformer.interop.hf import from_hf  # noqa: E402
+from transformer.model.linear import set_onednn_linear  # noqa: E402
 
 
 def build(vocab: int, d_model: int, layers: int, eos_bias: float = 0.0, seed: int = 0):
@@ -86,8 +88,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--lengths", nargs="+", choices=["forced", "natural"], default=["forced", "natural"])
     parser.add_argument("--eos-bias", type=float, default=1.03, help="</s> logit bias for natural lengths")
+    parser.add_argument("--linear", choices=["onednn", "default"], default="onednn",
+                        help="our inference linear layers: oneDNN (our default) or torch's default BLAS call, as HF")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    set_onednn_linear(args.linear == "onednn")
     pad, eos = args.vocab - 1, 0
     g = torch.Generator().manual_seed(1)
     src = torch.randint(1, pad, (args.batch, args.src_len), generator=g)
@@ -97,7 +102,8 @@ def main() -> None:
     n = args.new_tokens
     print(f"# torch {torch.__version__}, transformers {transformers.__version__}, {platform.processor() or platform.machine()}, "
           f"{args.threads} thread(s); batch {args.batch}, source {args.src_len} (ragged), up to {n} new tokens, "
-          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, vocab {args.vocab}; median of {args.repeats}")
+          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, vocab {args.vocab}; our linear layers: "
+          f"{args.linear}; median of {args.repeats}")
     print(f"{'lengths':<8} {'search':<7} {'impl':<12} {'seconds':>8} {'sent/s':>7} {'tok/s':>7} {'speed-up':>8}")
     for regime in args.lengths:
         forced = regime == "forced"

@@ -283,3 +283,28 @@ def test_decoder_only_has_no_cross_attention():
     model = tiny("decoder")
     assert isinstance(model, DecoderOnly)
     assert all(layer.cross_attn is None for layer in model.decoder.layers)
+
+
+def test_inference_linear_equals_plain_linear():
+    from transformer.model.linear import linear, set_onednn_linear
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(48, 80)
+    x = torch.randn(3, 7, 48)
+    xt = torch.randn(3, 48, 7).transpose(1, 2)  # not contiguous
+    for inp in (x, xt, x[:, :1], torch.randn(0, 1, 48)):
+        with torch.no_grad():
+            fast = linear(layer, inp)
+        torch.testing.assert_close(fast, layer(inp).detach(), atol=1e-5, rtol=1e-5)
+    assert linear(layer, x).requires_grad  # with autograd on: the plain path
+    model = tiny()
+    src, tgt = rand_ids(2, 6), rand_ids(2, 5)
+    src[1, 3:] = 0
+    with torch.no_grad():
+        fast = model(src, tgt)
+        previous = set_onednn_linear(False)
+        try:
+            plain = model(src, tgt)
+        finally:
+            set_onednn_linear(previous)
+    torch.testing.assert_close(fast, plain, atol=1e-5, rtol=1e-5)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .linear import linear
 from .masks import causal_mask
 from .positional import RotaryEmbedding
 
@@ -244,8 +245,8 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S, C) -> keys, values (B, K, S, D); keys rotated when rotary is set."""
-        k = self._split(self.k_proj(source), self.n_kv_heads)
-        v = self._split(self.v_proj(source), self.n_kv_heads)
+        k = self._split(linear(self.k_proj, source), self.n_kv_heads)
+        v = self._split(linear(self.v_proj, source), self.n_kv_heads)
         if self.rotary is not None:
             k = self.rotary(k, positions)
         return k, v
@@ -262,7 +263,7 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None."""
         b, t, _ = x.shape
-        q = self._split(self.q_proj(x), self.n_heads)  # (B, H, T, D)
+        q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
         if self.rotary is not None:
             q = self.rotary(q, positions)
         dropout_p = self.dropout if self.training else 0.0
@@ -272,7 +273,7 @@ class MultiHeadAttention(nn.Module):
         else:
             out = fused_attention(q, k, v, mask, is_causal, dropout_p)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)
-        return self.out_proj(out), weights
+        return linear(self.out_proj, out), weights
 
     def forward(
         self,

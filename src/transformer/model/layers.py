@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import LayerCache, MultiHeadAttention
+from .linear import linear
 
 
 class FeedForward(nn.Module):
@@ -26,10 +27,10 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
         if self.w3 is not None:
-            h = F.silu(self.w1(x)) * self.w3(x)  # (B, L, F)
+            h = F.silu(linear(self.w1, x)) * linear(self.w3, x)  # (B, L, F)
         else:
-            h = activate(self.w1(x), self.activation)  # (B, L, F)
-        return self.w2(self.dropout(h))
+            h = activate(linear(self.w1, x), self.activation)  # (B, L, F)
+        return linear(self.w2, self.dropout(h))
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:

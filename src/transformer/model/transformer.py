@@ -14,6 +14,7 @@ from torch import nn
 from ..config import ModelConfig
 from .attention import KVCache, MultiHeadAttention
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, make_norm
+from .linear import linear
 from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
 
@@ -175,8 +176,8 @@ class EncoderDecoder(nn.Module):
         """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with need_weights)."""
         out = self.decoder(tgt_ids, tgt_mask, memory, src_mask, cache, need_weights)
         if need_weights:
-            return self.lm_head(out[0]), out[1]
-        return self.lm_head(out)
+            return linear(self.lm_head, out[0]), out[1]
+        return linear(self.lm_head, out)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(len(self.decoder.layers))
@@ -208,8 +209,8 @@ class DecoderOnly(nn.Module):
         """
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
         if need_weights:
-            return self.lm_head(out[0]), out[1]
-        return self.lm_head(out)
+            return linear(self.lm_head, out[0]), out[1]
+        return linear(self.lm_head, out)
 
 
 class MaskedLMHead(nn.Module):
