@@ -157,6 +157,14 @@ def test_kv_cache_equals_full_forward_decoder_only(positional, impl):
     torch.testing.assert_close(inc[mask], full[mask], atol=1e-5, rtol=1e-5)
 
 
+def test_decoder_only_last_only_equals_last_position():
+    model = tiny("decoder")
+    ids = rand_ids(2, 5)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, :2] = False
+    torch.testing.assert_close(model(ids, mask, last_only=True), model(ids, mask)[:, -1:])
+
+
 def test_cache_reorder_selects_rows():
     model = tiny("decoder")
     ids = rand_ids(3, 6)

@@ -129,7 +129,7 @@ class Stepper:
         """Run the source/prompt; return the first log-probabilities (B, V)."""
         if self.decoder_only:
             mask = None if bool(self.src_mask.all()) else self.src_mask
-            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights)
+            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True)
             return self._log_probs(out, last_only=True)
         memory, src_mask = self.model.encode(self.src_ids, self.src_mask)
         start = torch.full((self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device)

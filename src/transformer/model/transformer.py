@@ -202,15 +202,20 @@ class DecoderOnly(nn.Module):
         return KVCache.empty(len(self.decoder.layers))
 
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None, cache: KVCache | None = None,
-                need_weights: bool = False):
+                need_weights: bool = False, last_only: bool = False):
         """ids (B, T), attention_mask (B, T) (None = no padding) -> logits (B, T, V).
 
         With a cache, ids are the new tokens only (a left-padded prompt first, then one token per step).
+        last_only: logits (B, 1, V) of the last position only (a prompt's next token), skipping
+        the output layer for the others.
         """
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
+        hidden = out[0] if need_weights else out
+        if last_only:
+            hidden = hidden[:, -1:]
         if need_weights:
-            return linear(self.lm_head, out[0]), out[1]
-        return linear(self.lm_head, out)
+            return linear(self.lm_head, hidden), out[1]
+        return linear(self.lm_head, hidden)
 
 
 class MaskedLMHead(nn.Module):
