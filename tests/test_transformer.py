@@ -297,15 +297,15 @@ def test_inference_linear_equals_plain_linear():
     from transformer.model.linear import linear, set_onednn_linear
 
     torch.manual_seed(0)
-    layer = torch.nn.Linear(48, 80)
-    x = torch.randn(3, 7, 48)
-    xt = torch.randn(3, 48, 7).transpose(1, 2)  # not contiguous
-    for inp in (x, xt, x[:, :1], torch.randn(0, 1, 48)):
+    layer = torch.nn.Linear(256, 384)  # large enough for the oneDNN path
+    x = torch.randn(3, 7, 256)
+    xt = torch.randn(3, 256, 7).transpose(1, 2)  # not contiguous
+    for inp in (x, xt, x[:, :1], torch.randn(0, 1, 256)):
         with torch.no_grad():
             fast = linear(layer, inp)
         torch.testing.assert_close(fast, layer(inp).detach(), atol=1e-5, rtol=1e-5)
     assert linear(layer, x).requires_grad  # with autograd on: the plain path
-    model = tiny()
+    model = tiny(d_model=256, d_ff=512, n_heads=4)
     src, tgt = rand_ids(2, 6), rand_ids(2, 5)
     src[1, 3:] = 0
     with torch.no_grad():
