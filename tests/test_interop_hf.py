@@ -512,3 +512,24 @@ def test_models_built_here_export_with_identical_outputs(name):
                 theirs = hf_model(input_ids=ids, attention_mask=mask.long()).logits[mask]
     assert_rel_close(ours, theirs)
     assert_rel_close(our_outputs(from_hf(hf_model), ids, mask, tgt, tgt_mask), ours, 1e-6)
+
+
+@pytest.mark.slow
+def test_smollm2_chat_pipeline_matches_hf(smollm2):
+    """`generate --chat`: the chat template rendered by us, then greedy decoding, gives HF's answer."""
+    from transformer.config import DecodeConfig
+    from transformer.data.tokenizer import Tokenizer
+    from transformer.decoding.pipeline import Pipeline
+
+    source, model = smollm2
+    hf_tok = source.tokenizer
+    tok = Tokenizer(hf_tok.backend_tokenizer)
+    chat = {"chat_template": hf_tok.chat_template, "bos_token": hf_tok.bos_token, "eos_token": hf_tok.eos_token}
+    pipe = Pipeline(model, tok, tok, DecodeConfig(add_bos=False), chat)
+    question = "Write a short story about a lighthouse keeper."
+    ids = chat_prompt(hf_tok)
+    assert pipe.prompt_ids(question, chat=True) == ids[0].tolist()
+    with torch.no_grad():
+        theirs = source.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                       max_new_tokens=20)[0, ids.shape[1]:]
+    assert pipe.generate(question, chat=True, temperature=0, max_new_tokens=20) == hf_tok.decode(theirs, skip_special_tokens=True)

@@ -58,9 +58,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_average(args: argparse.Namespace) -> None:
     """Average checkpoints' parameters into a model directory (§6.1)."""
-    from .data.tokenizer import has_tokenizer, load_tokenizers
-    from .model.io import load_decode_config, save_model
-    from .training.checkpoint import average_checkpoints, step_dirs
+    from .training.checkpoint import average_into, step_dirs
 
     if args.last is not None:
         if len(args.checkpoints) != 1:
@@ -75,12 +73,7 @@ def cmd_average(args: argparse.Namespace) -> None:
             print(f"note: the run has only {len(paths)} checkpoint(s); averaging those", file=sys.stderr)
     else:
         paths = args.checkpoints
-    model = average_checkpoints(paths)
-    tokenizer = None
-    if has_tokenizer(paths[-1]):
-        src, tgt = load_tokenizers(paths[-1])
-        tokenizer = src if src is tgt else (src, tgt)
-    save_model(model, args.out, tokenizer=tokenizer, decode=load_decode_config(paths[-1]))
+    average_into(paths, args.out)
     print(f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}")
 
 
@@ -115,9 +108,135 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
           f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
 
 
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Spanish -> English on the Bible, end to end (see transformer.demo)."""
+    from .demo import DemoError, run_demo
+
+    try:
+        run_demo(minutes=args.minutes, data_dir=args.data, run_dir=args.out, overrides=tuple(args.set or ()))
+    except DemoError as e:
+        raise UserError(str(e)) from None
+
+
+def _setup_device(args: argparse.Namespace) -> str:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu")
+    return args.device
+
+
+def _read_text(path: str | None, what: str) -> list[str]:
+    """Lines of a UTF-8 file, or of standard input when path is None or '-'."""
+    from pathlib import Path
+
+    if path in (None, "-"):
+        raw, name = sys.stdin.buffer.read(), "standard input"
+    else:
+        if not Path(path).is_file():
+            raise UserError(f"{what} {path} not found")
+        raw, name = Path(path).read_bytes(), path
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{name} line {line}: invalid UTF-8; convert it to UTF-8 (e.g. with iconv)") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def _write_text(path: str | None, lines: list[str]) -> None:
+    text = "".join(line.replace("\n", " ") + "\n" for line in lines)
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from .model.io import atomic_write_text
+
+    atomic_write_text(path, text)
+
+
+def _decode_overrides(args: argparse.Namespace, names: list[str]) -> dict:
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input order."""
+    from .decoding.pipeline import Pipeline
+
+    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    lines = _read_text(args.input, "--input")
+    decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind", "max_len_a",
+                                      "max_len_b", "min_len", "n_best"])
+    outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode)
+    if decode.get("n_best", pipeline.decode.n_best) > 1:
+        outputs = [f"{i}\t{rank}\t{h}" for i, hyps in enumerate(outputs) for rank, h in enumerate(hyps, 1)]
+    _write_text(args.output, outputs)
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    """Continue a prompt with a language model (or answer it with --chat)."""
+    from .decoding.pipeline import Pipeline
+
+    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    decode = _decode_overrides(args, ["max_new_tokens", "temperature", "top_k", "top_p", "beam_size"])
+    print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """BLEU and chrF of translations against references, or perplexity of a language model on text."""
+    from .decoding.pipeline import Pipeline
+    from .evaluation.metrics import bleu, chrf, text_perplexity
+
+    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    if args.text:
+        if args.src or args.ref:
+            raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
+        cfg = pipeline.model.config
+        tok = pipeline.target_tokenizer
+        ppl = text_perplexity(pipeline.model, _read_text(args.text, "--text"),
+                              lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id])
+        print(f"perplexity {ppl:.3f} on {args.text} (per token, </s> included)")
+        return
+    if not (args.src and args.ref):
+        raise UserError("give --src and --ref (BLEU, chrF) or --text (perplexity)")
+    sources, references = _read_text(args.src, "--src"), _read_text(args.ref, "--ref")
+    if len(sources) != len(references):
+        raise UserError(f"--src has {len(sources):,} lines but --ref has {len(references):,}: they must be aligned line by line")
+    decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind"])
+    hypotheses = pipeline.translate(sources, **decode)
+    if args.output:
+        _write_text(args.output, hypotheses)
+    for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
+        print(score)
+
+
+def _add_device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default cpu)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+
+
+def _add_beam_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", dest="beam_size", type=int, help="beam size (1 = greedy; default from the model's decode.json)")
+    p.add_argument("--lenpen", dest="length_penalty", type=float, help="length penalty alpha (the paper: 0.6)")
+    p.add_argument("--lenpen-kind", dest="length_penalty_kind", choices=["wu", "power"],
+                   help="wu: ((5+|Y|)/6)^alpha (the paper's); power: |Y|^alpha")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes")
+    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
+    p.add_argument("--data", default="data/bible", help="corpus directory (built when missing; default data/bible)")
+    p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value (repeatable)")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
     p.add_argument("model_dir")
@@ -162,6 +281,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=int, default=12, help="longest sequence (default 12)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.set_defaults(func=cmd_data_copy)
+
+    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
+    p.add_argument("model_dir")
+    _add_beam_args(p)
+    p.add_argument("--n-best", dest="n_best", type=int, help="hypotheses per line, written as INDEX<TAB>RANK<TAB>TEXT")
+    p.add_argument("--max-len-a", dest="max_len_a", type=float, help="output length bound a * source_length + b")
+    p.add_argument("--max-len-b", dest="max_len_b", type=int, help="see --max-len-a (the paper: +50)")
+    p.add_argument("--min-len", dest="min_len", type=int, help="minimum output length in tokens")
+    p.add_argument("--input", help="file of source lines (default: standard input)")
+    p.add_argument("--output", help="file for the translations (default: standard output)")
+    p.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per batch (default 4000)")
+    _add_device_args(p)
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("generate", help="continue a prompt with a language model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--prompt", required=True, help="the text to continue (or the question, with --chat)")
+    p.add_argument("--chat", action="store_true", help="apply the model's chat template (imported chat models)")
+    p.add_argument("--max-new-tokens", dest="max_new_tokens", type=int, help="tokens to generate (default 50)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (0 = greedy; default 1)")
+    p.add_argument("--top-k", dest="top_k", type=int, help="sample among the k most likely tokens (0 = all)")
+    p.add_argument("--top-p", dest="top_p", type=float, help="sample from the smallest set reaching probability p")
+    p.add_argument("--beam", dest="beam_size", type=int, help="beam search with this width instead of sampling")
+    p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
+    _add_device_args(p)
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--src", help="source lines to translate")
+    p.add_argument("--ref", help="reference translations, aligned with --src")
+    p.add_argument("--text", help="text for perplexity (language models)")
+    p.add_argument("--output", help="also write the translations to this file")
+    _add_beam_args(p)
+    _add_device_args(p)
+    p.set_defaults(func=cmd_evaluate)
 
     return parser
 

@@ -249,6 +249,8 @@ class DecodeConfig:
     """Sample from the smallest set whose probability reaches p (1.0 = all)."""
     max_new_tokens: int = 50
     """New tokens to generate from a prompt (language models)."""
+    add_bos: bool = True
+    """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow their tokenizer."""
 
     def __post_init__(self) -> None:
         _positive("beam_size", self.beam_size)

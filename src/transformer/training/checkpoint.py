@@ -146,3 +146,16 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
             averaged[name] = value
     first.load_state_dict(averaged)
     return first
+
+
+def average_into(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:
+    """Average checkpoints into the model directory `out`, with the last one's tokenizer and decoding defaults."""
+    from ..data.tokenizer import has_tokenizer, load_tokenizers
+    from ..model.io import load_decode_config, save_model
+
+    model = average_checkpoints(paths)
+    tokenizer = None
+    if has_tokenizer(paths[-1]):
+        src, tgt = load_tokenizers(paths[-1])
+        tokenizer = src if src is tgt else (src, tgt)
+    return save_model(model, out, tokenizer=tokenizer, decode=load_decode_config(paths[-1]))

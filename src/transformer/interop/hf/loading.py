@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from ...config import DecodeConfig
 from .common import HFConversionError
 
 # model_type -> the transformers class to load when config.architectures names none we support.
@@ -86,6 +87,14 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
 
 
 TOKENIZER_FILE = "tokenizer.json"
+
+
+def _adds_bos(tokenizer) -> bool:
+    """Whether the Hugging Face tokenizer starts an encoded text with its bos token (Llama does, GPT-2 does not)."""
+    if tokenizer is None or getattr(tokenizer, "bos_token_id", None) is None:
+        return False
+    ids = tokenizer("a").input_ids
+    return bool(ids) and ids[0] == tokenizer.bos_token_id
 CHAT_TEMPLATE_FILE = "chat_template.json"
 
 
@@ -118,8 +127,8 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
         raise HFConversionError(f"--out {out} is a file: pass a directory to write the model into")
     source = load_hf(path)
     model = from_hf(source.model)
-    save_model(model, out)
-    files = ["config.json", "model.safetensors"]
+    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)))
+    files = ["config.json", "model.safetensors", "decode.json"]
     backend = getattr(source.tokenizer, "backend_tokenizer", None)
     if backend is not None:
         atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))

@@ -1,0 +1,146 @@
+"""Text in, text out: a model directory loaded with its tokenizer(s) and decoding defaults.
+
+`Pipeline.load(dir)` is what `transformer translate`, `generate` and `evaluate` use:
+`translate(lines)` for encoder-decoder models, `generate(prompt)` for language models.
+Sources are encoded without special tokens (as in training); prompts start with <s> when the
+model's decoding defaults say so (our language models are trained that way; imported models
+follow their tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from ..config import DecodeConfig
+from ..model.io import load_decode_config, load_model, load_tokenizers
+from ..model.transformer import DecoderOnly, EncoderDecoder, Model
+from .beam import beam_search
+from .greedy import greedy_search
+from .sampling import sample
+
+CHAT_TEMPLATE_FILE = "chat_template.json"
+
+
+class PipelineError(ValueError):
+    """The request does not fit the model (wrong kind of model, over-long input, no chat template)."""
+
+
+@dataclass
+class Pipeline:
+    """A model with its tokenizer(s) and decoding defaults."""
+
+    model: Model
+    source_tokenizer: object
+    target_tokenizer: object
+    decode: DecodeConfig
+    chat: dict | None = None
+    """{"chat_template", "bos_token", "eos_token"} when the model came with a chat template."""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> Pipeline:
+        path = Path(path)
+        model = load_model(path, device)
+        source, target = load_tokenizers(path)
+        chat_file = path / CHAT_TEMPLATE_FILE
+        chat = json.loads(chat_file.read_text(encoding="utf-8")) if chat_file.is_file() else None
+        return cls(model, source, target, load_decode_config(path), chat)
+
+    @property
+    def max_source_tokens(self) -> int | None:
+        return None if self.model.config.positional == "none" else self.model.config.max_positions
+
+    def translate(self, lines: list[str], batch_tokens: int = 4000, **decode) -> list[str] | list[list[str]]:
+        """Translate each line (output in input order). `decode` overrides the model's defaults
+        (beam_size, length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best);
+        beam_size 1 is greedy. With n_best > 1 each entry is a list of the n best, best first."""
+        if not isinstance(self.model, EncoderDecoder):
+            raise PipelineError("this is a language model: use generate, not translate")
+        settings = replace(self.decode, **decode)
+        encoded = self.source_tokenizer.encode_batch(list(lines))
+        limit = self.max_source_tokens
+        for number, ids in enumerate(encoded, start=1):
+            if limit is not None and len(ids) > limit:
+                raise PipelineError(f"input line {number} has {len(ids)} tokens, more than the model's "
+                                    f"max_positions={limit}: split the line into shorter sentences")
+        outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
+        order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
+        for batch in _batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
+            ids = self._search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
+            for row, i in zip(ids.tolist(), batch, strict=True):
+                if settings.n_best > 1:
+                    outputs[i] = [self.target_tokenizer.decode(h).strip() for h in row]
+                else:
+                    outputs[i] = self.target_tokenizer.decode(row).strip()
+        return outputs
+
+    def _search(self, sources: list[list[int]], s: DecodeConfig) -> torch.Tensor:
+        if s.beam_size == 1:
+            return greedy_search(self.model, sources, max_len_a=s.max_len_a, max_len_b=s.max_len_b, min_len=s.min_len)
+        return beam_search(self.model, sources, beam_size=s.beam_size, length_penalty=s.length_penalty,
+                           length_penalty_kind=s.length_penalty_kind, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
+                           min_len=s.min_len, n_best=s.n_best, early_stopping=s.early_stopping)
+
+    def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
+        """A prompt's token ids: the chat template applied when chat=True, <s> first when the defaults say so."""
+        if chat:
+            return self.target_tokenizer.encode(self.apply_chat_template([{"role": "user", "content": prompt}]))
+        ids = self.target_tokenizer.encode(prompt)
+        return [self.model.config.bos_id] + ids if self.decode.add_bos else ids
+
+    def apply_chat_template(self, messages: list[dict]) -> str:
+        """Render the model's chat template (Jinja, as Hugging Face does) with a generation prompt."""
+        if not self.chat:
+            raise PipelineError("this model has no chat template (chat_template.json): drop --chat, or import a chat "
+                                "model with transformer import-hf")
+        from jinja2 import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise TemplateError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(self.chat["chat_template"]).render(
+            messages=messages, add_generation_prompt=True,
+            bos_token=self.chat.get("bos_token") or "", eos_token=self.chat.get("eos_token") or "")
+
+    def generate(self, prompt: str, chat: bool = False, seed: int | None = None, **decode) -> str:
+        """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
+        (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search,
+        temperature 0 is greedy). Returns the new text only."""
+        if not isinstance(self.model, DecoderOnly):
+            raise PipelineError("this is a translation model: use translate, not generate")
+        greedy = decode.get("temperature") == 0
+        if greedy:
+            decode = {k: v for k, v in decode.items() if k != "temperature"}
+        beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
+        s = replace(self.decode, **decode)
+        ids = [self.prompt_ids(prompt, chat)]
+        if greedy:
+            out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens)
+        elif beam_size > 1:
+            out = beam_search(self.model, ids, beam_size=beam_size, length_penalty=s.length_penalty,
+                              length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
+        else:
+            generator = torch.Generator(device=next(self.model.parameters()).device)
+            generator.manual_seed(torch.seed() if seed is None else seed)
+            out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
+                         top_p=s.top_p, generator=generator)
+        return self.target_tokenizer.decode(out[0].tolist())
+
+
+def _batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
+    """Consecutive groups of `order` (sorted by length) whose padded size stays within batch_tokens."""
+    batch: list[int] = []
+    for i in order:
+        if batch and (len(batch) + 1) * max(lengths[i], lengths[batch[-1]]) > batch_tokens:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
