@@ -2,12 +2,24 @@
 
 A random MarianMTModel the size of the Bible recipe's model (d_model 256, 3+3 layers, 8k
 vocabulary) is loaded into our EncoderDecoder with `transformer.interop.hf.from_hf`, so both
-run the same weights. Both produce exactly `--new-tokens` tokens per hypothesis: </s> is blocked
-until then (ours: min_len = max_len = N; HF: min_length = max_length = N + 1, its lengths
-counting the decoder start token), so they do the same work. Reported: median over repeats,
-sentences/s and generated tokens/s (beam search: tokens of the returned best hypotheses).
+run the same weights. `--linear default` makes our linear layers use torch's default BLAS call, as
+HF's do, for a same-kernels comparison (model/linear.py). Two length regimes, each checked for identical outputs:
 
-    PYTHONPATH=src python benchmarks/decode.py [--threads 1] [--repeats 5]
+- forced: exactly `--new-tokens` tokens per hypothesis: </s> is blocked until then (ours:
+  min_len = max_len = N; HF: min_length = max_length = N + 1, its lengths counting the decoder
+  start token), so both do the same arithmetic.
+- natural: sentences end at their own </s> (at most N tokens). A random model almost never
+  ends a sentence, so the logit bias of </s> is raised (`--eos-bias`) until sentences end at
+  different lengths; the lengths are printed. Ours drops finished sentences from the batch,
+  `generate` keeps computing them until the whole batch is done.
+
+Both sides: greedy, or beam search with length_penalty 1.0 (|Y|^alpha) and early_stopping=True;
+<pad> suppressed, no forced </s>, no n-gram blocking; attention at each side's default (our
+fused path, HF's sdpa). Timing alternates ours/HF within each repeat after a warm-up; reported
+are the medians and the median of the per-repeat ratios, sentences/s and generated tokens/s
+(beam search: tokens of the returned best hypotheses).
+
+    PYTHONPATH=src python benchmarks/decode.py [--threads 1] [--repeats 5] [--lengths forced natural]
 """
 
 from __future__ import annotations
@@ -25,9 +37,10 @@ import transformers  # noqa: E402
 
 import transformer as T  # noqa: E402
 from transformer.interop.hf import from_hf  # noqa: E402
+from transformer.model.linear import set_onednn_linear  # noqa: E402
 
 
-def build(vocab: int, d_model: int, layers: int, seed: int = 0):
+def build(vocab: int, d_model: int, layers: int, eos_bias: float = 0.0, seed: int = 0):
     torch.manual_seed(seed)
     config = transformers.MarianConfig(
         vocab_size=vocab, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
@@ -35,17 +48,31 @@ def build(vocab: int, d_model: int, layers: int, seed: int = 0):
         decoder_ffn_dim=4 * d_model, max_position_embeddings=512, pad_token_id=vocab - 1,
         decoder_start_token_id=vocab - 1, eos_token_id=0)
     hf = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():
+        hf.final_logits_bias[0, config.eos_token_id] = eos_bias
     return hf, from_hf(hf).eval()
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    fn()  # warm-up
-    times, out = [], None
+def side_by_side(ours_fn, hf_fn, repeats: int):
+    """Warm up both, then alternate them; returns (median ours s, median HF s, median ratio, outputs)."""
+    out_ours, out_hf = ours_fn(), hf_fn()
+    t_ours, t_hf = [], []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+        ours_fn()
+        t_ours.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        hf_fn()
+        t_hf.append(time.perf_counter() - start)
+    ratio = statistics.median(h / o for o, h in zip(t_ours, t_hf, strict=True))
+    return statistics.median(t_ours), statistics.median(t_hf), ratio, out_ours, out_hf
+
+
+def hf_as_ours(seqs: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
+    """HF sequences (start token, output, </s>, pad...) -> ours (output, right-padded, no </s>)."""
+    ids = seqs[:, 1:].masked_fill(seqs[:, 1:] == eos, pad)
+    width = int((ids != pad).sum(-1).max())
+    return ids[:, :width]
 
 
 def main() -> None:
@@ -59,44 +86,55 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--lengths", nargs="+", choices=["forced", "natural"], default=["forced", "natural"])
+    parser.add_argument("--eos-bias", type=float, default=1.03, help="</s> logit bias for natural lengths")
+    parser.add_argument("--linear", choices=["onednn", "default"], default="onednn",
+                        help="our inference linear layers: oneDNN (our default) or torch's default BLAS call, as HF")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    hf, ours = build(args.vocab, args.d_model, args.layers)
-    pad = args.vocab - 1
+    set_onednn_linear(args.linear == "onednn")
+    pad, eos = args.vocab - 1, 0
     g = torch.Generator().manual_seed(1)
     src = torch.randint(1, pad, (args.batch, args.src_len), generator=g)
     lengths = torch.randint(args.src_len // 2, args.src_len + 1, (args.batch,), generator=g)
     mask = torch.arange(args.src_len)[None] < lengths[:, None]
     src = src.masked_fill(~mask, pad)
     n = args.new_tokens
-    hf_common = dict(max_length=n + 1, min_length=n + 1, do_sample=False, suppress_tokens=[pad],
-                     forced_eos_token_id=None, bad_words_ids=None, no_repeat_ngram_size=0)
-
-    def hf_run(beam: int):
-        kw = dict(num_beams=beam, length_penalty=1.0, early_stopping=True) if beam > 1 else {}
-        with torch.inference_mode():
-            return hf.generate(input_ids=src, attention_mask=mask.long(), **hf_common, **kw)
-
-    runs = {
-        "greedy": (lambda: T.greedy_search(ours, src, src_mask=mask, max_len_a=0, max_len_b=n, min_len=n),
-                   lambda: hf_run(1)),
-        f"beam-{args.beam}": (lambda: T.beam_search(ours, src, src_mask=mask, beam_size=args.beam, length_penalty=1.0,
-                                                    length_penalty_kind="power", max_len_a=0, max_len_b=n, min_len=n),
-                              lambda: hf_run(args.beam)),
-    }
     print(f"# torch {torch.__version__}, transformers {transformers.__version__}, {platform.processor() or platform.machine()}, "
-          f"{args.threads} thread(s); batch {args.batch}, source {args.src_len} (ragged), {n} new tokens, "
-          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, vocab {args.vocab}; median of {args.repeats}")
-    print(f"{'search':<8} {'impl':<13} {'seconds':>8} {'sent/s':>8} {'tok/s':>8} {'speed-up':>8}")
-    for name, (ours_fn, hf_fn) in runs.items():
-        t_ours, ids = timed(ours_fn, args.repeats)
-        t_hf, seqs = timed(hf_fn, args.repeats)
-        assert ids.shape == (args.batch, n) and seqs.shape == (args.batch, n + 1), (ids.shape, seqs.shape)
-        same = bool((ids == seqs[:, 1:]).all())
-        for impl, t in (("transformer", t_ours), ("hf generate", t_hf)):
-            print(f"{name:<8} {impl:<13} {t:8.3f} {args.batch / t:8.1f} {args.batch * n / t:8.0f} "
-                  f"{(t_hf / t_ours if impl == 'transformer' else 1.0):7.2f}x")
-        print(f"{name:<8} identical outputs: {same}")
+          f"{args.threads} thread(s); batch {args.batch}, source {args.src_len} (ragged), up to {n} new tokens, "
+          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, vocab {args.vocab}; our linear layers: "
+          f"{args.linear}; median of {args.repeats}")
+    print(f"{'lengths':<8} {'search':<7} {'impl':<12} {'seconds':>8} {'sent/s':>7} {'tok/s':>7} {'speed-up':>8}")
+    for regime in args.lengths:
+        forced = regime == "forced"
+        hf, ours = build(args.vocab, args.d_model, args.layers, 0.0 if forced else args.eos_bias)
+        min_len = n if forced else 0
+        hf_common = dict(max_length=n + 1, min_length=min_len + 1 if forced else 0, do_sample=False,
+                         suppress_tokens=[pad], forced_eos_token_id=None, bad_words_ids=None, no_repeat_ngram_size=0)
+
+        def hf_run(beam: int, hf=hf, hf_common=hf_common):
+            kw = dict(num_beams=beam, length_penalty=1.0, early_stopping=True) if beam > 1 else {}
+            with torch.inference_mode():
+                return hf.generate(input_ids=src, attention_mask=mask.long(), **hf_common, **kw)
+
+        def ours_greedy(ours=ours, min_len=min_len):
+            return T.greedy_search(ours, src, src_mask=mask, max_len_a=0, max_len_b=n, min_len=min_len)
+
+        def ours_beam(ours=ours, min_len=min_len):
+            return T.beam_search(ours, src, src_mask=mask, beam_size=args.beam, length_penalty=1.0,
+                                 length_penalty_kind="power", max_len_a=0, max_len_b=n, min_len=min_len)
+
+        for name, ours_fn, hf_fn in (("greedy", ours_greedy, lambda: hf_run(1)),
+                                     (f"beam-{args.beam}", ours_beam, lambda: hf_run(args.beam))):
+            t_ours, t_hf, ratio, ids, seqs = side_by_side(ours_fn, hf_fn, args.repeats)
+            theirs = hf_as_ours(seqs, eos, pad)
+            same = ids.shape == theirs.shape and bool((ids == theirs).all())
+            tokens = int((ids != pad).sum())
+            for impl, t in (("transformer", t_ours), ("hf generate", t_hf)):
+                print(f"{regime:<8} {name:<7} {impl:<12} {t:8.3f} {args.batch / t:7.1f} {tokens / t:7.0f} "
+                      f"{(ratio if impl == 'transformer' else 1.0):7.2f}x")
+            print(f"{regime:<8} {name:<7} identical outputs: {same}; output lengths "
+                  f"{sorted((ids != pad).sum(-1).tolist())}")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ class Scripted(T.EncoderDecoder):
             prefix = torch.cat([layer.self_kv[0], tgt_ids.float()], dim=1)
         layer.self_kv = (prefix, prefix)
         rows = []
-        for sent, pre in zip(layer.cross_kv[0][:, 0].long().tolist(), prefix.long().tolist(), strict=True):
+        sentences = layer.cross_kv[0][:, 0].long().repeat_interleave(cache.group_size)  # beams share a source
+        for sent, pre in zip(sentences.tolist(), prefix.long().tolist(), strict=True):
             probs = self.table.get((sent, tuple(pre)), {EOS: 1.0})
             row = torch.full((self.config.vocab_size,), 1e-30)
             for tok, p in probs.items():

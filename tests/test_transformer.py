@@ -157,6 +157,14 @@ def test_kv_cache_equals_full_forward_decoder_only(positional, impl):
     torch.testing.assert_close(inc[mask], full[mask], atol=1e-5, rtol=1e-5)
 
 
+def test_decoder_only_last_only_equals_last_position():
+    model = tiny("decoder")
+    ids = rand_ids(2, 5)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, :2] = False
+    torch.testing.assert_close(model(ids, mask, last_only=True), model(ids, mask)[:, -1:])
+
+
 def test_cache_reorder_selects_rows():
     model = tiny("decoder")
     ids = rand_ids(3, 6)
@@ -166,6 +174,49 @@ def test_cache_reorder_selects_rows():
     step = model(ids[[2, 2, 0], 4:5], cache=cache)
     full = model(ids[[2, 2, 0], :5])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()
+def test_cache_in_place_storage_and_shared_sources_equal_full_recompute():
+    # 40 steps cross the storage's growth boundaries (16, 34); rows are repeated into groups of
+    # beams sharing a source, reordered within groups, a source is dropped, then a general reorder.
+    # (With autograd on, the cache concatenates instead: the other cache tests cover that path.)
+    model = tiny(n_kv_heads=2)
+    src = rand_ids(3, 7)
+    src[1, 4:] = 0
+    src[2, 2:] = 0
+    gen = torch.Generator().manual_seed(0)
+    cache = model.new_cache()
+    memory, src_mask = model.encode(src)
+    sent, prefix = [0, 1, 2], [[2], [2], [2]]  # each row's source and tokens so far
+    logits = model.decode(torch.tensor(prefix), memory, src_mask, cache=cache)
+    for step in range(1, 41):
+        group = cache.group_size
+        if step == 1:  # one row per sentence -> two beams each
+            rows, kw = [0, 0, 1, 1, 2, 2], dict(group_size=2)
+        elif step == 20:  # sentence 1 stops: its group leaves, and its cross-attention state with it
+            rows, kw = [0, 1, 4, 5], dict(group_size=2, sources=torch.tensor([0, 2]))
+        elif step == 30:  # any row from anywhere: back to one source per row
+            rows, kw = [3, 0, 1, 1], {}
+        elif group == 2:  # beams follow parents within their sentence
+            n = len(sent) // 2
+            rows = [2 * (r // 2) + int(torch.randint(2, (1,), generator=gen)) for r in range(2 * n)]
+            kw = dict(group_size=2)
+        else:
+            rows, kw = list(range(len(sent))), None
+        if kw is not None:
+            cache.reorder(torch.tensor(rows), **kw)
+            sent, prefix = [sent[r] for r in rows], [list(prefix[r]) for r in rows]
+        tokens = torch.randint(4, V, (len(sent),), generator=gen)
+        for p, tok in zip(prefix, tokens.tolist(), strict=True):
+            p.append(tok)
+        logits = model.decode(tokens[:, None], None, None, cache=cache)
+        full = model(src[sent], torch.tensor(prefix))
+        torch.testing.assert_close(logits[:, 0], full[:, -1], atol=1e-5, rtol=1e-5)
+        layer = cache.layers[0]
+        assert layer.self_kv[0].data_ptr() == layer.storage[0].data_ptr()  # a view of the storage
+        assert layer.cross_kv[0].shape[0] == len(sent) // cache.group_size  # one entry per source
+    assert cache.layers[0].storage[0].shape[2] >= 41 and cache.group_size == 1
 
 
 def test_attention_weights_are_returned_per_layer_and_head():
@@ -240,3 +291,28 @@ def test_decoder_only_has_no_cross_attention():
     model = tiny("decoder")
     assert isinstance(model, DecoderOnly)
     assert all(layer.cross_attn is None for layer in model.decoder.layers)
+
+
+def test_inference_linear_equals_plain_linear():
+    from transformer.model.linear import linear, set_onednn_linear
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(256, 384)  # large enough for the oneDNN path
+    x = torch.randn(3, 7, 256)
+    xt = torch.randn(3, 256, 7).transpose(1, 2)  # not contiguous
+    for inp in (x, xt, x[:, :1], torch.randn(0, 1, 256)):
+        with torch.no_grad():
+            fast = linear(layer, inp)
+        torch.testing.assert_close(fast, layer(inp).detach(), atol=1e-5, rtol=1e-5)
+    assert linear(layer, x).requires_grad  # with autograd on: the plain path
+    model = tiny(d_model=256, d_ff=512, n_heads=4)
+    src, tgt = rand_ids(2, 6), rand_ids(2, 5)
+    src[1, 3:] = 0
+    with torch.no_grad():
+        fast = model(src, tgt)
+        previous = set_onednn_linear(False)
+        try:
+            plain = model(src, tgt)
+        finally:
+            set_onednn_linear(previous)
+    torch.testing.assert_close(fast, plain, atol=1e-5, rtol=1e-5)

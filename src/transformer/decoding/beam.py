@@ -158,7 +158,8 @@ def _search(stepper: Stepper, k: int, alpha: float, kind: str, max_new: torch.Te
             break
         keep_t = torch.tensor(keep, dtype=torch.long, device=device)
         rows = (keep_t[:, None] * beams + next_beam[keep_t]).view(-1)  # cache rows of the kept beams
-        stepper.reorder(rows)  # beams follow their parents; stopped sentences leave the cache
+        # Beams follow their parents within their sentence; stopped sentences leave the cache.
+        stepper.reorder(rows, group_size=k, sources=None if len(keep) == b else keep_t)
         if history is not None:
             history.reorder(rows)
         tokens = torch.cat([tokens[keep_t[:, None], next_beam[keep_t]], next_token[keep_t, :, None]], dim=2)

@@ -25,11 +25,11 @@ SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
 
 @contextlib.contextmanager
 def inference(model: torch.nn.Module):
-    """Eval mode (no dropout) and no autograd for the duration; the model's mode is restored after."""
+    """Eval mode (no dropout) and inference mode (no autograd) for the duration; the model's mode is restored after."""
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode():
             yield
     finally:
         model.train(was_training)
@@ -129,7 +129,7 @@ class Stepper:
         """Run the source/prompt; return the first log-probabilities (B, V)."""
         if self.decoder_only:
             mask = None if bool(self.src_mask.all()) else self.src_mask
-            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights)
+            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True)
             return self._log_probs(out, last_only=True)
         memory, src_mask = self.model.encode(self.src_ids, self.src_mask)
         start = torch.full((self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device)
@@ -145,9 +145,13 @@ class Stepper:
             out = self.model.decode(ids, None, None, cache=self.cache, need_weights=self.need_weights)
         return self._log_probs(out, last_only=False)
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep/reorder/repeat cache rows: index (B',) of current rows."""
-        self.cache.reorder(index.to(self.device))
+    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
+        """Keep/reorder/repeat cache rows: index (B',) of current rows.
+
+        Beam search passes group_size (beams per sentence) and sources (the sentences that stay,
+        None = all): the beams of a sentence share its cross-attention keys/values (KVCache.reorder).
+        """
+        self.cache.reorder(index.to(self.device), group_size, None if sources is None else sources.to(self.device))
 
 
 def blocked_tokens(log_probs: torch.Tensor, config, step: int, min_len: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .linear import linear
 from .masks import causal_mask
 from .positional import RotaryEmbedding
 
@@ -79,10 +80,65 @@ def fused_attention(
 
 @dataclass
 class LayerCache:
-    """Cached keys/values of one decoder layer: self-attention grows, cross-attention is fixed."""
+    """Cached keys/values of one decoder layer: self-attention grows, cross-attention is fixed.
+
+    Self-attention keys/values live in preallocated storage (B, K, capacity, D) that grows by
+    doubling: a step writes its new position in place instead of concatenating the whole cache
+    again, and `self_kv` holds views of the filled part. Cross-attention keys/values are kept
+    once per source (see KVCache.group_size).
+    """
 
     self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S, D) each
-    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S_src, D) each
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
+    storage: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, capacity, D) each, behind self_kv
+
+    def _storage_holds_self_kv(self) -> bool:
+        return (self.storage is not None and self.self_kv is not None
+                and self.self_kv[0].data_ptr() == self.storage[0].data_ptr()
+                and self.self_kv[0].shape[0] == self.storage[0].shape[0])
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add new self-attention keys/values (B, K, T, D); return all of them (B, K, S_past + T, D)."""
+        if k.requires_grad or v.requires_grad:  # autograd: no in-place writes into tensors it saved
+            if self.self_kv is not None:
+                k = torch.cat([self.self_kv[0], k], dim=2)
+                v = torch.cat([self.self_kv[1], v], dim=2)
+            self.self_kv, self.storage = (k, v), None
+            return self.self_kv
+        past = 0 if self.self_kv is None else self.self_kv[0].shape[2]
+        total = past + k.shape[2]
+        usable = (past > 0 and self._storage_holds_self_kv() and self.storage[0].shape[2] >= total
+                  and self.storage[0].dtype == k.dtype)
+        if not usable:
+            capacity = max(16, 2 * total)
+            ks = k.new_empty(k.shape[0], k.shape[1], capacity, k.shape[3])
+            vs = v.new_empty(v.shape[0], v.shape[1], capacity, v.shape[3])
+            if past:
+                ks[:, :, :past] = self.self_kv[0]
+                vs[:, :, :past] = self.self_kv[1]
+            self.storage = (ks, vs)
+        ks, vs = self.storage
+        ks[:, :, past:total] = k
+        vs[:, :, past:total] = v
+        self.self_kv = (ks[:, :, :total], vs[:, :, :total])
+        return self.self_kv
+
+    def reorder_self(self, index: torch.Tensor) -> None:
+        """Keep/reorder/repeat the self-attention rows: index (B',) of current rows."""
+        if self.self_kv is None:
+            return
+        if not self._storage_holds_self_kv() or self.self_kv[0].requires_grad:
+            self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
+            self.storage = None
+            return
+        filled = self.self_kv[0].shape[2]
+        picked = []
+        for full, buf in zip(self.self_kv, self.storage, strict=True):
+            out = buf.new_empty(len(index), *buf.shape[1:])
+            torch.index_select(full, 0, index, out=out[:, :, :filled])  # copies the filled part only
+            picked.append(out)
+        self.storage = (picked[0], picked[1])
+        self.self_kv = (picked[0][:, :, :filled], picked[1][:, :, :filled])
 
 
 @dataclass
@@ -92,32 +148,66 @@ class KVCache:
     key_mask marks the real tokens among the cached self-attention keys (None = all real);
     memory_mask is the source mask for cross-attention; positions holds each row's next
     absolute position (rows of a left-padded batch count from their first real token).
+    Rows come in consecutive groups of `group_size` rows that read the same source (the beams
+    of one sentence): cross-attention keys/values and memory_mask are kept once per group.
     """
 
     layers: list[LayerCache]
     length: int = 0
     key_mask: torch.Tensor | None = None  # (B, S)
-    memory_mask: torch.Tensor | None = None  # (B, S_src)
+    memory_mask: torch.Tensor | None = None  # (B_src, S_src)
     positions: torch.Tensor | None = None  # (B,)
+    group_size: int = 1
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
         return cls(layers=[LayerCache() for _ in range(n_layers)])
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped."""
+    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
+        """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped.
 
-        def pick(t):
-            return None if t is None else t.index_select(0, index)
+        index (B',) picks the new rows from the current ones. Without group_size every row may
+        come from anywhere, and cross-attention state follows its row. With group_size the new
+        rows are len(sources) consecutive groups of group_size rows, group j reading current
+        source sources[j] (None = every current source, in order): cross-attention state is
+        then selected per source, not copied per row. The caller guarantees that every row of
+        group j comes from a row that read source sources[j].
+        """
 
+        def pick(t, i):
+            return None if t is None else t.index_select(0, i)
+
+        n_sources = self._n_sources() if sources is None else len(sources)
         for layer in self.layers:
-            if layer.self_kv is not None:
-                layer.self_kv = (pick(layer.self_kv[0]), pick(layer.self_kv[1]))
+            layer.reorder_self(index)
+        self.key_mask = pick(self.key_mask, index)
+        self.positions = pick(self.positions, index)
+        if group_size is None:
+            if self.group_size > 1:  # back to one source per row: row r reads source r // group_size
+                index = torch.div(index, self.group_size, rounding_mode="floor")
+            for layer in self.layers:
+                if layer.cross_kv is not None:
+                    layer.cross_kv = (pick(layer.cross_kv[0], index), pick(layer.cross_kv[1], index))
+            self.memory_mask = pick(self.memory_mask, index)
+            self.group_size = 1
+            return
+        if index.numel() != n_sources * group_size:
+            raise ValueError(f"{index.numel()} rows cannot form {n_sources} groups of {group_size}")
+        if sources is not None:
+            for layer in self.layers:
+                if layer.cross_kv is not None:
+                    layer.cross_kv = (pick(layer.cross_kv[0], sources), pick(layer.cross_kv[1], sources))
+            self.memory_mask = pick(self.memory_mask, sources)
+        self.group_size = group_size
+
+    def _n_sources(self) -> int:
+        for layer in self.layers:
             if layer.cross_kv is not None:
-                layer.cross_kv = (pick(layer.cross_kv[0]), pick(layer.cross_kv[1]))
-        self.key_mask = pick(self.key_mask)
-        self.memory_mask = pick(self.memory_mask)
-        self.positions = pick(self.positions)
+                return layer.cross_kv[0].shape[0]
+        if self.memory_mask is not None:
+            return self.memory_mask.shape[0]
+        rows = next((layer.self_kv[0].shape[0] for layer in self.layers if layer.self_kv is not None), 0)
+        return rows // self.group_size
 
 
 class MultiHeadAttention(nn.Module):
@@ -155,8 +245,8 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S, C) -> keys, values (B, K, S, D); keys rotated when rotary is set."""
-        k = self._split(self.k_proj(source), self.n_kv_heads)
-        v = self._split(self.v_proj(source), self.n_kv_heads)
+        k = self._split(linear(self.k_proj, source), self.n_kv_heads)
+        v = self._split(linear(self.v_proj, source), self.n_kv_heads)
         if self.rotary is not None:
             k = self.rotary(k, positions)
         return k, v
@@ -173,7 +263,7 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None."""
         b, t, _ = x.shape
-        q = self._split(self.q_proj(x), self.n_heads)  # (B, H, T, D)
+        q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
         if self.rotary is not None:
             q = self.rotary(q, positions)
         dropout_p = self.dropout if self.training else 0.0
@@ -183,7 +273,7 @@ class MultiHeadAttention(nn.Module):
         else:
             out = fused_attention(q, k, v, mask, is_causal, dropout_p)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)
-        return self.out_proj(out), weights
+        return linear(self.out_proj, out), weights
 
     def forward(
         self,

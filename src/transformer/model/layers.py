@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import LayerCache, MultiHeadAttention
+from .linear import linear
 
 
 class FeedForward(nn.Module):
@@ -26,10 +27,10 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
         if self.w3 is not None:
-            h = F.silu(self.w1(x)) * self.w3(x)  # (B, L, F)
+            h = F.silu(linear(self.w1, x)) * linear(self.w3, x)  # (B, L, F)
         else:
-            h = activate(self.w1(x), self.activation)  # (B, L, F)
-        return self.w2(self.dropout(h))
+            h = activate(linear(self.w1, x), self.activation)  # (B, L, F)
+        return linear(self.w2, self.dropout(h))
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
@@ -123,13 +124,10 @@ class DecoderLayer(nn.Module):
     def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights):
         k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
         if cache is not None:
-            if cache.self_kv is not None:
-                k = torch.cat([cache.self_kv[0], k], dim=2)  # (B, K, S_past + T, D)
-                v = torch.cat([cache.self_kv[1], v], dim=2)
-            cache.self_kv = (k, v)
+            k, v = cache.append(k, v)  # (B, K, S_past + T, D), written in place
         return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights)
 
-    def _cross(self, h, memory, memory_mask, cache: LayerCache | None, need_weights):
+    def _cross(self, h, memory, memory_mask, cache: LayerCache | None, need_weights, group: int = 1):
         if cache is not None and cache.cross_kv is not None:
             k, v = cache.cross_kv  # computed once per source
         else:
@@ -138,7 +136,17 @@ class DecoderLayer(nn.Module):
             k, v = self.cross_attn.project_kv(memory)
             if cache is not None:
                 cache.cross_kv = (k, v)
-        return self.cross_attn.attend(h, k, v, memory_mask, need_weights=need_weights)
+        if group == 1:
+            return self.cross_attn.attend(h, k, v, memory_mask, need_weights=need_weights)
+        # Rows come in groups of `group` (beams of one sentence) over one source's keys/values:
+        # the group's queries attend together, one (B_src, group * T) query block per source.
+        b, t, c = h.shape
+        out, weights = self.cross_attn.attend(h.reshape(b // group, group * t, c), k, v, memory_mask,
+                                              need_weights=need_weights)
+        if weights is not None:  # (B_src, H, group * T, S) -> (B, H, T, S)
+            n, heads, _, s = weights.shape
+            weights = weights.view(n, heads, group, t, s).transpose(1, 2).reshape(b, heads, t, s)
+        return out.reshape(b, t, c), weights
 
     def forward(
         self,
@@ -150,13 +158,18 @@ class DecoderLayer(nn.Module):
         memory_mask: torch.Tensor | None = None,
         cache: LayerCache | None = None,
         need_weights: bool = False,
+        memory_group: int = 1,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
-        """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S))."""
+        """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S)).
+
+        memory_group > 1: the cached cross-attention keys/values are per source, and rows come in
+        consecutive groups of memory_group rows per source (KVCache.group_size).
+        """
         x, self_w = residual(x, self.norm1, self.dropout, self.pre_norm,
                              lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights))
         cross_w = None
         if self.cross_attn is not None:
             x, cross_w = residual(x, self.norm2, self.dropout, self.pre_norm,
-                                  lambda h: self._cross(h, memory, memory_mask, cache, need_weights))
+                                  lambda h: self._cross(h, memory, memory_mask, cache, need_weights, memory_group))
         x, _ = residual(x, self.norm3, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
         return x, (self_w, cross_w)

@@ -14,6 +14,7 @@ from torch import nn
 from ..config import ModelConfig
 from .attention import KVCache, MultiHeadAttention
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, make_norm
+from .linear import linear
 from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
 
@@ -141,7 +142,8 @@ class Decoder(nn.Module):
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights)
+            x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights,
+                                1 if cache is None else cache.group_size)
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.final_norm is not None:
@@ -174,8 +176,8 @@ class EncoderDecoder(nn.Module):
         """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with need_weights)."""
         out = self.decoder(tgt_ids, tgt_mask, memory, src_mask, cache, need_weights)
         if need_weights:
-            return self.lm_head(out[0]), out[1]
-        return self.lm_head(out)
+            return linear(self.lm_head, out[0]), out[1]
+        return linear(self.lm_head, out)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(len(self.decoder.layers))
@@ -200,15 +202,20 @@ class DecoderOnly(nn.Module):
         return KVCache.empty(len(self.decoder.layers))
 
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None, cache: KVCache | None = None,
-                need_weights: bool = False):
+                need_weights: bool = False, last_only: bool = False):
         """ids (B, T), attention_mask (B, T) (None = no padding) -> logits (B, T, V).
 
         With a cache, ids are the new tokens only (a left-padded prompt first, then one token per step).
+        last_only: logits (B, 1, V) of the last position only (a prompt's next token), skipping
+        the output layer for the others.
         """
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
+        hidden = out[0] if need_weights else out
+        if last_only:
+            hidden = hidden[:, -1:]
         if need_weights:
-            return self.lm_head(out[0]), out[1]
-        return self.lm_head(out)
+            return linear(self.lm_head, hidden), out[1]
+        return linear(self.lm_head, hidden)
 
 
 class MaskedLMHead(nn.Module):

@@ -1,1 +1,1 @@
-"""viz."""
+"""Plots: training curves (and, later, attention heatmaps)."""
