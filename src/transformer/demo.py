@@ -64,7 +64,7 @@ def config_path() -> Path:
 
 
 def run_demo(minutes: float = 15.0, data_dir: str | os.PathLike = "data/bible", run_dir: str | os.PathLike = "runs/demo",
-             overrides: tuple[str, ...] = (), average_last: int = 5, test_lines: int | None = None,
+             overrides: tuple[str, ...] = (), average_last: int = 3, test_lines: int | None = None,
              log=print) -> dict:
     """Build, train, average, evaluate, translate. Returns the scores and sample translations."""
     from .data.bible import build_bible_corpus
