@@ -47,6 +47,15 @@ def unknown_key_error(section: str, key: str, valid: list[str]) -> ConfigError:
     return ConfigError(f"unknown key {section}.{key}{hint}; valid keys: {', '.join(sorted(valid))}")
 
 
+def from_values(cls: type, values: dict[str, Any], section: str) -> Any:
+    """A config dataclass from a plain dict (JSON/TOML), rejecting unknown keys with the closest match."""
+    valid = [f.name for f in fields(cls)]
+    for key in values:
+        if key not in valid:
+            raise unknown_key_error(section, key, valid)
+    return cls(**values)
+
+
 ARCHS = ("encoder-decoder", "encoder", "decoder")
 POSITIONALS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
@@ -211,11 +220,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any], section: str = "model") -> ModelConfig:
         """Build from a plain dict (JSON/TOML), rejecting unknown keys with the closest match."""
-        valid = [f.name for f in fields(cls)]
-        for key in values:
-            if key not in valid:
-                raise unknown_key_error(section, key, valid)
-        return cls(**values)
+        return from_values(cls, values, section)
 
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
@@ -275,11 +280,7 @@ class DecodeConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], section: str = "decode") -> DecodeConfig:
-        valid = [f.name for f in fields(cls)]
-        for key in values:
-            if key not in valid:
-                raise unknown_key_error(section, key, valid)
-        return cls(**values)
+        return from_values(cls, values, section)
 
 
 def _check_types(obj: Any, section: str) -> None:
@@ -518,12 +519,7 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
 
 
 def _section(cls: type, values: dict[str, Any]) -> Any:
-    section = {DataConfig: "data", TrainConfig: "train"}[cls]
-    valid = [f.name for f in fields(cls)]
-    for key in values:
-        if key not in valid:
-            raise unknown_key_error(section, key, valid)
-    return cls(**values)
+    return from_values(cls, values, {DataConfig: "data", TrainConfig: "train"}[cls])
 
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
