@@ -22,6 +22,10 @@ from .common import (
     weights_of,
 )
 
+# Per layer: our name <-> GPT-2's, for the Conv1D layers (stored transposed) and the norms.
+_CONV1D = (("self_attn.out_proj", "attn.c_proj"), ("feed_forward.w1", "mlp.c_fc"), ("feed_forward.w2", "mlp.c_proj"))
+_NORMS = (("norm1", "ln_1"), ("norm3", "ln_2"))
+
 
 def config_from_hf(c) -> ModelConfig:
     """A GPT2Config -> our ModelConfig (errors name the GPT-2 field that cannot be expressed)."""
@@ -116,11 +120,10 @@ def from_hf(hf_model) -> DecoderOnly:
         for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
             t[f"{ours}.self_attn.{name}.weight"] = w[:, j * c:(j + 1) * c].T
             t[f"{ours}.self_attn.{name}.bias"] = b[j * c:(j + 1) * c]
-        for mine, conv in (("self_attn.out_proj", "attn.c_proj"), ("feed_forward.w1", "mlp.c_fc"),
-                           ("feed_forward.w2", "mlp.c_proj")):
+        for mine, conv in _CONV1D:
             t[f"{ours}.{mine}.weight"] = theirs[f"{h}.{conv}.weight"].T
             t[f"{ours}.{mine}.bias"] = theirs[f"{h}.{conv}.bias"]
-        for mine, norm in (("norm1", "ln_1"), ("norm3", "ln_2")):
+        for mine, norm in _NORMS:
             for q in ("weight", "bias"):
                 t[f"{ours}.{mine}.{q}"] = theirs[f"{h}.{norm}.{q}"]
     model = build_model(cfg)
@@ -146,11 +149,10 @@ def to_hf(model: DecoderOnly):
         attn = [f"{mine}.self_attn.{n}" for n in ("q_proj", "k_proj", "v_proj")]
         t[f"{h}.attn.c_attn.weight"] = torch.cat([ours[f"{a}.weight"].T for a in attn], dim=1)
         t[f"{h}.attn.c_attn.bias"] = torch.cat([ours[f"{a}.bias"] for a in attn])
-        for ourname, conv in (("self_attn.out_proj", "attn.c_proj"), ("feed_forward.w1", "mlp.c_fc"),
-                              ("feed_forward.w2", "mlp.c_proj")):
+        for ourname, conv in _CONV1D:
             t[f"{h}.{conv}.weight"] = ours[f"{mine}.{ourname}.weight"].T
             t[f"{h}.{conv}.bias"] = ours[f"{mine}.{ourname}.bias"]
-        for ourname, norm in (("norm1", "ln_1"), ("norm3", "ln_2")):
+        for ourname, norm in _NORMS:
             for q in ("weight", "bias"):
                 t[f"{h}.{norm}.{q}"] = ours[f"{mine}.{ourname}.{q}"]
     load_weights(hf_model, {k: v.contiguous() for k, v in t.items()}, "DecoderOnly -> GPT-2")
