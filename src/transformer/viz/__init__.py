@@ -1,1 +1,1 @@
-"""Plots: training curves (and, later, attention heatmaps)."""
+"""Plots: training curves (curves.py) and attention heatmaps (attention.py)."""
