@@ -215,6 +215,29 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(score)
 
 
+def cmd_attention(args: argparse.Namespace) -> None:
+    """Decode one text and plot one layer's attention weights as a heatmap (last layer, mean over heads by default)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UserError("plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)")
+    from .decoding.pipeline import Pipeline
+    from .viz.attention import attention_map, plot_attention
+
+    head = args.head
+    if head not in ("mean", "all"):
+        try:
+            head = int(head)
+        except ValueError:
+            raise UserError(f"--head {head}: give a head number (from 0), mean or all") from None
+    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    m = attention_map(pipeline, args.text, layer=args.layer, kind=args.kind, head=head, beam_size=args.beam_size)
+    plot_attention(m.weights, m.columns, m.rows, args.out, title=m.title)
+    print(f"wrote {args.out}: {m.title}")
+    if m.kind != "encoder":
+        print(f"output: {m.output_text}")
+
+
 def _add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default cpu)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
@@ -317,6 +340,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_beam_args(p)
     _add_device_args(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("attention", help="plot a heatmap of the attention weights while decoding a text")
+    p.add_argument("model_dir")
+    p.add_argument("--text", required=True, help="the sentence to translate (or the prompt, for a language model)")
+    p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
+    p.add_argument("--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)")
+    p.add_argument("--head", default="mean", help="head number (from 0), mean or all (one panel per head; default mean)")
+    p.add_argument("--kind", choices=["cross", "self", "encoder"],
+                   help="cross: output over source (default for translation); self: decoder over its inputs "
+                        "(the only kind for language models); encoder: source over source")
+    p.add_argument("--beam", dest="beam_size", type=int,
+                   help="beam size (1 = greedy; default: decode.json for translation, greedy for language models)")
+    _add_device_args(p)
+    p.set_defaults(func=cmd_attention)
 
     return parser
 
