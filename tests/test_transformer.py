@@ -305,6 +305,17 @@ def test_inference_linear_equals_plain_linear():
             fast = linear(layer, inp)
         torch.testing.assert_close(fast, layer(inp).detach(), atol=1e-5, rtol=1e-5)
     assert linear(layer, x).requires_grad  # with autograd on: the plain path
+    # The packed copy of the weight follows the weight: in-place updates and a new Parameter.
+    with torch.no_grad():
+        layer.weight.mul_(-2.0)
+        torch.testing.assert_close(linear(layer, x), layer(x), atol=1e-5, rtol=1e-5)
+        layer.weight = torch.nn.Parameter(torch.randn(384, 256))
+        torch.testing.assert_close(linear(layer, x), layer(x), atol=1e-5, rtol=1e-5)
+        layer.load_state_dict({"weight": torch.randn(384, 256), "bias": torch.randn(384)})
+        torch.testing.assert_close(linear(layer, x), layer(x), atol=1e-5, rtol=1e-5)
+    with torch.inference_mode():  # weights made in inference mode have no version: used as they are
+        frozen = torch.nn.Linear(256, 384)
+        torch.testing.assert_close(linear(frozen, x), frozen(x), atol=1e-5, rtol=1e-5)
     model = tiny(d_model=256, d_ff=512, n_heads=4)
     src, tgt = rand_ids(2, 6), rand_ids(2, 5)
     src[1, 3:] = 0

@@ -3,28 +3,64 @@
 torch's default CPU path for `nn.Linear` is a BLAS call (MKL). For the small batches of
 incremental decoding (16-80 rows x 256-1024 features, an 8k-way output layer), oneDNN's
 float32 matmul, which torch ships and uses for its own compiled graphs, is about twice as fast
-on the project's AMD EPYC machine (docs/benchmarks.md). It is still IEEE float32 arithmetic; only
-the summation order differs (results agree to ~1e-6 relative). It is used only where nothing
-needs gradients, on CPU float32 tensors and plain `nn.Linear` modules; everything else, and
-training, takes the ordinary `layer(x)`, and so do small layers (under 256 x 256 weights), where
-oneDNN's per-call overhead outweighs its speed. Switch it off with `set_onednn_linear(False)`.
+on the project's AMD EPYC machine (docs/benchmarks.md), and faster again when the weight is
+handed to it already in its blocked layout ("packed") instead of being reordered on every call.
+It is still IEEE float32 arithmetic; only the summation order differs (results agree to ~1e-6
+relative). It is used only where nothing needs gradients, on CPU float32 tensors and plain
+`nn.Linear` modules; everything else, and training, takes the ordinary `layer(x)`, and so do
+small layers (under 256 x 256 weights), where oneDNN's per-call overhead outweighs its speed.
+
+Packed weights are a derived copy (the same number of floats as the weight), made on first use
+and remade when the weight changes (an optimizer step, `load_state_dict`, a new Parameter): the
+copy is tagged with the weight's identity and version counter. They are held weakly per layer,
+so they go away with the model. Switch the whole path off (and drop the packed copies) with
+`set_onednn_linear(False)`.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 from torch import nn
 
 MIN_WEIGHT = 256 * 256  # smaller layers take the plain path
-_enabled = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _available() -> bool:
+    mkldnn = torch.ops.mkldnn
+    return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
+            and hasattr(mkldnn, "_reorder_linear_weight"))
+
+
+_enabled = _available()
+# layer -> (weak reference to the weight that was packed, its version, the packed weight)
+_packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def set_onednn_linear(enabled: bool) -> bool:
     """Use (or stop using) oneDNN for inference-time CPU linear layers; returns the previous setting."""
     global _enabled
     previous = _enabled
-    _enabled = bool(enabled) and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    _enabled = bool(enabled) and _available()
+    if not _enabled:
+        _packed.clear()
     return previous
+
+
+def _packed_weight(layer: nn.Linear) -> torch.Tensor:
+    """The layer's weight in oneDNN's layout, packed once per weight version; the plain weight if it cannot be tracked."""
+    weight = layer.weight
+    try:
+        version = weight._version
+    except RuntimeError:  # an inference-mode tensor keeps no version counter: nothing to tag a copy with
+        return weight
+    entry = _packed.get(layer)
+    if entry is not None and entry[0]() is weight and entry[1] == version:
+        return entry[2]
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+    _packed[layer] = (weakref.ref(weight), version, packed)
+    return packed
 
 
 def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -32,5 +68,5 @@ def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if (_enabled and type(layer) is nn.Linear and not torch.is_grad_enabled()
             and x.dtype == torch.float32 and x.device.type == "cpu" and layer.weight.dtype == torch.float32
             and layer.weight.numel() >= MIN_WEIGHT and not layer._forward_hooks and not layer._forward_pre_hooks):
-        return torch.ops.mkldnn._linear_pointwise(x, layer.weight, layer.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, _packed_weight(layer), layer.bias, "none", [], "")
     return layer(x)

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from .attention import KVCache, MultiHeadAttention
-from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, make_norm
+from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
 from .linear import linear
 from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
@@ -35,10 +35,11 @@ class Embeddings(nn.Module):
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """ids, positions (B, L) -> (B, L, C)."""
         vocab = self.tokens.num_embeddings
-        outside = (ids < 0) | (ids >= vocab)
-        if outside.any():  # a clear error instead of an index error deep inside torch
-            raise ValueError(f"token id {int(ids[outside][0])} is outside the vocabulary [0, {vocab}): "
-                             "check that the tokenizer matches the model")
+        if ids.numel():
+            low, high = (int(v) for v in torch.aminmax(ids))
+            if low < 0 or high >= vocab:  # a clear error instead of an index error deep inside torch
+                raise ValueError(f"token id {low if low < 0 else high} is outside the vocabulary [0, {vocab}): "
+                                 "check that the tokenizer matches the model")
         x = self.tokens(ids)
         if self.scale != 1.0:
             x = x * self.scale
@@ -49,7 +50,7 @@ class Embeddings(nn.Module):
             x = x + self.token_types(types)
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(x)
+        return dropped(self.dropout, x)
 
 
 def _positions(mask: torch.Tensor | None, b: int, length: int, device) -> torch.Tensor:
@@ -117,14 +118,19 @@ class Decoder(nn.Module):
             memory_mask = cache.memory_mask
             if cache.positions is None:
                 cache.positions = torch.zeros(b, dtype=torch.long, device=ids.device)
-            new = mask if mask is not None else torch.ones(b, t, dtype=torch.bool, device=ids.device)
-            positions = cache.positions[:, None] + positions_from_mask(new)  # (B, T)
-            cache.positions = cache.positions + new.sum(-1)
+            if mask is None:  # every new position is a real token
+                steps = torch.arange(t, device=ids.device) if t > 1 else 0
+                positions = cache.positions[:, None] + steps  # (B, T)
+                cache.positions = cache.positions + t
+            else:
+                positions = cache.positions[:, None] + positions_from_mask(mask)  # (B, T)
+                cache.positions = cache.positions + mask.sum(-1)
             offset = cache.length
             if mask is not None or cache.key_mask is not None:
                 past = cache.key_mask
                 if past is None:
                     past = torch.ones(b, offset, dtype=torch.bool, device=ids.device)
+                new = mask if mask is not None else torch.ones(b, t, dtype=torch.bool, device=ids.device)
                 cache.key_mask = torch.cat([past, new], dim=1)  # (B, offset + T)
             key_mask = cache.key_mask
             cache.length += t
