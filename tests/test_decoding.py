@@ -323,6 +323,35 @@ def test_attention_weights_are_returned_per_layer_and_head():
     assert att_b["cross"].shape[:2] == (b, 2) and att_b["cross"].shape[-2] == ids_b.shape[-1]
 
 
+def test_attention_has_no_row_for_the_query_that_predicted_eos():
+    # Sentence 0 is made to end with </s> after one token; sentence 1 runs to the length bound.
+    model = tiny()
+    src = _batch(SOURCES[:2])
+    calls = []
+
+    def end_sentence_0(module, args, out):
+        calls.append(None)
+        if len(calls) == 2:  # the second step: </s> for row 0
+            out = out.clone()
+            out[0, :, EOS] = 1e4
+        return out
+
+    handle = model.lm_head.register_forward_hook(end_sentence_0)
+    try:
+        ids, att = T.greedy_search(model, src, max_len_a=0, max_len_b=4, return_attention=True)
+        calls.clear()
+        ids_b, att_b = T.beam_search(model, src, beam_size=1, max_len_a=0, max_len_b=4, return_attention=True)
+    finally:
+        handle.remove()
+    for ids_, att_ in ((ids, att), (ids_b, att_b)):
+        assert (ids_ != PAD).sum(-1).tolist() == [1, 4]
+        for kind in ("self", "cross"):
+            assert (att_[kind][0, :, :, 1:] == 0).all()  # no row for the </s> query, nothing after it
+            assert torch.allclose(att_[kind][:, :, :, 0].sum(-1), torch.tensor(1.0), atol=1e-5)
+            assert torch.allclose(att_[kind][1].sum(-1), torch.tensor(1.0), atol=1e-5)  # every row of the long one
+    torch.testing.assert_close(att_b["cross"], att["cross"])  # beam 1 = greedy, weights too
+
+
 def test_bad_input_gives_clear_errors():
     model = tiny()
     with pytest.raises(T.ConfigError, match="n_best"):

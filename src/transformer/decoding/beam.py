@@ -138,7 +138,7 @@ def _search(stepper: Stepper, k: int, alpha: float, kind: str, max_new: torch.Te
             if not bool(is_eos[i, c]):
                 seq = torch.cat([seq, cand_token[i, c : c + 1]])
             raw = float(cand_scores[i, c])
-            attention = None if history is None else history.take(i * beams + beam, t + 1)
+            attention = None if history is None else history.take(i * beams + beam, len(seq))  # no </s> row
             finished[alive[i]].append(Hypothesis(seq.clone(), raw / length_penalty(t + 1, alpha, kind), raw, attention))
         # The next live beams: the best K candidates that are not </s>, by raw log-probability.
         order = (is_eos.long() * n_cand + torch.arange(n_cand, device=device)).argsort(dim=-1)[:, :k]  # (B, K)

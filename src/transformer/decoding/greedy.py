@@ -85,8 +85,10 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
     attention = None
     if history is not None:
         keys = self_key_count(stepper, width)
-        attention = {"self": history.self[:, :, :, :width, :keys],
-                     "cross": None if history.cross is None else history.cross[:, :, :, :width]}
+        # Rows past a sentence's output are zero (the query that predicted </s> has no token, no row).
+        real = (torch.arange(width, device=device)[None] < lengths[:, None])[:, None, None, :, None]  # (B, 1, 1, T, 1)
+        attention = {"self": history.self[:, :, :, :width, :keys] * real,
+                     "cross": None if history.cross is None else history.cross[:, :, :, :width] * real}
     return out[:, :width], scores, attention
 
 

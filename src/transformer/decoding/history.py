@@ -11,7 +11,9 @@ import torch
 class AttentionHistory:
     """Per-row (R, L, H, T, K) self- and (R, L, H, T, S) cross-attention weights, reordered with the rows.
 
-    Row t holds the weights of the query that predicted output token t. Self-attention keys are
+    Row t holds the weights of the query that predicted output token t; the decoders return rows
+    for the output tokens only (none for the query that predicted </s>, zeros past a hypothesis's
+    length, as the ids are padded). Self-attention keys are
     the cache's columns: for an encoder-decoder <s> then the output; for a decoder-only model
     the left-padded prompt then the output.
     """
