@@ -189,6 +189,7 @@ def test_cache_in_place_storage_and_shared_sources_equal_full_recompute():
     cache = model.new_cache()
     memory, src_mask = model.encode(src)
     sent, prefix = [0, 1, 2], [[2], [2], [2]]  # each row's source and tokens so far
+    buffers = set()
     logits = model.decode(torch.tensor(prefix), memory, src_mask, cache=cache)
     for step in range(1, 41):
         group = cache.group_size
@@ -216,7 +217,10 @@ def test_cache_in_place_storage_and_shared_sources_equal_full_recompute():
         layer = cache.layers[0]
         assert layer.self_kv[0].data_ptr() == layer.storage[0].data_ptr()  # a view of the storage
         assert layer.cross_kv[0].shape[0] == len(sent) // cache.group_size  # one entry per source
+        if 2 <= step < 15:
+            buffers.add(layer.storage[0].data_ptr())
     assert cache.layers[0].storage[0].shape[2] >= 41 and cache.group_size == 1
+    assert len(buffers) == 2  # between growths, reorders alternate between two sets of buffers
 
 
 def test_attention_weights_are_returned_per_layer_and_head():

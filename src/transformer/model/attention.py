@@ -102,13 +102,18 @@ class LayerCache:
 
     Self-attention keys/values live in preallocated storage (B, K, capacity, D) that grows by
     doubling: a step writes its new position in place instead of concatenating the whole cache
-    again, and `self_kv` holds views of the filled part. Cross-attention keys/values are kept
-    once per source (see KVCache.group_size).
+    again, and `self_kv` holds views of the filled part. A reorder (beam search, dropped rows)
+    copies the kept rows into a second set of buffers and keeps the first as the spare for the
+    next one, so steady-state decoding allocates nothing (fresh multi-megabyte buffers cost page
+    faults on every step; docs/benchmarks.md). Cross-attention keys/values are kept once per
+    source (see KVCache.group_size).
     """
 
     self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S, D) each
     cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
     storage: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, capacity, D) each, behind self_kv
+    spare: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each: free for the next reorder
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each: storage = buffers[:B]
 
     def _storage_holds_self_kv(self) -> bool:
         return (self.storage is not None and self.self_kv is not None
@@ -121,7 +126,7 @@ class LayerCache:
             if self.self_kv is not None:
                 k = torch.cat([self.self_kv[0], k], dim=2)
                 v = torch.cat([self.self_kv[1], v], dim=2)
-            self.self_kv, self.storage = (k, v), None
+            self.self_kv, self.storage, self.buffers, self.spare = (k, v), None, None, None
             return self.self_kv
         past = 0 if self.self_kv is None else self.self_kv[0].shape[2]
         total = past + k.shape[2]
@@ -134,7 +139,8 @@ class LayerCache:
             if past:
                 ks[:, :, :past] = self.self_kv[0]
                 vs[:, :, :past] = self.self_kv[1]
-            self.storage = (ks, vs)
+            self.storage = self.buffers = (ks, vs)
+            self.spare = None
         ks, vs = self.storage
         ks[:, :, past:total] = k
         vs[:, :, past:total] = v
@@ -147,15 +153,17 @@ class LayerCache:
             return
         if not self._storage_holds_self_kv() or self.self_kv[0].requires_grad:
             self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
-            self.storage = None
+            self.storage = self.buffers = self.spare = None
             return
-        filled = self.self_kv[0].shape[2]
-        picked = []
-        for full, buf in zip(self.self_kv, self.storage, strict=True):
-            out = buf.new_empty(len(index), *buf.shape[1:])
+        filled, rows = self.self_kv[0].shape[2], len(index)
+        spare = self.spare
+        if spare is None or spare[0].shape[0] < rows or spare[0].shape[1:] != self.storage[0].shape[1:]:
+            spare = tuple(buf.new_empty(rows, *buf.shape[1:]) for buf in self.storage)
+        picked = (spare[0][:rows], spare[1][:rows])  # leading rows of contiguous buffers: contiguous
+        for full, out in zip(self.self_kv, picked, strict=True):
             torch.index_select(full, 0, index, out=out[:, :, :filled])  # copies the filled part only
-            picked.append(out)
-        self.storage = (picked[0], picked[1])
+        self.spare, self.buffers = self.buffers, (spare[0], spare[1])
+        self.storage = picked
         self.self_kv = (picked[0][:, :, :filled], picked[1][:, :, :filled])
 
 
