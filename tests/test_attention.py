@@ -95,14 +95,16 @@ def test_is_causal_flag_matches_explicit_causal_mask(t, s):
 def test_fully_masked_rows_give_zeros_not_nan(dtype, path, mode, t):
     q, k, v = (torch.randn(2, 2, n, 8, dtype=dtype) for n in (t, 4, 4))
     mask = torch.ones(2, 1, t, 4, dtype=torch.bool)
-    mask[0, 0, t // 2] = False  # one query row sees nothing
+    if t > 1:
+        mask[0, 0, 1] = False  # one query row sees nothing
     mask[1] = False  # a whole sequence sees nothing
     with torch.inference_mode(mode == "inference"):
         out = scaled_dot_product_attention(q, k, v, mask)[0] if path == "textbook" else fused_attention(q, k, v, mask)
     assert not out.isnan().any()
-    assert (out[0, :, t // 2] == 0).all() and (out[1] == 0).all()
+    assert (out[1] == 0).all()
     if t > 1:
-        assert (out[0, :, 0] != 0).any()
+        assert (out[0, :, 1] == 0).all()
+    assert (out[0, :, 0] != 0).any()  # a row with keys is untouched
 
 
 def test_grouped_query_equals_multi_head_with_repeated_kv_heads():

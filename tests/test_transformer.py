@@ -215,11 +215,11 @@ def test_cache_in_place_storage_and_shared_sources_equal_full_recompute():
         full = model(src[sent], torch.tensor(prefix))
         torch.testing.assert_close(logits[:, 0], full[:, -1], atol=1e-5, rtol=1e-5)
         layer = cache.layers[0]
-        assert layer.self_kv[0].data_ptr() == layer.storage[0].data_ptr()  # a view of the storage
+        assert layer.self_kv[0].data_ptr() == layer.buffers[0].data_ptr()  # a view of the buffers
         assert layer.cross_kv[0].shape[0] == len(sent) // cache.group_size  # one entry per source
         if 2 <= step < 15:
-            buffers.add(layer.storage[0].data_ptr())
-    assert cache.layers[0].storage[0].shape[2] >= 41 and cache.group_size == 1
+            buffers.add(layer.buffers[0].data_ptr())
+    assert cache.layers[0].buffers[0].shape[2] >= 41 and cache.group_size == 1
     assert len(buffers) == 2  # between growths, reorders alternate between two sets of buffers
 
 
@@ -298,6 +298,7 @@ def test_decoder_only_has_no_cross_attention():
 
 
 def test_inference_linear_equals_plain_linear():
+    from transformer.model import linear as linear_module
     from transformer.model.linear import linear, set_onednn_linear
 
     torch.manual_seed(0)
@@ -309,6 +310,8 @@ def test_inference_linear_equals_plain_linear():
             fast = linear(layer, inp)
         torch.testing.assert_close(fast, layer(inp).detach(), atol=1e-5, rtol=1e-5)
     assert linear(layer, x).requires_grad  # with autograd on: the plain path
+    if linear_module._enabled:  # the oneDNN path ran, with a packed copy of the weight
+        assert layer in linear_module._packed
     # The packed copy of the weight follows the weight: in-place updates and a new Parameter.
     with torch.no_grad():
         layer.weight.mul_(-2.0)

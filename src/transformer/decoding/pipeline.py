@@ -70,7 +70,7 @@ class Pipeline:
         outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
         for batch in _batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
-            ids = self._search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
+            ids = self.search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
             for row, i in zip(ids.tolist(), batch, strict=True):
                 if settings.n_best > 1:
                     outputs[i] = [self.target_tokenizer.decode(h).strip() for h in row]
@@ -78,12 +78,16 @@ class Pipeline:
                     outputs[i] = self.target_tokenizer.decode(row).strip()
         return outputs
 
-    def _search(self, sources: list[list[int]], s: DecodeConfig) -> torch.Tensor:
+    def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):
+        """Token ids in, ids out under settings s: greedy when s.beam_size is 1, else beam search
+        (with return_attention, also the attention weights, as greedy_search/beam_search return them)."""
         if s.beam_size == 1:
-            return greedy_search(self.model, sources, max_len_a=s.max_len_a, max_len_b=s.max_len_b, min_len=s.min_len)
+            return greedy_search(self.model, sources, max_len_a=s.max_len_a, max_len_b=s.max_len_b, min_len=s.min_len,
+                                 return_attention=return_attention)
         return beam_search(self.model, sources, beam_size=s.beam_size, length_penalty=s.length_penalty,
                            length_penalty_kind=s.length_penalty_kind, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
-                           min_len=s.min_len, n_best=s.n_best, early_stopping=s.early_stopping)
+                           min_len=s.min_len, n_best=s.n_best, early_stopping=s.early_stopping,
+                           return_attention=return_attention)
 
     def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
         """A prompt's token ids: the chat template applied when chat=True, <s> first when the defaults say so."""

@@ -111,14 +111,12 @@ class LayerCache:
 
     self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S, D) each
     cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
-    storage: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, capacity, D) each, behind self_kv
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each; self_kv = buffers[:B, :, :S]
     spare: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each: free for the next reorder
-    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each: storage = buffers[:B]
 
-    def _storage_holds_self_kv(self) -> bool:
-        return (self.storage is not None and self.self_kv is not None
-                and self.self_kv[0].data_ptr() == self.storage[0].data_ptr()
-                and self.self_kv[0].shape[0] == self.storage[0].shape[0])
+    def _buffers_hold_self_kv(self) -> bool:
+        return (self.buffers is not None and self.self_kv is not None
+                and self.self_kv[0].data_ptr() == self.buffers[0].data_ptr())
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add new self-attention keys/values (B, K, T, D); return all of them (B, K, S_past + T, D)."""
@@ -126,22 +124,21 @@ class LayerCache:
             if self.self_kv is not None:
                 k = torch.cat([self.self_kv[0], k], dim=2)
                 v = torch.cat([self.self_kv[1], v], dim=2)
-            self.self_kv, self.storage, self.buffers, self.spare = (k, v), None, None, None
+            self.self_kv, self.buffers, self.spare = (k, v), None, None
             return self.self_kv
-        past = 0 if self.self_kv is None else self.self_kv[0].shape[2]
+        rows, past = k.shape[0], 0 if self.self_kv is None else self.self_kv[0].shape[2]
         total = past + k.shape[2]
-        usable = (past > 0 and self._storage_holds_self_kv() and self.storage[0].shape[2] >= total
-                  and self.storage[0].dtype == k.dtype)
+        usable = (past > 0 and self._buffers_hold_self_kv() and self.buffers[0].shape[2] >= total
+                  and self.buffers[0].dtype == k.dtype)
         if not usable:
             capacity = max(16, 2 * total)
-            ks = k.new_empty(k.shape[0], k.shape[1], capacity, k.shape[3])
-            vs = v.new_empty(v.shape[0], v.shape[1], capacity, v.shape[3])
+            ks = k.new_empty(rows, k.shape[1], capacity, k.shape[3])
+            vs = v.new_empty(rows, v.shape[1], capacity, v.shape[3])
             if past:
                 ks[:, :, :past] = self.self_kv[0]
                 vs[:, :, :past] = self.self_kv[1]
-            self.storage = self.buffers = (ks, vs)
-            self.spare = None
-        ks, vs = self.storage
+            self.buffers, self.spare = (ks, vs), None
+        ks, vs = self.buffers[0][:rows], self.buffers[1][:rows]  # leading rows of contiguous buffers
         ks[:, :, past:total] = k
         vs[:, :, past:total] = v
         self.self_kv = (ks[:, :, :total], vs[:, :, :total])
@@ -151,20 +148,18 @@ class LayerCache:
         """Keep/reorder/repeat the self-attention rows: index (B',) of current rows."""
         if self.self_kv is None:
             return
-        if not self._storage_holds_self_kv() or self.self_kv[0].requires_grad:
+        if not self._buffers_hold_self_kv() or self.self_kv[0].requires_grad:
             self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
-            self.storage = self.buffers = self.spare = None
+            self.buffers = self.spare = None
             return
         filled, rows = self.self_kv[0].shape[2], len(index)
         spare = self.spare
-        if spare is None or spare[0].shape[0] < rows or spare[0].shape[1:] != self.storage[0].shape[1:]:
-            spare = tuple(buf.new_empty(rows, *buf.shape[1:]) for buf in self.storage)
-        picked = (spare[0][:rows], spare[1][:rows])  # leading rows of contiguous buffers: contiguous
-        for full, out in zip(self.self_kv, picked, strict=True):
-            torch.index_select(full, 0, index, out=out[:, :, :filled])  # copies the filled part only
+        if spare is None or spare[0].shape[0] < rows or spare[0].shape[1:] != self.buffers[0].shape[1:]:
+            spare = tuple(buf.new_empty(rows, *buf.shape[1:]) for buf in self.buffers)
+        for full, out in zip(self.self_kv, spare, strict=True):
+            torch.index_select(full, 0, index, out=out[:rows, :, :filled])  # copies the filled part only
         self.spare, self.buffers = self.buffers, (spare[0], spare[1])
-        self.storage = picked
-        self.self_kv = (picked[0][:, :, :filled], picked[1][:, :, :filled])
+        self.self_kv = (spare[0][:rows, :, :filled], spare[1][:rows, :, :filled])
 
 
 @dataclass

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import torch
 
-from ..decoding.beam import beam_search
-from ..decoding.greedy import greedy_search
 from ..decoding.pipeline import Pipeline, PipelineError
 from ..decoding.step import inference
 from ..model.io import atomic_write
@@ -169,15 +167,11 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
 
     lm = isinstance(model, DecoderOnly)
     s = replace(pipeline.decode, **{**decode, "n_best": 1})
-    beam = beam_size if beam_size is not None else (1 if lm else s.beam_size)
-    a, b = (0, s.max_new_tokens) if lm else (s.max_len_a, s.max_len_b)
-    min_len = decode.get("min_len", 0) if lm else s.min_len  # as Pipeline.generate / translate decode
-    if beam == 1:
-        out, att = greedy_search(model, [src], max_len_a=a, max_len_b=b, min_len=min_len, return_attention=True)
-    else:
-        out, att = beam_search(model, [src], beam_size=beam, length_penalty=s.length_penalty,
-                               length_penalty_kind=s.length_penalty_kind, max_len_a=a, max_len_b=b,
-                               min_len=min_len, n_best=1, early_stopping=s.early_stopping, return_attention=True)
+    if lm:  # as Pipeline.generate decodes: new tokens bounded by max_new_tokens, greedy by default
+        s = replace(s, max_len_a=0, max_len_b=s.max_new_tokens, min_len=decode.get("min_len", 0), beam_size=1)
+    if beam_size is not None:
+        s = replace(s, beam_size=beam_size)
+    out, att = pipeline.search([src], s, return_attention=True)
     out_ids = out[0].tolist()  # one row: no padding
     t = len(out_ids)
     if kind == "cross":
