@@ -13,7 +13,7 @@ import transformer as T
 from transformer.config import ModelConfig, cpu_tiny
 from transformer.decoding.penalties import best_attainable, length_penalty
 from transformer.decoding.sampling import top_k_filter, top_p_filter
-from transformer.model.attention import KVCache
+from transformer.model.cache import KVCache
 
 PAD, EOS, START = 0, 3, 2
 

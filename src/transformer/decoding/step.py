@@ -96,6 +96,8 @@ class Stepper:
         self.src_lengths = self.src_mask.sum(-1)  # (B,)
         self.batch_size = len(rows)
         self.cache = model.new_cache()
+        if need_weights:  # weights are per row: keep each beam's history in its own row
+            self.cache.share_prefixes = False
         self.weights: dict | None = None
 
     @property

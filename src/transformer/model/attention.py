@@ -1,4 +1,4 @@
-"""Scaled dot-product attention (§3.2.1), multi-head attention (§3.2.2) and the KV cache.
+"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2); the KV cache is in cache.py.
 
 Legend: B batch, T query length, S key length, C d_model, H query heads,
 K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -94,141 +93,6 @@ def _cpu_kernel_zeroes_empty_rows(dtype: torch.dtype) -> bool:
         mask[1] = False
         out = [F.scaled_dot_product_attention(q[:, :, :t], k, v, attn_mask=mask[:, :, :t]) for t in (1, 3)]
     return all(bool((o[1] == 0).all()) and bool((o[0] == 1).all()) for o in out)
-
-
-@dataclass
-class LayerCache:
-    """Cached keys/values of one decoder layer: self-attention grows, cross-attention is fixed.
-
-    Self-attention keys/values live in preallocated storage (B, K, capacity, D) that grows by
-    doubling: a step writes its new position in place instead of concatenating the whole cache
-    again, and `self_kv` holds views of the filled part. A reorder (beam search, dropped rows)
-    copies the kept rows into a second set of buffers and keeps the first as the spare for the
-    next one, so steady-state decoding allocates nothing (fresh multi-megabyte buffers cost page
-    faults on every step; docs/benchmarks.md). Cross-attention keys/values are kept once per
-    source (see KVCache.group_size).
-    """
-
-    self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, S, D) each
-    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
-    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each; self_kv = buffers[:B, :, :S]
-    spare: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_max, K, capacity, D) each: free for the next reorder
-
-    def _buffers_hold_self_kv(self) -> bool:
-        return (self.buffers is not None and self.self_kv is not None
-                and self.self_kv[0].data_ptr() == self.buffers[0].data_ptr())
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add new self-attention keys/values (B, K, T, D); return all of them (B, K, S_past + T, D)."""
-        if k.requires_grad or v.requires_grad:  # autograd: no in-place writes into tensors it saved
-            if self.self_kv is not None:
-                k = torch.cat([self.self_kv[0], k], dim=2)
-                v = torch.cat([self.self_kv[1], v], dim=2)
-            self.self_kv, self.buffers, self.spare = (k, v), None, None
-            return self.self_kv
-        rows, past = k.shape[0], 0 if self.self_kv is None else self.self_kv[0].shape[2]
-        total = past + k.shape[2]
-        usable = (past > 0 and self._buffers_hold_self_kv() and self.buffers[0].shape[2] >= total
-                  and self.buffers[0].dtype == k.dtype)
-        if not usable:
-            capacity = max(16, 2 * total)
-            ks = k.new_empty(rows, k.shape[1], capacity, k.shape[3])
-            vs = v.new_empty(rows, v.shape[1], capacity, v.shape[3])
-            if past:
-                ks[:, :, :past] = self.self_kv[0]
-                vs[:, :, :past] = self.self_kv[1]
-            self.buffers, self.spare = (ks, vs), None
-        ks, vs = self.buffers[0][:rows], self.buffers[1][:rows]  # leading rows of contiguous buffers
-        ks[:, :, past:total] = k
-        vs[:, :, past:total] = v
-        self.self_kv = (ks[:, :, :total], vs[:, :, :total])
-        return self.self_kv
-
-    def reorder_self(self, index: torch.Tensor) -> None:
-        """Keep/reorder/repeat the self-attention rows: index (B',) of current rows."""
-        if self.self_kv is None:
-            return
-        if not self._buffers_hold_self_kv() or self.self_kv[0].requires_grad:
-            self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
-            self.buffers = self.spare = None
-            return
-        filled, rows = self.self_kv[0].shape[2], len(index)
-        spare = self.spare
-        if spare is None or spare[0].shape[0] < rows or spare[0].shape[1:] != self.buffers[0].shape[1:]:
-            spare = tuple(buf.new_empty(rows, *buf.shape[1:]) for buf in self.buffers)
-        for full, out in zip(self.self_kv, spare, strict=True):
-            torch.index_select(full, 0, index, out=out[:rows, :, :filled])  # copies the filled part only
-        self.spare, self.buffers = self.buffers, (spare[0], spare[1])
-        self.self_kv = (spare[0][:rows, :, :filled], spare[1][:rows, :, :filled])
-
-
-@dataclass
-class KVCache:
-    """State for incremental decoding: one new position per step costs one new position of work.
-
-    key_mask marks the real tokens among the cached self-attention keys (None = all real);
-    memory_mask is the source mask for cross-attention; positions holds each row's next
-    absolute position (rows of a left-padded batch count from their first real token).
-    Rows come in consecutive groups of `group_size` rows that read the same source (the beams
-    of one sentence): cross-attention keys/values and memory_mask are kept once per group.
-    """
-
-    layers: list[LayerCache]
-    length: int = 0
-    key_mask: torch.Tensor | None = None  # (B, S)
-    memory_mask: torch.Tensor | None = None  # (B_src, S_src)
-    positions: torch.Tensor | None = None  # (B,)
-    group_size: int = 1
-
-    @classmethod
-    def empty(cls, n_layers: int) -> KVCache:
-        return cls(layers=[LayerCache() for _ in range(n_layers)])
-
-    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
-        """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped.
-
-        index (B',) picks the new rows from the current ones. Without group_size every row may
-        come from anywhere, and cross-attention state follows its row. With group_size the new
-        rows are len(sources) consecutive groups of group_size rows, group j reading current
-        source sources[j] (None = every current source, in order): cross-attention state is
-        then selected per source, not copied per row. The caller guarantees that every row of
-        group j comes from a row that read source sources[j].
-        """
-
-        def pick(t, i):
-            return None if t is None else t.index_select(0, i)
-
-        n_sources = self._n_sources() if sources is None else len(sources)
-        for layer in self.layers:
-            layer.reorder_self(index)
-        self.key_mask = pick(self.key_mask, index)
-        self.positions = pick(self.positions, index)
-        if group_size is None:
-            if self.group_size > 1:  # back to one source per row: row r reads source r // group_size
-                index = torch.div(index, self.group_size, rounding_mode="floor")
-            for layer in self.layers:
-                if layer.cross_kv is not None:
-                    layer.cross_kv = (pick(layer.cross_kv[0], index), pick(layer.cross_kv[1], index))
-            self.memory_mask = pick(self.memory_mask, index)
-            self.group_size = 1
-            return
-        if index.numel() != n_sources * group_size:
-            raise ValueError(f"{index.numel()} rows cannot form {n_sources} groups of {group_size}")
-        if sources is not None:
-            for layer in self.layers:
-                if layer.cross_kv is not None:
-                    layer.cross_kv = (pick(layer.cross_kv[0], sources), pick(layer.cross_kv[1], sources))
-            self.memory_mask = pick(self.memory_mask, sources)
-        self.group_size = group_size
-
-    def _n_sources(self) -> int:
-        for layer in self.layers:
-            if layer.cross_kv is not None:
-                return layer.cross_kv[0].shape[0]
-        if self.memory_mask is not None:
-            return self.memory_mask.shape[0]
-        rows = next((layer.self_kv[0].shape[0] for layer in self.layers if layer.self_kv is not None), 0)
-        return rows // self.group_size
 
 
 class MultiHeadAttention(nn.Module):

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import LayerCache, MultiHeadAttention
+from .attention import MultiHeadAttention
+from .cache import LayerCache
 from .linear import linear
 
 
@@ -126,8 +127,18 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights):
+    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights, tree: int = 1):
         k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
+        if tree > 1:
+            # A prefix-tree cache (cache.py): each of the G beams of a sentence adds one cell, and
+            # the G queries attend together over the sentence's cells; the mask picks each path.
+            b, _, c = h.shape  # one new token per beam
+            n, heads, d = b // tree, k.shape[1], k.shape[3]
+            k, v = cache.append(k.reshape(n, tree, heads, d).transpose(1, 2),
+                                v.reshape(n, tree, heads, d).transpose(1, 2))  # (N, K, S_cells, D)
+            out, weights = self.self_attn.attend(h.reshape(n, tree, c), k, v, mask,
+                                                 positions=positions.reshape(n, tree), need_weights=need_weights)
+            return out.reshape(b, 1, c), weights
         if cache is not None:
             k, v = cache.append(k, v)  # (B, K, S_past + T, D), written in place
         return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights)
@@ -164,14 +175,17 @@ class DecoderLayer(nn.Module):
         cache: LayerCache | None = None,
         need_weights: bool = False,
         memory_group: int = 1,
+        tree: int = 1,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
         """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S)).
 
         memory_group > 1: the cached cross-attention keys/values are per source, and rows come in
-        consecutive groups of memory_group rows per source (KVCache.group_size).
+        consecutive groups of memory_group rows per source (KVCache.group_size). tree > 1: the
+        self-attention cache is a prefix tree of `tree` beams per sentence and self_mask its
+        (N, 1, G, S_cells) mask (KVCache.grow_tree).
         """
         x, self_w = residual(x, self.norm1, self.dropout, self.pre_norm,
-                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights))
+                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights, tree))
         cross_w = None
         if self.cross_attn is not None:
             x, cross_w = residual(x, self.norm2, self.dropout, self.pre_norm,

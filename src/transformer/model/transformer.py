@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from .attention import KVCache, MultiHeadAttention
+from .attention import MultiHeadAttention
+from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
 from .linear import linear
 from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
@@ -109,10 +110,13 @@ class Decoder(nn.Module):
         {"self": [(B, H, T, T') per layer], "cross": [(B, H, T, S) per layer]}.
         """
         b, t = ids.shape
+        tree_mask = None
         if cache is None:
             positions = _positions(mask, b, t, ids.device)
             key_mask, offset = mask, 0
         else:
+            if cache.ancestors is not None and (t != 1 or mask is not None or need_weights):
+                cache.flatten()  # a prefix tree takes one real token per beam and gives no per-row weights
             if memory is not None:  # the first step: keep the source mask, None when nothing is padded
                 cache.memory_mask = None if memory_mask is None or bool(memory_mask.all()) else memory_mask
             memory_mask = cache.memory_mask
@@ -126,16 +130,21 @@ class Decoder(nn.Module):
                 positions = cache.positions[:, None] + positions_from_mask(mask)  # (B, T)
                 cache.positions = cache.positions + mask.sum(-1)
             offset = cache.length
-            if mask is not None or cache.key_mask is not None:
+            if cache.ancestors is not None:
+                tree_mask = cache.grow_tree()  # (N, 1, G, S_cells): each beam sees its path
+            elif mask is not None or cache.key_mask is not None:
                 past = cache.key_mask
                 if past is None:
                     past = torch.ones(b, offset, dtype=torch.bool, device=ids.device)
                 new = mask if mask is not None else torch.ones(b, t, dtype=torch.bool, device=ids.device)
                 cache.key_mask = torch.cat([past, new], dim=1)  # (B, offset + T)
             key_mask = cache.key_mask
-            cache.length += t
+            if tree_mask is None:
+                cache.length += t
         # Self-attention mask: causal, and hiding padded keys when there are any.
-        if key_mask is not None:
+        if tree_mask is not None:
+            self_mask, is_causal = tree_mask, False
+        elif key_mask is not None:
             self_mask, is_causal = attention_mask(key_mask, t, causal=True), False
         elif offset == 0:
             self_mask, is_causal = None, t > 1
@@ -149,7 +158,7 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights,
-                                1 if cache is None else cache.group_size)
+                                1 if cache is None else cache.group_size, 1 if cache is None else cache.tree_group)
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.final_norm is not None:

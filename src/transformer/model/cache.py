@@ -1,0 +1,276 @@
+"""The KV cache of incremental decoding, and the prefix tree that beam search keeps in it.
+
+Legend: B rows (sentences or beam rows), N sentences, G beams per sentence (B = N * G),
+K key/value heads, S cached positions (or cells), D head dim.
+
+Flat layout: each row keeps its own keys/values (B, K, S, D). Greedy search and sampling use
+it, and so does beam search when attention weights are requested.
+
+Prefix tree (beam search): the G beams of a sentence share their common history. Each step
+appends one *cell* per beam (its new key/value) to the sentence's cells (N, K, S, D), and a
+boolean `ancestors` (N, G, S) says which cells lie on each beam's path (its ancestors and
+itself). A beam step that moves beams to their parents only reorders `ancestors`; no key or
+value is copied. Attention is then one (G, S) block per sentence and head, masked by
+`ancestors`: the G queries of a sentence read its cells once. Cells on no live beam's path are
+dropped by an occasional compaction; because beams soon share most of their history, a
+sentence holds far fewer cells than G * steps (docs/benchmarks.md). The flat layout copied
+every row's whole history on every beam step instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+MIN_CAPACITY = 16
+
+
+@dataclass
+class LayerCache:
+    """Cached keys/values of one decoder layer: self-attention grows, cross-attention is fixed.
+
+    Self-attention keys/values live in preallocated storage (rows, K, capacity, D) that grows
+    by doubling: a step writes its new positions (or cells) in place instead of concatenating
+    the whole cache again, and `self_kv` holds views of the filled part. Copies (flat beam
+    reorders, compactions) go into a second set of buffers, and the first is kept as the spare
+    for the next one, so steady-state decoding allocates nothing (fresh multi-megabyte buffers
+    cost page faults). Cross-attention keys/values are kept once per source (see
+    KVCache.group_size).
+    """
+
+    self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B or N, K, S, D) each
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (rows_max, K, capacity, D); self_kv = buffers[:rows, :, :S]
+    spare: tuple[torch.Tensor, torch.Tensor] | None = None  # (rows_max, K, capacity, D) each: free for the next copy
+
+    def in_buffers(self) -> bool:
+        """Whether self_kv is a view of the in-place storage (inference), not a tensor autograd saved."""
+        return (self.buffers is not None and self.self_kv is not None
+                and self.self_kv[0].data_ptr() == self.buffers[0].data_ptr())
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add new self-attention keys/values (rows, K, T, D); return all of them (rows, K, S_past + T, D)."""
+        if k.requires_grad or v.requires_grad:  # autograd: no in-place writes into tensors it saved
+            if self.self_kv is not None:
+                k = torch.cat([self.self_kv[0], k], dim=2)
+                v = torch.cat([self.self_kv[1], v], dim=2)
+            self.self_kv, self.buffers, self.spare = (k, v), None, None
+            return self.self_kv
+        rows, past = k.shape[0], 0 if self.self_kv is None else self.self_kv[0].shape[2]
+        total = past + k.shape[2]
+        usable = (past > 0 and self.in_buffers() and self.buffers[0].shape[2] >= total
+                  and self.buffers[0].dtype == k.dtype)
+        if not usable:
+            ks, vs = (x.new_empty(rows, x.shape[1], max(MIN_CAPACITY, 2 * total), x.shape[3]) for x in (k, v))
+            if past:
+                ks[:, :, :past] = self.self_kv[0]
+                vs[:, :, :past] = self.self_kv[1]
+            self.buffers, self.spare = (ks, vs), None
+        ks, vs = self.buffers[0][:rows], self.buffers[1][:rows]  # leading rows of contiguous buffers
+        ks[:, :, past:total] = k
+        vs[:, :, past:total] = v
+        self.self_kv = (ks[:, :, :total], vs[:, :, :total])
+        return self.self_kv
+
+    def _target(self, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Buffers with room for (rows, K, length, D): the spare set when it fits, else new ones."""
+        spare, shape = self.spare, self.buffers[0].shape
+        if spare is None or spare[0].shape[0] < rows or spare[0].shape[2] < length or spare[0].shape[1:2] != shape[1:2]:
+            capacity = max(MIN_CAPACITY, shape[2], 2 * length)
+            spare = tuple(buf.new_empty(rows, shape[1], capacity, shape[3]) for buf in self.buffers)
+        return spare
+
+    def _swap_in(self, target: tuple[torch.Tensor, torch.Tensor], rows: int, length: int) -> None:
+        self.spare, self.buffers = self.buffers, (target[0], target[1])
+        self.self_kv = (target[0][:rows, :, :length], target[1][:rows, :, :length])
+
+    def reorder_self(self, index: torch.Tensor) -> None:
+        """Keep/reorder/repeat whole rows: index (B',) of current rows."""
+        if self.self_kv is None:
+            return
+        if not self.in_buffers() or self.self_kv[0].requires_grad:
+            self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
+            self.buffers = self.spare = None
+            return
+        filled, rows = self.self_kv[0].shape[2], len(index)
+        target = self._target(rows, filled)
+        for full, out in zip(self.self_kv, target, strict=True):
+            torch.index_select(full, 0, index, out=out[:rows, :, :filled])  # copies the filled part only
+        self._swap_in(target, rows, filled)
+
+    def gather_self(self, rows: torch.Tensor, positions: torch.Tensor) -> None:
+        """New rows r' made of chosen entries: entry j of r' is old row rows[r', j], position positions[r', j].
+
+        rows, positions (R', S'). Builds prefix-tree cells from flat rows, compacts cells, and
+        turns cells back into flat rows.
+        """
+        n, length = rows.shape
+        target = self._target(n, length)
+        heads = torch.arange(self.self_kv[0].shape[1], device=rows.device)[None, :, None]  # (1, K, 1)
+        for full, out in zip(self.self_kv, target, strict=True):
+            out[:n, :, :length] = full[rows[:, None, :], heads, positions[:, None, :]]  # (R', K, S', D)
+        self._swap_in(target, n, length)
+
+
+@dataclass
+class KVCache:
+    """State for incremental decoding: one new position per step costs one new position of work.
+
+    key_mask marks the real tokens among the cached self-attention keys (None = all real);
+    memory_mask is the source mask for cross-attention; positions holds each row's next
+    absolute position (rows of a left-padded batch count from their first real token).
+    Rows come in consecutive groups of `group_size` rows that read the same source (the beams
+    of one sentence): cross-attention keys/values and memory_mask are kept once per group.
+    With `ancestors` set, self-attention keys/values are a prefix tree per group (the module
+    docstring); `share_prefixes` lets a grouping reorder build one.
+    """
+
+    layers: list[LayerCache]
+    length: int = 0
+    key_mask: torch.Tensor | None = None  # (B, S)
+    memory_mask: torch.Tensor | None = None  # (B_src, S_src)
+    positions: torch.Tensor | None = None  # (B,)
+    group_size: int = 1
+    ancestors: torch.Tensor | None = None  # (N, G, S) bool: the cells on each beam's path
+    share_prefixes: bool = True
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls(layers=[LayerCache() for _ in range(n_layers)])
+
+    @property
+    def tree_group(self) -> int:
+        """G when self-attention is a prefix tree (one query block of G beams per sentence), else 1."""
+        return 1 if self.ancestors is None else self.group_size
+
+    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
+        """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped.
+
+        index (B',) picks the new rows from the current ones. Without group_size every row may
+        come from anywhere, and cross-attention state follows its row. With group_size the new
+        rows are len(sources) consecutive groups of group_size rows, group j reading current
+        source sources[j] (None = every current source, in order): cross-attention state is
+        then selected per source, not copied per row, and self-attention becomes (or stays) a
+        prefix tree. The caller guarantees that every row of group j comes from a row that
+        read source sources[j].
+        """
+
+        def pick(t, i):
+            return None if t is None else t.index_select(0, i)
+
+        n_sources = self._n_sources() if sources is None else len(sources)
+        if group_size is not None and index.numel() != n_sources * group_size:
+            raise ValueError(f"{index.numel()} rows cannot form {n_sources} groups of {group_size}")
+        tree = (group_size is not None and group_size > 1 and self.share_prefixes
+                and all(layer.self_kv is None or layer.in_buffers() for layer in self.layers)
+                and any(layer.self_kv is not None for layer in self.layers))
+        if self.ancestors is not None and tree and group_size == self.group_size:
+            self._reorder_tree(index, group_size, sources)
+        else:
+            if self.ancestors is not None:
+                self.flatten()
+            if tree:
+                self._build_tree(index, group_size)
+            else:
+                for layer in self.layers:
+                    layer.reorder_self(index)
+                self.key_mask = pick(self.key_mask, index)
+        self.positions = pick(self.positions, index)
+        if group_size is None:
+            if self.group_size > 1:  # back to one source per row: row r reads source r // group_size
+                index = torch.div(index, self.group_size, rounding_mode="floor")
+            for layer in self.layers:
+                if layer.cross_kv is not None:
+                    layer.cross_kv = (pick(layer.cross_kv[0], index), pick(layer.cross_kv[1], index))
+            self.memory_mask = pick(self.memory_mask, index)
+            self.group_size = 1
+            return
+        if sources is not None:
+            for layer in self.layers:
+                if layer.cross_kv is not None:
+                    layer.cross_kv = (pick(layer.cross_kv[0], sources), pick(layer.cross_kv[1], sources))
+            self.memory_mask = pick(self.memory_mask, sources)
+        self.group_size = group_size
+
+    def _n_sources(self) -> int:
+        for layer in self.layers:
+            if layer.cross_kv is not None:
+                return layer.cross_kv[0].shape[0]
+        if self.memory_mask is not None:
+            return self.memory_mask.shape[0]
+        if self.positions is not None:
+            return len(self.positions) // self.group_size
+        rows = next((layer.self_kv[0].shape[0] for layer in self.layers if layer.self_kv is not None), 0)
+        return rows // self.group_size
+
+    # ----------------------------------------------------------------------------------------
+    # The prefix tree
+
+    def _build_tree(self, index: torch.Tensor, g: int) -> None:
+        """Flat rows -> one tree per group of g new rows; row index[n * g + j] becomes beam j of sentence n."""
+        rows = index.view(-1, g)  # (N, G): each beam's old row
+        n = rows.shape[0]
+        length = next(layer.self_kv[0].shape[2] for layer in self.layers if layer.self_kv is not None)
+        # Beams taken from the same old row share its cells: each beam's path is the cells of the
+        # first beam of its sentence that came from the same row; the others' cells are dropped.
+        first = (rows[:, :, None] == rows[:, None, :]).int().argmax(dim=2)  # (N, G)
+        owner = torch.arange(g, device=index.device)[None, None, :] == first[:, :, None]  # (N, G, G): beam j uses block g
+        real = (torch.ones(n, g, length, dtype=torch.bool, device=index.device) if self.key_mask is None
+                else self.key_mask.index_select(0, index).view(n, g, length))  # (N, G, S) padding stays out
+        ancestors = (owner[:, :, :, None] & real[:, None, :, :]).reshape(n, g, g * length)  # (N, G, G * S)
+        cell_rows = rows[:, :, None].expand(n, g, length).reshape(n, g * length)
+        cell_pos = torch.arange(length, device=index.device).repeat(g)[None].expand(n, g * length)
+        live = ancestors.any(dim=1)  # (N, G * S)
+        width = int(live.sum(dim=1).max())
+        order = (~live).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # live cells first, in order
+        for layer in self.layers:
+            if layer.self_kv is not None:
+                layer.gather_self(cell_rows.gather(1, order), cell_pos.gather(1, order))
+        self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
+        self.key_mask = None
+        self.length = width
+
+    def _reorder_tree(self, index: torch.Tensor, g: int, sources: torch.Tensor | None) -> None:
+        """Beams move to their parents: only `ancestors` changes, unless sentences leave or dead cells pile up."""
+        parents = (index % g).view(-1, g)  # (N', G) each new beam's parent beam in its sentence
+        ancestors = self.ancestors if sources is None else self.ancestors.index_select(0, sources)
+        n, _, cells = ancestors.shape
+        ancestors = ancestors.gather(1, parents[:, :, None].expand(n, g, cells))  # (N', G, S)
+        live = ancestors.any(dim=1)  # (N', S)
+        width = int(live.sum(dim=1).max())
+        # Compact when sentences leave (their cells are copied out anyway) or when dead cells
+        # outnumber live ones: attention then reads at most about twice the cells it needs.
+        if sources is None and cells - width < max(width, 4 * g):
+            self.ancestors = ancestors
+            return
+        order = (~live).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # (N', S') live cells first
+        sentence = (torch.arange(n, device=index.device) if sources is None else sources)[:, None].expand(n, width)
+        for layer in self.layers:
+            if layer.self_kv is not None:
+                layer.gather_self(sentence, order)
+        self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
+        self.length = width
+
+    def flatten(self) -> None:
+        """Tree -> flat rows: each beam keeps the cells on its path, padded to the longest path (key_mask)."""
+        n, g, cells = self.ancestors.shape
+        paths = self.ancestors.reshape(n * g, cells)
+        width = int(paths.sum(dim=1).max())
+        order = (~paths).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # (B, S') each path, in order
+        sentence = torch.arange(n, device=paths.device).repeat_interleave(g)[:, None].expand(n * g, width)
+        for layer in self.layers:
+            if layer.self_kv is not None:
+                layer.gather_self(sentence, order)
+        key_mask = paths.gather(1, order)
+        self.key_mask = None if bool(key_mask.all()) else key_mask
+        self.ancestors = None
+        self.length = width
+
+    def grow_tree(self) -> torch.Tensor:
+        """Add this step's cell for every beam; return the self-attention mask (N, 1, G, S) for the step."""
+        n, g, _ = self.ancestors.shape
+        own = torch.eye(g, dtype=torch.bool, device=self.ancestors.device).expand(n, g, g)
+        self.ancestors = torch.cat([self.ancestors, own], dim=2)
+        self.length = self.ancestors.shape[2]
+        return self.ancestors[:, None]
