@@ -75,10 +75,11 @@ class LayerCache:
 
     def _target(self, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Buffers with room for (rows, K, length, D): the spare set when it fits, else new ones."""
-        spare, shape = self.spare, self.buffers[0].shape
-        if spare is None or spare[0].shape[0] < rows or spare[0].shape[2] < length or spare[0].shape[1:2] != shape[1:2]:
-            capacity = max(MIN_CAPACITY, shape[2], 2 * length)
-            spare = tuple(buf.new_empty(rows, shape[1], capacity, shape[3]) for buf in self.buffers)
+        spare, like = self.spare, self.self_kv[0]
+        if (spare is None or spare[0].shape[0] < rows or spare[0].shape[2] < length
+                or spare[0].shape[1] != like.shape[1] or spare[0].dtype != like.dtype):
+            capacity = max(MIN_CAPACITY, 2 * length, 0 if self.buffers is None else self.buffers[0].shape[2])
+            spare = tuple(kv.new_empty(rows, kv.shape[1], capacity, kv.shape[3]) for kv in self.self_kv)
         return spare
 
     def _swap_in(self, target: tuple[torch.Tensor, torch.Tensor], rows: int, length: int) -> None:
