@@ -19,7 +19,13 @@ fused path, HF's sdpa). Timing alternates ours/HF within each repeat after a war
 are the medians and the median of the per-repeat ratios, sentences/s and generated tokens/s
 (beam search: tokens of the returned best hypotheses).
 
-    PYTHONPATH=src python benchmarks/decode.py [--threads 1] [--repeats 5] [--lengths forced natural]
+`--profile` then runs each side once more under torch's profiler and splits its operator time
+into matrix products (the linear layers: both sides do the same ones), attention, cache copies
+and the rest; HF's time over our matrix-product time is the speed-up that ours could reach if
+everything else cost nothing. `--flat-cache` keeps every beam's keys/values in its own row
+(no prefix tree, model/cache.py), to show what the tree buys.
+
+    PYTHONPATH=src python benchmarks/decode.py [--threads 1] [--repeats 5] [--lengths forced natural] [--profile]
 """
 
 from __future__ import annotations
@@ -68,6 +74,30 @@ def side_by_side(ours_fn, hf_fn, repeats: int):
     return statistics.median(t_ours), statistics.median(t_hf), ratio, out_ours, out_hf
 
 
+# Operator names by what they do, for --profile (ours: oneDNN or BLAS; HF: BLAS).
+KINDS = {
+    "matmul": ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm"),
+    "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_softmax"),
+    "cache copies": ("aten::index_select", "aten::cat", "aten::index", "aten::copy_", "aten::gather"),
+}
+
+
+def profile(fn) -> dict[str, float]:
+    """Seconds of operator (self) time per kind in one run of fn, and the run's total."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    split = dict.fromkeys([*KINDS, "other", "total"], 0.0)
+    for event in prof.key_averages():
+        seconds = event.self_cpu_time_total / 1e6
+        kind = next((k for k, names in KINDS.items() if event.key in names), "other")
+        split[kind] += seconds
+        split["total"] += seconds
+    return split
+
+
 def hf_as_ours(seqs: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
     """HF sequences (start token, output, </s>, pad...) -> ours (output, right-padded, no </s>)."""
     ids = seqs[:, 1:].masked_fill(seqs[:, 1:] == eos, pad)
@@ -90,6 +120,8 @@ def main() -> None:
     parser.add_argument("--eos-bias", type=float, default=1.03, help="</s> logit bias for natural lengths")
     parser.add_argument("--linear", choices=["onednn", "default"], default="onednn",
                         help="our inference linear layers: oneDNN (our default) or torch's default BLAS call, as HF")
+    parser.add_argument("--profile", action="store_true", help="split each side's operator time by kind")
+    parser.add_argument("--flat-cache", action="store_true", help="beam search without the prefix-tree cache")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     set_onednn_linear(args.linear == "onednn")
@@ -108,6 +140,15 @@ def main() -> None:
     for regime in args.lengths:
         forced = regime == "forced"
         hf, ours = build(args.vocab, args.d_model, args.layers, 0.0 if forced else args.eos_bias)
+        if args.flat_cache:
+            new_cache = ours.new_cache
+
+            def flat_cache(new_cache=new_cache):
+                cache = new_cache()
+                cache.share_prefixes = False
+                return cache
+
+            ours.new_cache = flat_cache
         min_len = n if forced else 0
         hf_common = dict(max_length=n + 1, min_length=min_len + 1 if forced else 0, do_sample=False,
                          suppress_tokens=[pad], forced_eos_token_id=None, bad_words_ids=None, no_repeat_ngram_size=0)
@@ -135,6 +176,15 @@ def main() -> None:
                       f"{(ratio if impl == 'transformer' else 1.0):7.2f}x")
             print(f"{regime:<8} {name:<7} identical outputs: {same}; output lengths "
                   f"{sorted((ids != pad).sum(-1).tolist())}")
+            if args.profile:
+                for impl, fn in (("transformer", ours_fn), ("hf generate", hf_fn)):
+                    split = profile(fn)
+                    parts = ", ".join(f"{k} {split[k] / split['total']:.0%}" for k in (*KINDS, "other"))
+                    print(f"{regime:<8} {name:<7} {impl:<12} profile: {split['total']:.3f} s of operators: {parts}")
+                    if impl == "transformer":
+                        ours_matmul = split["matmul"]
+                print(f"{regime:<8} {name:<7} HF time / our matrix-product time: {t_hf / ours_matmul:.2f}x "
+                      f"(the ceiling if all else cost nothing)")
 
 
 if __name__ == "__main__":
