@@ -208,6 +208,21 @@ class KVCache:
     # ----------------------------------------------------------------------------------------
     # The prefix tree
 
+    def _keep_cells(self, keep: torch.Tensor, rows: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """Rebuild the storage: new row r holds the entries s where keep[r, s], in order, padded to the longest row.
+
+        keep, rows, cells (R, S): entry s of new row r would be old row rows[r, s], position (or
+        cell) cells[r, s]. Returns the kept entries' s (R, S'); padding repeats kept or dropped
+        entries (real values, never read: callers mask them).
+        """
+        width = int(keep.sum(dim=1).max())
+        order = (~keep).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # kept entries first, in order
+        for layer in self.layers:
+            if layer.self_kv is not None:
+                layer.gather_self(rows.gather(1, order), cells.gather(1, order))
+        self.length = width
+        return order
+
     def _build_tree(self, index: torch.Tensor, g: int) -> None:
         """Flat rows -> one tree per group of g new rows; row index[n * g + j] becomes beam j of sentence n."""
         rows = index.view(-1, g)  # (N, G): each beam's old row
@@ -220,17 +235,11 @@ class KVCache:
         real = (torch.ones(n, g, length, dtype=torch.bool, device=index.device) if self.key_mask is None
                 else self.key_mask.index_select(0, index).view(n, g, length))  # (N, G, S) padding stays out
         ancestors = (owner[:, :, :, None] & real[:, None, :, :]).reshape(n, g, g * length)  # (N, G, G * S)
-        cell_rows = rows[:, :, None].expand(n, g, length).reshape(n, g * length)
+        cell_rows = rows[:, :, None].expand(n, g, length).reshape(n, g * length)  # block g, position t
         cell_pos = torch.arange(length, device=index.device).repeat(g)[None].expand(n, g * length)
-        live = ancestors.any(dim=1)  # (N, G * S)
-        width = int(live.sum(dim=1).max())
-        order = (~live).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # live cells first, in order
-        for layer in self.layers:
-            if layer.self_kv is not None:
-                layer.gather_self(cell_rows.gather(1, order), cell_pos.gather(1, order))
-        self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
+        order = self._keep_cells(ancestors.any(dim=1), cell_rows, cell_pos)
+        self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, order.shape[1]))
         self.key_mask = None
-        self.length = width
 
     def _reorder_tree(self, index: torch.Tensor, g: int, sources: torch.Tensor | None) -> None:
         """Beams move to their parents: only `ancestors` changes, unless sentences leave or dead cells pile up."""
@@ -245,28 +254,21 @@ class KVCache:
         if sources is None and cells - width < max(width, 4 * g):
             self.ancestors = ancestors
             return
-        order = (~live).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # (N', S') live cells first
-        sentence = (torch.arange(n, device=index.device) if sources is None else sources)[:, None].expand(n, width)
-        for layer in self.layers:
-            if layer.self_kv is not None:
-                layer.gather_self(sentence, order)
+        sentence = torch.arange(n, device=index.device) if sources is None else sources
+        order = self._keep_cells(live, sentence[:, None].expand(n, cells),
+                                 torch.arange(cells, device=index.device).expand(n, cells))
         self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
-        self.length = width
 
     def flatten(self) -> None:
         """Tree -> flat rows: each beam keeps the cells on its path, padded to the longest path (key_mask)."""
         n, g, cells = self.ancestors.shape
         paths = self.ancestors.reshape(n * g, cells)
-        width = int(paths.sum(dim=1).max())
-        order = (~paths).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # (B, S') each path, in order
-        sentence = torch.arange(n, device=paths.device).repeat_interleave(g)[:, None].expand(n * g, width)
-        for layer in self.layers:
-            if layer.self_kv is not None:
-                layer.gather_self(sentence, order)
+        sentence = torch.arange(n, device=paths.device).repeat_interleave(g)
+        order = self._keep_cells(paths, sentence[:, None].expand(n * g, cells),
+                                 torch.arange(cells, device=paths.device).expand(n * g, cells))
         key_mask = paths.gather(1, order)
         self.key_mask = None if bool(key_mask.all()) else key_mask
         self.ancestors = None
-        self.length = width
 
     def grow_tree(self) -> torch.Tensor:
         """Add this step's cell for every beam; return the self-attention mask (N, 1, G, S) for the step."""
