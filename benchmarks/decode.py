@@ -22,8 +22,9 @@ are the medians and the median of the per-repeat ratios, sentences/s and generat
 `--profile` then runs each side once more under torch's profiler and splits its operator time
 into matrix products (the linear layers: both sides do the same ones), attention, cache copies
 and the rest; HF's time over our matrix-product time is the speed-up that ours could reach if
-everything else cost nothing. `--flat-cache` keeps every beam's keys/values in its own row
-(no prefix tree, model/cache.py), to show what the tree buys.
+everything else cost nothing. `--cache flat` keeps every beam's keys/values in its own row (no
+prefix tree, model/cache.py); `--cache both` also times our beam search with the flat cache
+against the tree, side by side, to show what the tree buys.
 
     PYTHONPATH=src python benchmarks/decode.py [--threads 1] [--repeats 5] [--lengths forced natural] [--profile]
 """
@@ -121,7 +122,8 @@ def main() -> None:
     parser.add_argument("--linear", choices=["onednn", "default"], default="onednn",
                         help="our inference linear layers: oneDNN (our default) or torch's default BLAS call, as HF")
     parser.add_argument("--profile", action="store_true", help="split each side's operator time by kind")
-    parser.add_argument("--flat-cache", action="store_true", help="beam search without the prefix-tree cache")
+    parser.add_argument("--cache", choices=["tree", "flat", "both"], default="tree",
+                        help="beam search's cache: the prefix tree (default), flat rows, or both compared")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     set_onednn_linear(args.linear == "onednn")
@@ -140,14 +142,14 @@ def main() -> None:
     for regime in args.lengths:
         forced = regime == "forced"
         hf, ours = build(args.vocab, args.d_model, args.layers, 0.0 if forced else args.eos_bias)
-        if args.flat_cache:
-            new_cache = ours.new_cache
+        tree_cache = ours.new_cache
 
-            def flat_cache(new_cache=new_cache):
-                cache = new_cache()
-                cache.share_prefixes = False
-                return cache
+        def flat_cache(tree_cache=tree_cache):
+            cache = tree_cache()
+            cache.share_prefixes = False
+            return cache
 
+        if args.cache == "flat":
             ours.new_cache = flat_cache
         min_len = n if forced else 0
         hf_common = dict(max_length=n + 1, min_length=min_len + 1 if forced else 0, do_sample=False,
@@ -176,6 +178,17 @@ def main() -> None:
                       f"{(ratio if impl == 'transformer' else 1.0):7.2f}x")
             print(f"{regime:<8} {name:<7} identical outputs: {same}; output lengths "
                   f"{sorted((ids != pad).sum(-1).tolist())}")
+            if args.cache == "both" and name != "greedy":
+                def flat_beam(ours=ours, flat_cache=flat_cache, tree_cache=tree_cache, ours_beam=ours_beam):
+                    ours.new_cache = flat_cache
+                    try:
+                        return ours_beam()
+                    finally:
+                        ours.new_cache = tree_cache
+
+                t_tree, t_flat, gain, tree_ids, flat_ids = side_by_side(ours_fn, flat_beam, args.repeats)
+                print(f"{regime:<8} {name:<7} prefix tree {t_tree:.3f} s, flat cache {t_flat:.3f} s: tree "
+                      f"{gain:.2f}x faster; identical outputs: {torch.equal(tree_ids, flat_ids)}")
             if args.profile:
                 for impl, fn in (("transformer", ours_fn), ("hf generate", hf_fn)):
                     split = profile(fn)
