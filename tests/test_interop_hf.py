@@ -12,6 +12,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+import transformer  # noqa: E402
 from transformer.interop.hf import HFConversionError, from_hf, to_hf  # noqa: E402
 
 
@@ -400,6 +401,22 @@ def test_smollm2_greedy_continuation_matches_hf(smollm2):
                                        max_new_tokens=n_new)[0, ids.shape[1]:]
     assert len(theirs) == n_new, "the prompt should give a continuation of n_new tokens before <|im_end|>"
     ours = greedy(model, ids, None, n_new)[0]
+    assert ours.tolist() == theirs.tolist(), (source.tokenizer.decode(ours), source.tokenizer.decode(theirs))
+
+
+@pytest.mark.slow
+def test_smollm2_beam_search_matches_hf_generate(smollm2):
+    # A real Llama (9 query / 3 key-value heads, RoPE) through our beam search's prefix-tree cache.
+    source, model = smollm2
+    ids = chat_prompt(source.tokenizer)
+    n_new = 24
+    with torch.no_grad():
+        theirs = source.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                       num_beams=4, length_penalty=1.0, early_stopping=True,
+                                       max_new_tokens=n_new)[0, ids.shape[1]:]
+    assert len(theirs) == n_new, "the prompt should give a continuation of n_new tokens before <|im_end|>"
+    ours = transformer.beam_search(model, ids, beam_size=4, length_penalty=1.0, length_penalty_kind="power",
+                         max_len_a=0, max_len_b=n_new, early_stopping=True)[0]
     assert ours.tolist() == theirs.tolist(), (source.tokenizer.decode(ours), source.tokenizer.decode(theirs))
 
 
