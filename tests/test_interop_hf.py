@@ -392,31 +392,21 @@ def test_smollm2_next_token_logits_match_hf(smollm2):
 
 
 @pytest.mark.slow
-def test_smollm2_greedy_continuation_matches_hf(smollm2):
+@pytest.mark.parametrize("beams,n_new", [(1, 30), (4, 24)])
+def test_smollm2_continuation_matches_hf_generate(smollm2, beams, n_new):
+    # Greedy on the flat KV cache; beam search on its prefix-tree cache (9 query / 3 key-value heads, RoPE).
     source, model = smollm2
     ids = chat_prompt(source.tokenizer)
-    n_new = 30
+    beam_kw = dict(num_beams=beams, length_penalty=1.0, early_stopping=True) if beams > 1 else {}
     with torch.no_grad():
         theirs = source.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                       max_new_tokens=n_new)[0, ids.shape[1]:]
+                                       max_new_tokens=n_new, **beam_kw)[0, ids.shape[1]:]
     assert len(theirs) == n_new, "the prompt should give a continuation of n_new tokens before <|im_end|>"
-    ours = greedy(model, ids, None, n_new)[0]
-    assert ours.tolist() == theirs.tolist(), (source.tokenizer.decode(ours), source.tokenizer.decode(theirs))
-
-
-@pytest.mark.slow
-def test_smollm2_beam_search_matches_hf_generate(smollm2):
-    # A real Llama (9 query / 3 key-value heads, RoPE) through our beam search's prefix-tree cache.
-    source, model = smollm2
-    ids = chat_prompt(source.tokenizer)
-    n_new = 24
-    with torch.no_grad():
-        theirs = source.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                       num_beams=4, length_penalty=1.0, early_stopping=True,
-                                       max_new_tokens=n_new)[0, ids.shape[1]:]
-    assert len(theirs) == n_new, "the prompt should give a continuation of n_new tokens before <|im_end|>"
-    ours = transformer.beam_search(model, ids, beam_size=4, length_penalty=1.0, length_penalty_kind="power",
-                         max_len_a=0, max_len_b=n_new, early_stopping=True)[0]
+    if beams == 1:
+        ours = greedy(model, ids, None, n_new)[0]
+    else:
+        ours = transformer.beam_search(model, ids, beam_size=beams, length_penalty=1.0, length_penalty_kind="power",
+                                       max_len_a=0, max_len_b=n_new, early_stopping=True)[0]
     assert ours.tolist() == theirs.tolist(), (source.tokenizer.decode(ours), source.tokenizer.decode(theirs))
 
 
