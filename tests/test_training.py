@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from transformer.cli import main as cli_main
 from transformer.config import ConfigError, RunConfig, build_run_config, load_config
 from transformer.data.copy import write_copy_task
-from transformer.model.io import load_decode_config, load_model, load_tokenizers
+from transformer.model_dir import load_decode_config, load_model, load_tokenizers
 from transformer.training.checkpoint import average_checkpoints, step_dirs
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.schedule import inverse_sqrt, warmup_cosine

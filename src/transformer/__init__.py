@@ -3,8 +3,9 @@
 from .config import ConfigError, DecodeConfig, ModelConfig
 from .decoding import beam_search, greedy_search, sample
 from .model.accounting import count_parameters, flops_per_token
-from .model.io import ModelFileError, load_model, save_model
+from .model.io import ModelFileError, load_model
 from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
+from .model_dir import save_model
 
 __version__ = "0.1.0"
 

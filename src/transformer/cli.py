@@ -155,7 +155,7 @@ def _write_text(path: str | None, lines: list[str]) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from .model.io import atomic_write_text
+    from .files import atomic_write_text
 
     atomic_write_text(path, text)
 

@@ -227,7 +227,7 @@ def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir
     for key in alignment.pairs:
         splits[split_of(key[:2])].append(key)
 
-    from ..model.io import atomic_write_text
+    from ..files import atomic_write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,8 @@ from pathlib import Path
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..files import atomic_write_text
+
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SHARED_FILE = "tokenizer.json"
@@ -63,8 +65,6 @@ class Tokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the tokenizer.json file `path` atomically."""
-        from ..model.io import atomic_write_text
-
         atomic_write_text(path, self.tokenizer.to_str(pretty=True))
 
     @classmethod

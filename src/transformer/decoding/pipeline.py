@@ -9,7 +9,6 @@ follow their tokenizer).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,13 +16,11 @@ from pathlib import Path
 import torch
 
 from ..config import DecodeConfig
-from ..model.io import load_decode_config, load_model, load_tokenizers
+from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
 from ..model.transformer import DecoderOnly, EncoderDecoder, Model
 from .beam import beam_search
 from .greedy import greedy_search
 from .sampling import sample
-
-CHAT_TEMPLATE_FILE = "chat_template.json"
 
 
 class PipelineError(ValueError):
@@ -46,9 +43,7 @@ class Pipeline:
         path = Path(path)
         model = load_model(path, device)
         source, target = load_tokenizers(path)
-        chat_file = path / CHAT_TEMPLATE_FILE
-        chat = json.loads(chat_file.read_text(encoding="utf-8")) if chat_file.is_file() else None
-        return cls(model, source, target, load_decode_config(path), chat)
+        return cls(model, source, target, load_decode_config(path), load_chat_template(path))
 
     @property
     def max_source_tokens(self) -> int | None:

@@ -1,46 +1,29 @@
-"""Model directories: `config.json` + `model.safetensors` (never pickle), written atomically."""
+"""A model's config and weights: `config.json` + `model.safetensors` (never pickle), written atomically.
+
+The whole model directory (tokenizers, decoding defaults, chat template) is `transformer.model_dir`'s:
+this module knows tensors and configs only.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..config import ConfigError, DecodeConfig, ModelConfig
+from ..config import ConfigError, ModelConfig
+from ..files import atomic_write, atomic_write_text
 from .transformer import Model, build_model
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-DECODE_FILE = "decode.json"
 
 
 class ModelFileError(ValueError):
     """A model directory is missing, corrupted, or does not match its config."""
-
-
-def atomic_write(path: str | os.PathLike, write) -> None:
-    """Call write(tmp_path), then rename onto path: readers never see a half-written file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; give them the usual permissions
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -54,47 +37,19 @@ def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in aliases}
 
 
-def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: DecodeConfig | None = None) -> Path:
+def save_weights(model: Model, path: str | os.PathLike) -> Path:
     """Write `config.json` and `model.safetensors` into the directory `path` (created if needed).
 
-    tokenizer: one tokenizer (shared vocabulary -> tokenizer.json) or a (source, target) pair
-    (tokenizer.src.json + tokenizer.tgt.json; the same object twice means shared). Anything with
-    a `save(file)` method works (`transformer.data.tokenizer.Tokenizer`).
-    decode: the decoding defaults, written as decode.json.
+    The rest of a model directory (tokenizers, decoding defaults) is `transformer.model_dir`'s.
     """
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ModelFileError(f"{path} is a file: pass a directory to write the model into")
     path.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.cpu() for k, v in unique_state_dict(model).items()}
     atomic_write(path / WEIGHTS_FILE, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
     atomic_write_text(path / CONFIG_FILE, json.dumps(model.config.to_dict(), indent=2) + "\n")
-    if tokenizer is not None:
-        source, target = tokenizer if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
-        if source is target:
-            source.save(path / "tokenizer.json")
-        else:
-            source.save(path / "tokenizer.src.json")
-            target.save(path / "tokenizer.tgt.json")
-    if decode is not None:
-        atomic_write_text(path / DECODE_FILE, json.dumps(decode.to_dict(), indent=2) + "\n")
     return path
-
-
-def load_decode_config(path: str | os.PathLike) -> DecodeConfig:
-    """A model directory's decoding defaults (decode.json), or the defaults when it has none."""
-    file = Path(path) / DECODE_FILE
-    if not file.is_file():
-        return DecodeConfig()
-    try:
-        return DecodeConfig.from_dict(json.loads(file.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, ConfigError, TypeError) as e:
-        raise ModelFileError(f"{file} is not a valid decoding config ({e}): fix or delete it") from None
-
-
-def load_tokenizers(path: str | os.PathLike):
-    """(source, target) tokenizers of a model directory (see transformer.data.tokenizer.load_tokenizers)."""
-    from ..data.tokenizer import load_tokenizers as load
-
-    return load(path)
 
 
 def load_config(path: str | os.PathLike) -> ModelConfig:

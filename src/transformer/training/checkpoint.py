@@ -19,7 +19,9 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..model.io import ModelFileError, atomic_write, atomic_write_text, load_model, save_model
+from ..files import atomic_write, atomic_write_text
+from ..model.io import ModelFileError, load_model
+from ..model_dir import has_tokenizer, load_decode_config, load_tokenizers, save_model
 from ..model.transformer import Model
 
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -150,9 +152,6 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
 
 def average_into(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:
     """Average checkpoints into the model directory `out`, with the last one's tokenizer and decoding defaults."""
-    from ..data.tokenizer import has_tokenizer, load_tokenizers
-    from ..model.io import load_decode_config, save_model
-
     model = average_checkpoints(paths)
     tokenizer = None
     if has_tokenizer(paths[-1]):

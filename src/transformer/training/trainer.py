@@ -28,7 +28,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from ..config import ConfigError, RunConfig
-from ..model.io import atomic_write_text, load_model, save_model
+from ..files import atomic_write_text
+from ..model.io import load_model
+from ..model_dir import save_model
 from ..model.transformer import Model, build_model
 from . import distributed as D
 from .checkpoint import (

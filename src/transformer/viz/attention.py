@@ -17,7 +17,7 @@ import torch
 
 from ..decoding.pipeline import Pipeline, PipelineError
 from ..decoding.step import inference
-from ..model.io import atomic_write
+from ..files import atomic_write
 from ..model.transformer import DecoderOnly, EncoderDecoder
 
 KINDS = ("cross", "self", "encoder")

@@ -95,7 +95,6 @@ def _adds_bos(tokenizer) -> bool:
         return False
     ids = tokenizer("a").input_ids
     return bool(ids) and ids[0] == tokenizer.bos_token_id
-CHAT_TEMPLATE_FILE = "chat_template.json"
 
 
 @dataclass
@@ -117,9 +116,8 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
     source has one, the chat template (with the bos/eos token strings it refers to) as
     chat_template.json when it has one, and a README.md saying where the model came from.
     """
-    import json
-
-    from ...model.io import atomic_write, atomic_write_text, save_model
+    from ...files import atomic_write, atomic_write_text
+    from ...model_dir import CHAT_TEMPLATE_FILE, save_model
     from . import from_hf
 
     out = Path(out)
@@ -127,18 +125,17 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
         raise HFConversionError(f"--out {out} is a file: pass a directory to write the model into")
     source = load_hf(path)
     model = from_hf(source.model)
-    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)))
-    files = ["config.json", "model.safetensors", "decode.json"]
-    backend = getattr(source.tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))
-        files.append(TOKENIZER_FILE)
+    chat = None
     if source.chat_template:
         chat = {"chat_template": source.chat_template,
                 "bos_token": getattr(source.tokenizer, "bos_token", None),
                 "eos_token": getattr(source.tokenizer, "eos_token", None)}
-        atomic_write_text(out / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n")
-        files.append(CHAT_TEMPLATE_FILE)
+    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)), chat=chat)
+    files = ["config.json", "model.safetensors", "decode.json"] + ([CHAT_TEMPLATE_FILE] if chat else [])
+    backend = getattr(source.tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))
+        files.append(TOKENIZER_FILE)
     model_type = source.model.config.model_type
     tokenizer_line = (f"The tokenizer is Hugging Face's fast tokenizer ({TOKENIZER_FILE})." if backend is not None
                       else "The source has no fast tokenizer, so none was written.")
