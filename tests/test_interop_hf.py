@@ -373,6 +373,22 @@ def test_minilm_sentence_embeddings_match_hf(minilm):
     assert cosine.min().item() >= 0.99999, cosine.tolist()
 
 
+@pytest.mark.slow
+def test_minilm_takes_its_tokenizers_output_as_is(minilm):
+    """The int64 0/1 attention_mask every Hugging Face user has, passed unchanged (no .bool())."""
+    source, model = minilm
+    enc = source.tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    assert enc["attention_mask"].dtype == torch.int64 and not enc["attention_mask"].bool().all()
+    with torch.no_grad():
+        theirs = source.model(**enc).last_hidden_state
+        ours = model(enc["input_ids"], attention_mask=enc["attention_mask"], token_type_ids=enc["token_type_ids"])
+        as_bool = model(enc["input_ids"], attention_mask=enc["attention_mask"].bool(),
+                        token_type_ids=enc["token_type_ids"])
+    real = enc["attention_mask"].bool()
+    assert torch.equal(ours, as_bool)
+    assert (ours[real] - theirs[real]).abs().max().item() < 1e-4
+
+
 def chat_prompt(tokenizer) -> torch.Tensor:
     messages = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -15,6 +15,31 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return ids != pad_id
 
 
+def as_token_mask(mask: torch.Tensor | None, shape: tuple[int, ...], name: str) -> torch.Tensor | None:
+    """Check a user's (B, L) token mask and return it as bool (True/1 = real token, False/0 = padding).
+
+    Accepts bool masks and integer 0/1 masks (Hugging Face tokenizers' `attention_mask`);
+    anything else is a ValueError that names the expected shape and meaning. A bool mask costs
+    a shape check only (no read of its values), so the decoding step's masks pay nothing.
+    """
+    if mask is None:
+        return None
+    expected = f"a (B, L) = {tuple(shape)} tensor of bool or integer 0/1, True/1 = real token, False/0 = padding"
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{name} is a {type(mask).__name__}: pass {expected}")
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(mask.shape)}: pass {expected} (the ids' shape)")
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise ValueError(f"{name} has dtype {mask.dtype}: pass {expected} (an additive float mask is not accepted; "
+                         "use mask > 0 or mask == 0 as you mean it)")
+    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        bad = int(mask[(mask != 0) & (mask != 1)][0])
+        raise ValueError(f"{name} holds the value {bad}: pass {expected}")
+    return mask.bool()
+
+
 def causal_mask(t: int, s: int | None = None, offset: int = 0, device: torch.device | None = None) -> torch.Tensor:
     """(T, S) bool: query i (at absolute position offset + i) may attend key j iff j <= offset + i.
 

@@ -1,7 +1,8 @@
 """The stacks and the three model families, and `build_model`, the one place that reads ModelConfig.
 
 Legend: B batch, S source length, T target length, L any length, C d_model, V vocabulary.
-Token masks are (B, L) booleans, True = real token.
+Token masks are (B, L) booleans, True = real token; the families' entry points also take integer
+0/1 masks (Hugging Face's `attention_mask`) and check both (masks.as_token_mask).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .attention import MultiHeadAttention
 from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
 from .linear import linear
-from .masks import attention_mask, causal_mask, padding_mask, positions_from_mask
+from .masks import as_token_mask, attention_mask, causal_mask, padding_mask, positions_from_mask
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
 
 
@@ -178,6 +179,7 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src_ids: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
         """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when omitted)."""
+        src_mask = as_token_mask(src_mask, src_ids.shape, "src_mask")
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)
         out = self.encoder(src_ids, src_mask, need_weights=need_weights)
@@ -189,6 +191,9 @@ class EncoderDecoder(nn.Module):
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor | None, src_mask: torch.Tensor | None,
                tgt_mask: torch.Tensor | None = None, cache: KVCache | None = None, need_weights: bool = False):
         """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with need_weights)."""
+        tgt_mask = as_token_mask(tgt_mask, tgt_ids.shape, "tgt_mask")
+        if memory is not None:
+            src_mask = as_token_mask(src_mask, memory.shape[:2], "src_mask")
         out = self.decoder(tgt_ids, tgt_mask, memory, src_mask, cache, need_weights)
         if need_weights:
             return linear(self.lm_head, out[0]), out[1]
@@ -224,6 +229,7 @@ class DecoderOnly(nn.Module):
         last_only: logits (B, 1, V) of the last position only (a prompt's next token), skipping
         the output layer for the others.
         """
+        attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
         hidden = out[0] if need_weights else out
         if last_only:
@@ -282,6 +288,7 @@ class EncoderOnly(nn.Module):
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, need_weights: bool = False):
         """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C)."""
+        attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.encoder(ids, attention_mask, token_type_ids, need_weights)
 
 
