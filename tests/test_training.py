@@ -178,8 +178,17 @@ class Crash(Exception):
     pass
 
 
+def _steps(run_dir: Path, split: str) -> list[int]:
+    """The raw sequence of steps of one split in metrics.jsonl: duplicates and gaps show."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r["step"] for r in records if r["split"] == split]
+
+
 def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
-    """Stopped at step 6 (after the step-4 checkpoint), resumed: steps 5-10 repeat the full run's losses."""
+    """Stopped at step 6 (after the step-4 checkpoint), resumed: steps 5-10 repeat the full run's losses.
+
+    The cut run's metrics.jsonl also ends in a torn line (a kill in the middle of a write):
+    resume drops it, and the log reads as one run, each step once."""
     cfg = _tiny(copy_data)  # dropout 0.1: the RNG state must be restored too
     train(cfg, tmp_path / "full", log=lambda _: None)
 
@@ -190,9 +199,14 @@ def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
     with pytest.raises(Crash):
         train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash)
     assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000004"]
+    metrics = tmp_path / "cut" / "metrics.jsonl"
+    line = metrics.read_text().splitlines()[-1]
+    with open(metrics, "a") as f:
+        f.write(line[: len(line) // 2])  # half a record, no newline
     train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+    assert _steps(tmp_path / "cut", "train") == _steps(tmp_path / "full", "train") == list(range(1, 11))
+    assert _steps(tmp_path / "cut", "valid") == _steps(tmp_path / "full", "valid") == [5, 10]
     full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
-    assert sorted(resumed) == list(range(1, 11))
     assert resumed == full  # exactly equal, step for step
     a, b = load_model(tmp_path / "full" / "last"), load_model(tmp_path / "cut" / "last")
     for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
@@ -266,10 +280,38 @@ def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data):
 
 
 def test_max_minutes_stops_cleanly_and_writes_best(tmp_path, copy_data):
-    result = train(_tiny(copy_data, max_steps=100000, max_minutes=0.001), tmp_path / "run", log=lambda _: None)
-    assert result.steps < 100000
-    assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
-    assert (tmp_path / "run" / "last" / "model.safetensors").is_file()
+    """A budget of 0.06 s: one step, then the time is up. Validating every step, the step the budget
+    ends on is validated once (not by the loop and again by the final validation)."""
+    result = train(_tiny(copy_data, max_steps=100000, max_minutes=0.001, valid_every=1), tmp_path / "run",
+                   log=lambda _: None)
+    run = tmp_path / "run"
+    assert 1 <= result.steps <= 3
+    assert _steps(run, "train") == list(range(1, result.steps + 1))
+    assert _steps(run, "valid") == list(range(1, result.steps + 1))  # each step once
+    assert [p.name for p in step_dirs(run)] == [f"step-{result.steps:06d}"]
+    last = load_model(run / "last")
+    assert torch.equal(last.state_dict()["lm_head.weight"], load_model(step_dirs(run)[-1]).state_dict()["lm_head.weight"])
+    assert (run / "best" / "model.safetensors").is_file()
+
+
+def test_every_file_a_run_and_average_write_is_readable_by_others(tmp_path, copy_data):
+    """Weights included: safetensors replaces the temporary file with an owner-only one, so the mode
+    is set after the write. Under umask 022 every file is 0644 and every directory 0755."""
+    old = os.umask(0o022)
+    try:
+        train(_tiny(copy_data, max_steps=4), tmp_path / "run", log=lambda _: None)
+        assert cli_main(["average", "--last", "2", str(tmp_path / "run"), "--out", str(tmp_path / "avg")]) == 0
+    finally:
+        os.umask(old)
+    files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()] + list((tmp_path / "avg").iterdir())
+    names = {p.name for p in files}
+    assert {"model.safetensors", "optimizer.safetensors", "state.json", "config.json", "metrics.jsonl",
+            "tokenizer.json", "decode.json", "config.toml"} <= names
+    wrong = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in files
+             if p.stat().st_mode & 0o777 != 0o644}
+    assert not wrong
+    dirs = [p for p in (tmp_path / "run").rglob("*") if p.is_dir()]
+    assert all(p.stat().st_mode & 0o777 == 0o755 for p in dirs), [oct(p.stat().st_mode) for p in dirs]
 
 
 # ---- CLI ----
@@ -286,6 +328,13 @@ def test_cli_data_copy_and_train_errors(tmp_path, capsys):
     assert "fp16' needs a GPU" in capsys.readouterr().err or torch.cuda.is_available()
     assert cli_main(["train", str(cfg), "--resume", "--out", str(tmp_path / "none")]) == 2
     assert "no checkpoint to resume from" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("keep me\n")
+    for out in (tmp_path / "a-file", tmp_path / "a-file" / "run"):
+        assert cli_main(["train", str(cfg), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"transformer train: error: --out {out}: {tmp_path / 'a-file'} is a file, not a directory: " \
+                      "choose another run directory\n"
+    assert (tmp_path / "a-file").read_text() == "keep me\n"
 
 
 def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp_path, copy_data):

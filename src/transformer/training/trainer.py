@@ -169,6 +169,9 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     say = log if main else (lambda _: None)
     if t.precision == "fp16" and device.type != "cuda":
         raise ConfigError("train.precision='fp16' needs a GPU (gradient scaling): use precision = \"bf16\" or \"fp32\" on CPU")
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists() and not parent.is_dir():
+            raise TrainError(f"--out {run_dir}: {parent} is a file, not a directory: choose another run directory")
     checkpoints = step_dirs(run_dir)
     if resume and not checkpoints:
         raise TrainError(f"--resume: {run_dir} has no checkpoint to resume from; start without --resume")
@@ -228,15 +231,17 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     best = state["best_valid_loss"]
     elapsed_before = state["elapsed_s"]
     last_valid_s = 0.0
+    validated_at = None  # the step of the last validation: the final one is skipped when it already ran
     tick, tick_tokens = time.monotonic(), 0.0
 
     def elapsed() -> float:
         return elapsed_before + time.monotonic() - start_time
 
     def validate() -> dict[str, float] | None:
-        nonlocal best, last_valid_s
+        nonlocal best, last_valid_s, validated_at
         if not data.valid:
             return None
+        validated_at = step
         began = time.monotonic()
         result = None
         if main:
@@ -322,7 +327,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             if t.max_minutes and D.any_true(elapsed() + last_valid_s + step_s > t.max_minutes * 60, dist):
                 stop_reason = "max_minutes"
                 break
-        final = validate()
+        final = validate() if validated_at != step else {}
         if not step_dirs(run_dir) or step_dirs(run_dir)[-1].name != f"step-{step:06d}":
             checkpoint()
         if main:
@@ -346,10 +351,20 @@ def _save_model_dir(model: Model, path: Path, data: TrainingData, config: RunCon
 
 
 def _truncate_metrics(file: Path, step: int) -> None:
-    """Drop records after `step` (written after the checkpoint we resume from), so the log reads as one run."""
+    """Drop records after `step` (written after the checkpoint we resume from), so the log reads as one run.
+
+    A kill during a write can leave a torn last line (half a JSON record, or bytes cut inside a
+    UTF-8 character): it is dropped, like any line that is not a record.
+    """
     if not file.is_file():
         return
-    keep = [line for line in file.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= step]
+    keep = []
+    for line in file.read_bytes().decode("utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+            keep.append(line)
     atomic_write_text(file, "".join(line + "\n" for line in keep))
 
