@@ -40,10 +40,22 @@ def test_translate_keeps_input_order_and_matches_one_at_a_time(tmp_path, tokeniz
     assert len(n_best[0]) == 2 and n_best[1] == []
 
 
-def test_translate_rejects_over_long_lines_and_language_models(tmp_path, tokenizer):
-    pipe = Pipeline.load(model_dir(tmp_path, tokenizer, "encoder-decoder"))
+def test_translate_truncates_over_long_lines_and_rejects_language_models(tmp_path, tokenizer):
+    pipe = Pipeline.load(model_dir(tmp_path, tokenizer, "encoder-decoder", beam_size=1, max_len_b=5))
+    long = "the cat " * 60
+    ids = tokenizer.encode(long)
+    assert len(ids) > 64
     with pytest.raises(PipelineError, match="input line 2 has .* tokens, more than the model's max_positions=64"):
-        pipe.translate(["ok", "the cat " * 60])
+        pipe.translate(["ok", long], truncate=False)
+    cut = []
+    out = pipe.translate(["ok", long, "hace sol", long], on_truncate=cut.extend)
+    assert cut == [2, 4] and len(out) == 4
+    # the truncated line is translated as its first max_positions tokens
+    expected = transformer.greedy_search(pipe.model, [ids[:64]], max_len_a=1, max_len_b=5)
+    assert out[1] == out[3] == tokenizer.decode(expected[0].tolist())
+    with pytest.warns(UserWarning, match=r"1 of 2 input lines had more than the model's max_positions=64 tokens "
+                                         r"and were truncated to it \(line 2\)"):
+        assert pipe.translate(["ok", long]) == out[:2]
     lm = Pipeline.load(model_dir(tmp_path, tokenizer, "decoder"))
     with pytest.raises(PipelineError, match="use generate"):
         lm.translate(["hello"])

@@ -1,23 +1,39 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
 Each subcommand is a small function that turns arguments into library calls. Errors a user
-can fix (bad paths, bad configs, bad files) are printed as one line and exit with status 2.
+can fix (bad paths, bad configs, bad files) are printed as one line and exit with status 2;
+an unknown flag prints the subcommand's usage with the closest flag it has.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
 from .config import ConfigError
+from .lines import LineError, format_lines, read_lines, stream_lines
 from .model.io import ModelFileError
+
+DESCRIPTION = """\
+The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): train translation and
+language models on your own text, translate, generate, evaluate, import Hugging Face weights and
+look inside them. `transformer COMMAND --help` explains each command."""
+
+EPILOG = """\
+examples:
+  transformer demo                                      Spanish -> English on the Bible, ~15 minutes on a CPU
+  transformer data copy --out data/copy                 a synthetic task to check a set-up
+  transformer train configs/copy.toml --out runs/copy   train from a TOML config
+  echo "the cat" | transformer translate runs/copy/best
+  transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
 
 class UserError(Exception):
     """An error caused by the user's input; printed as one line without a traceback."""
 
 
-USER_ERRORS = (UserError, ConfigError, ModelFileError, FileNotFoundError, ValueError)
+USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OSError)
 
 
 def cmd_info(args: argparse.Namespace) -> None:
@@ -119,45 +135,51 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def _setup_device(args: argparse.Namespace) -> str:
+    """--device auto (the default): the GPU when torch sees one, else the CPU."""
     import torch
 
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserError(f"--threads {args.threads}: give a positive number of threads")
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu")
+        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)")
+    if args.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
     return args.device
 
 
 def _read_text(path: str | None, what: str) -> list[str]:
-    """Lines of a UTF-8 file, or of standard input when path is None or '-'."""
-    from pathlib import Path
-
+    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.lines)."""
     if path in (None, "-"):
-        raw, name = sys.stdin.buffer.read(), "standard input"
-    else:
-        if not Path(path).is_file():
-            raise UserError(f"{what} {path} not found")
-        raw, name = Path(path).read_bytes(), path
-    try:
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise UserError(f"{name} line {line}: invalid UTF-8; convert it to UTF-8 (e.g. with iconv)") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+        return [line for chunk in stream_lines() for line in chunk]
+    return read_lines(path, what)
 
 
 def _write_text(path: str | None, lines: list[str]) -> None:
-    text = "".join(line.replace("\n", " ") + "\n" for line in lines)
+    """Lines to a file (atomically) or to standard output, one line each (see transformer.lines)."""
     if path in (None, "-"):
-        sys.stdout.write(text)
+        sys.stdout.write(format_lines(lines))
         sys.stdout.flush()
         return
     from .files import atomic_write_text
 
-    atomic_write_text(path, text)
+    _check_output(path)
+    atomic_write_text(path, format_lines(lines))
+
+
+def _check_output(path: str) -> None:
+    """An output file's directory must exist: checked before the work, not after it."""
+    from pathlib import Path
+
+    if Path(path).is_dir():
+        raise UserError(f"--output {path} is a directory: give a file name")
+    if not Path(path).resolve().parent.is_dir():
+        raise UserError(f"--output {path}: the directory {Path(path).parent} does not exist; create it first")
+
+
+def _note(command: str, text: str) -> None:
+    print(f"transformer {command}: note: {text}", file=sys.stderr, flush=True)
 
 
 def _decode_overrides(args: argparse.Namespace, names: list[str]) -> dict:
@@ -165,17 +187,45 @@ def _decode_overrides(args: argparse.Namespace, names: list[str]) -> dict:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input order."""
-    from .decoding.pipeline import Pipeline
+    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input order.
 
+    A file is translated in length-sorted batches. Standard input is translated as it arrives:
+    what is waiting is batched, and each line typed at a terminal is answered at once. Lines
+    longer than the model takes are truncated, and a note on stderr says which.
+    """
+    from .decoding.pipeline import Pipeline, truncation_note
+
+    if args.batch_tokens < 1:
+        raise UserError(f"--batch-tokens {args.batch_tokens}: give a positive number of tokens")
+    if args.output not in (None, "-"):
+        _check_output(args.output)
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
-    lines = _read_text(args.input, "--input")
     decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind", "max_len_a",
                                       "max_len_b", "min_len", "n_best"])
-    outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode)
-    if decode.get("n_best", pipeline.decode.n_best) > 1:
-        outputs = [f"{i}\t{rank}\t{h}" for i, hyps in enumerate(outputs) for rank, h in enumerate(hyps, 1)]
-    _write_text(args.output, outputs)
+    n_best = decode.get("n_best", pipeline.decode.n_best)
+    cut: list[int] = []
+    done = 0
+
+    def translate(lines: list[str]) -> list[str]:
+        nonlocal done
+        first = done
+        outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode,
+                                     on_truncate=lambda numbers: cut.extend(first + n for n in numbers))
+        done += len(lines)
+        if n_best > 1:
+            return [f"{first + i}\t{rank}\t{h}" for i, hyps in enumerate(outputs) for rank, h in enumerate(hyps, 1)]
+        return outputs
+
+    if args.input not in (None, "-"):
+        _write_text(args.output, translate(read_lines(args.input, "--input")))
+    elif args.output not in (None, "-"):
+        _write_text(args.output, [out for chunk in stream_lines() for out in translate(chunk)])
+    else:
+        for chunk in stream_lines():
+            sys.stdout.write(format_lines(translate(chunk)))
+            sys.stdout.flush()
+    if cut:
+        _note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -184,31 +234,37 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
     decode = _decode_overrides(args, ["max_new_tokens", "temperature", "top_k", "top_p", "beam_size"])
-    print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode))
+    print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode,
+                            on_truncate=lambda message: _note("generate", message)))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, or perplexity of a language model on text."""
-    from .decoding.pipeline import Pipeline
+    from .decoding.pipeline import Pipeline, truncation_note
     from .evaluation.metrics import bleu, chrf, text_perplexity
 
+    if args.text and (args.src or args.ref):
+        raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
+    if not args.text and not (args.src and args.ref):
+        raise UserError("give --src and --ref (BLEU, chrF) or --text (perplexity)")
+    if args.output:
+        _check_output(args.output)
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
     if args.text:
-        if args.src or args.ref:
-            raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
         cfg = pipeline.model.config
         tok = pipeline.target_tokenizer
         ppl = text_perplexity(pipeline.model, _read_text(args.text, "--text"),
                               lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id])
         print(f"perplexity {ppl:.3f} on {args.text} (per token, </s> included)")
         return
-    if not (args.src and args.ref):
-        raise UserError("give --src and --ref (BLEU, chrF) or --text (perplexity)")
     sources, references = _read_text(args.src, "--src"), _read_text(args.ref, "--ref")
     if len(sources) != len(references):
         raise UserError(f"--src has {len(sources):,} lines but --ref has {len(references):,}: they must be aligned line by line")
     decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind"])
-    hypotheses = pipeline.translate(sources, **decode)
+    cut: list[int] = []
+    hypotheses = pipeline.translate(sources, **decode, on_truncate=cut.extend)
+    if cut:
+        _note("evaluate", truncation_note(cut, len(sources), pipeline.max_source_tokens))
     if args.output:
         _write_text(args.output, hypotheses)
     for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
@@ -239,7 +295,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
 
 
 def _add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default cpu)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where to run (default auto: the GPU when torch sees one, else the CPU)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
 
 
@@ -251,7 +308,11 @@ def _add_beam_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="transformer", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} ({_versions()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes")
@@ -355,12 +416,48 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_args(p)
     p.set_defaults(func=cmd_attention)
 
+    _remember_parsers(parser)
     return parser
+
+
+def _versions() -> str:
+    import platform
+
+    import torch
+
+    return f"torch {torch.__version__}, Python {platform.python_version()}"
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each command's own parser, as args.parser, so that its errors show its usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(parser=child)
+                _remember_parsers(child)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'unrecognized argument --beams (did you mean --beam?)' for each unknown flag."""
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    parts: list[str] = []
+    for extra in extras:
+        if parts and not extra.startswith("-") and parts[-1].startswith("-") and "=" not in parts[-1]:
+            parts[-1] += f" {extra}"  # the value of the unknown flag before it
+        else:
+            parts.append(extra)
+    shown = []
+    for part in parts:
+        close = difflib.get_close_matches(part.split("=")[0].split()[0], flags, n=1) if part.startswith("-") else []
+        shown.append(part + (f" (did you mean {close[0]}?)" if close else ""))
+    return f"unrecognized argument{'s' if len(parts) > 1 else ''}: {', '.join(shown)}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        getattr(args, "parser", parser).error(_unrecognized(getattr(args, "parser", parser), extras))
     try:
         args.func(args)
     except USER_ERRORS as e:

@@ -78,7 +78,9 @@ def run_demo(minutes: float = 15.0, data_dir: str | os.PathLike = "data/bible", 
     if not (data_dir / "train.spa").is_file():
         ensure_requirements()
         report = build_bible_corpus("spa", "eng", data_dir)
-        log(f"corpus: {report['pairs']} verse pairs in {data_dir} (see {data_dir}/PROVENANCE.md)")
+        pairs = report["pairs"]
+        log(f"corpus: {pairs['train']:,} training, {pairs['valid']:,} validation and {pairs['test']:,} test verse pairs "
+            f"in {data_dir} (see {data_dir}/PROVENANCE.md)")
     settings = [f"data.{side}_{part}=\"{data_dir / (split + '.' + lang)}\""
                 for side, split in (("train", "train"), ("valid", "valid"))
                 for part, lang in (("src", "spa"), ("tgt", "eng"))]

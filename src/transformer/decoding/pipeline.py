@@ -5,11 +5,21 @@
 Sources are encoded without special tokens (as in training); prompts start with <s> when the
 model's decoding defaults say so (our language models are trained that way; imported models
 follow their tokenizer).
+
+Over-long input (truncate=True, the default): one bad line must not stop a 100,000-line job.
+A source longer than the encoder's max_positions keeps its first max_positions tokens; a prompt
+keeps its end (the <s> it starts with stays), cut so that the requested new tokens fit in the
+position table, but never to less than half the table. What was cut is reported to the
+callback `on_truncate` (translate: the 1-based numbers of the lines cut; generate: one line of
+text saying what was kept), or as a Python warning when no callback is given.
+truncate=False raises PipelineError instead.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -49,19 +59,32 @@ class Pipeline:
     def max_source_tokens(self) -> int | None:
         return None if self.model.config.positional == "none" else self.model.config.max_positions
 
-    def translate(self, lines: list[str], batch_tokens: int = 4000, **decode) -> list[str] | list[list[str]]:
+    def encode_sources(self, lines: list[str], truncate: bool = True) -> tuple[list[list[int]], list[int]]:
+        """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
+        encoded = self.source_tokenizer.encode_batch(list(lines))
+        limit = self.max_source_tokens
+        cut = [number for number, ids in enumerate(encoded, start=1) if limit is not None and len(ids) > limit]
+        if cut and not truncate:
+            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1])} tokens, more than the model's "
+                                f"max_positions={limit}: split the line into shorter sentences")
+        for number in cut:
+            encoded[number - 1] = encoded[number - 1][:limit]
+        return encoded, cut
+
+    def translate(self, lines: list[str], batch_tokens: int = 4000, truncate: bool = True,
+                  on_truncate: Callable[[list[int]], None] | None = None, **decode) -> list[str] | list[list[str]]:
         """Translate each line (output in input order). `decode` overrides the model's defaults
         (beam_size, length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best);
-        beam_size 1 is greedy. With n_best > 1 each entry is a list of the n best, best first."""
+        beam_size 1 is greedy. With n_best > 1 each entry is a list of the n best, best first.
+        Lines longer than the model takes are truncated (see the module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
         settings = replace(self.decode, **decode)
-        encoded = self.source_tokenizer.encode_batch(list(lines))
-        limit = self.max_source_tokens
-        for number, ids in enumerate(encoded, start=1):
-            if limit is not None and len(ids) > limit:
-                raise PipelineError(f"input line {number} has {len(ids)} tokens, more than the model's "
-                                    f"max_positions={limit}: split the line into shorter sentences")
+        encoded, cut = self.encode_sources(lines, truncate)
+        if cut and on_truncate is not None:
+            on_truncate(cut)
+        elif cut:
+            warnings.warn(truncation_note(cut, len(lines), self.max_source_tokens), stacklevel=2)
         outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
         for batch in _batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
@@ -108,10 +131,27 @@ class Pipeline:
             messages=messages, add_generation_prompt=True,
             bos_token=self.chat.get("bos_token") or "", eos_token=self.chat.get("eos_token") or "")
 
-    def generate(self, prompt: str, chat: bool = False, seed: int | None = None, **decode) -> str:
+    def fit_prompt(self, ids: list[int], max_new_tokens: int, truncate: bool = True) -> list[int]:
+        """The end of a prompt that leaves room for max_new_tokens (at least half the table stays the
+        prompt's); a leading <s> is kept. Unchanged when it fits or the model has no position table."""
+        limit = self.max_source_tokens
+        if limit is None:
+            return ids
+        room = max(limit - max_new_tokens + 1, limit // 2, 1)  # N new tokens need P + N - 1 <= limit
+        if len(ids) <= room:
+            return ids
+        if not truncate:
+            raise PipelineError(f"the prompt has {len(ids)} tokens; with {max_new_tokens} new ones it needs more "
+                                f"than the model's max_positions={limit}: shorten it")
+        head = ids[:1] if self.decode.add_bos and ids[:1] == [self.model.config.bos_id] else []
+        return head + ids[len(ids) - room + len(head):]
+
+    def generate(self, prompt: str, chat: bool = False, seed: int | None = None, truncate: bool = True,
+                 on_truncate: Callable[[str], None] | None = None, **decode) -> str:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
         (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search,
-        temperature 0 is greedy). Returns the new text only."""
+        temperature 0 is greedy). Returns the new text only. An over-long prompt keeps its end
+        (see the module's rules)."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
         greedy = decode.get("temperature") == 0
@@ -119,7 +159,15 @@ class Pipeline:
             decode = {k: v for k, v in decode.items() if k != "temperature"}
         beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
         s = replace(self.decode, **decode)
-        ids = [self.prompt_ids(prompt, chat)]
+        full = self.prompt_ids(prompt, chat)
+        ids = [self.fit_prompt(full, s.max_new_tokens, truncate)]
+        if len(ids[0]) < len(full):
+            message = (f"the prompt has {len(full):,} tokens, more than fit with {s.max_new_tokens} new ones in the "
+                       f"model's max_positions={self.max_source_tokens}: kept its last {len(ids[0]):,} tokens")
+            if on_truncate is not None:
+                on_truncate(message)
+            else:
+                warnings.warn(message, stacklevel=2)
         if greedy:
             out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens)
         elif beam_size > 1:
@@ -131,6 +179,14 @@ class Pipeline:
             out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
                          top_p=s.top_p, generator=generator)
         return self.target_tokenizer.decode(out[0].tolist())
+
+
+def truncation_note(numbers: list[int], total: int, limit: int | None, shown: int = 5) -> str:
+    """'2 of 1,000 input lines had more than ... (lines 3, 17)'; the first `shown` numbers, then a count."""
+    head = ", ".join(map(str, numbers[:shown]))
+    more = f" and {len(numbers) - shown:,} more" if len(numbers) > shown else ""
+    return (f"{len(numbers):,} of {total:,} input lines had more than the model's max_positions={limit} tokens "
+            f"and were truncated to it (line{'s' if len(numbers) > 1 else ''} {head}{more})")
 
 
 def _batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
