@@ -105,7 +105,7 @@ def test_load_config_with_overrides_and_round_trip(tmp_path):
     ("train.max_step=3", r"unknown key train\.max_step \(did you mean 'max_steps'\?\); valid keys: accumulate"),
     ("trian.seed=1", r"unknown section \[trian\] \(did you mean \[train\]\?\)"),
     ("model.d_modle=8", r"unknown key model\.d_modle \(did you mean 'd_model'\?\)"),
-    ("train.precision=fp8", r"train\.precision='fp8' is not valid: choose one of 'fp32', 'bf16', 'fp16'"),
+    ("train.precision=fp8", r"train\.precision='fp8' is not valid: choose one of 'auto', 'fp32', 'bf16', 'fp16'"),
     ("train.max_steps=\"ten\"", r"train\.max_steps='ten' is not valid: it must be int"),
     ("data.vocab_size=100", r"data\.vocab_size=100 is too small"),
     ("model.vocab_size=300", r"model\.vocab_size is set by the trained tokenizer"),
@@ -129,7 +129,7 @@ def _tiny(data_dir: Path, **train) -> RunConfig:
                  "valid_src": str(data_dir / "valid.src"), "valid_tgt": str(data_dir / "valid.tgt"),
                  "vocab_size": 300, "max_len": 32},
         "train": {"batch_tokens": 256, "max_steps": 10, "warmup_steps": 5, "valid_every": 5, "save_every": 4,
-                  "keep_last": 2, "log_every": 5, **train},
+                  "keep_last": 2, "log_every": 5, "precision": "fp32", **train},
         "decode": {"beam_size": 1},
     }
     return build_run_config(values)
@@ -292,6 +292,42 @@ def test_max_minutes_stops_cleanly_and_writes_best(tmp_path, copy_data):
     last = load_model(run / "last")
     assert torch.equal(last.state_dict()["lm_head.weight"], load_model(step_dirs(run)[-1]).state_dict()["lm_head.weight"])
     assert (run / "best" / "model.safetensors").is_file()
+
+
+def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path, copy_data, monkeypatch):
+    """precision = "auto": the (here faked) measurement decides; the run's header says what and why,
+    config.toml and the checkpoints record it, the logits really are bf16 or fp32, and a resumed run
+    keeps what its checkpoint recorded even where a new measurement would decide otherwise."""
+    import transformer.precision
+    import transformer.training.trainer as trainer
+
+    def crash_at_5(step, record):
+        if step == 5:
+            raise Crash
+
+    seen = []
+    loss = trainer.label_smoothed_cross_entropy
+    monkeypatch.setattr(trainer, "label_smoothed_cross_entropy", lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
+    for speedup, precision, dtype in ((0.5, "fp32", torch.float32), (3.0, "bf16", torch.bfloat16)):
+        monkeypatch.setattr(transformer.precision, "measure_bf16_speedup", lambda *a, s=speedup: s)
+        monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
+        lines, seen[:] = [], []
+        run = tmp_path / precision
+        with pytest.raises(Crash):
+            train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run,
+                  log=lines.append, on_step=crash_at_5)
+        header = next(line for line in lines if line.startswith("model: "))
+        assert header.endswith(f"precision {precision} (bf16 measured {speedup:.2f}x fp32 on this CPU)")
+        assert f'precision = "{precision}"' in (run / "config.toml").read_text()
+        assert json.loads((step_dirs(run)[-1] / "state.json").read_text())["precision"] == precision
+        assert set(seen) == {dtype}
+        # resumed where the measurement now says the opposite: the run keeps its own precision
+        monkeypatch.setattr(transformer.precision, "measure_bf16_speedup", lambda *a, s=speedup: 3.5 - s)
+        lines, seen[:] = [], []
+        train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run, resume=True,
+              log=lines.append)
+        assert any(line.endswith(f"precision {precision} (as the run recorded it)") for line in lines)
+        assert set(seen) == {dtype} and f'precision = "{precision}"' in (run / "config.toml").read_text()
 
 
 def test_every_file_a_run_and_average_write_is_readable_by_others(tmp_path, copy_data):

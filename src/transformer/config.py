@@ -346,7 +346,7 @@ class DataConfig:
         return self.train_src is not None
 
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 
@@ -390,8 +390,9 @@ class TrainConfig:
     """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
     clip_norm: float = 0.0
     """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
-    precision: str = "fp32"
-    """fp32; bf16 (autocast, CPU or GPU); fp16 (autocast + gradient scaling, GPU only)."""
+    precision: str = "auto"
+    """auto (bf16 where measured faster: see transformer.precision); fp32; bf16 (autocast, CPU or GPU);
+    fp16 (autocast + gradient scaling, GPU only). The run's config.toml records the resolved one."""
     device: str = "auto"
     """auto (cuda when available), cpu or cuda."""
     valid_every: int = 1000

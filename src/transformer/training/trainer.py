@@ -14,6 +14,7 @@ state, so a resumed run repeats the uninterrupted run's losses step for step.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import shutil
@@ -30,8 +31,9 @@ from torch.nn.parallel import DistributedDataParallel
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.io import load_model
-from ..model_dir import save_model
 from ..model.transformer import Model, build_model
+from ..model_dir import save_model
+from ..precision import PrecisionChoice, resolve_precision
 from . import distributed as D
 from .checkpoint import (
     load_training_state,
@@ -148,26 +150,34 @@ def _log(text: str) -> None:
 
 def train(config: RunConfig, run_dir: str | Path, resume: bool = False, log: Callable[[str], None] = _log,
           on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
-    """Train as `config` says, writing the run directory; `on_step(step, record)` is called after every step."""
+    """Train as `config` says, writing the run directory; `on_step(step, record)` is called after every step.
+
+    A run directory this call creates is removed again when the run fails before its first step
+    (bad data, a batch too small for a step): nothing half-made is left behind.
+    """
     run_dir = Path(run_dir)
     t = config.train
     dist = D.setup(t.device)
     threads = torch.get_num_threads()
     if t.num_threads:
         torch.set_num_threads(t.num_threads)
+    fresh = not run_dir.exists()
     try:
         return _train(config, run_dir, resume, log, on_step, dist)
+    except BaseException:
+        if fresh and dist.is_main and run_dir.is_dir() and not (run_dir / "metrics.jsonl").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         torch.set_num_threads(threads)  # a library call leaves the process's setting as it found it
         D.cleanup(dist)
 
 
 def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D.DistInfo) -> TrainResult:
-    t = config.train
     device = dist.device
     main = dist.is_main
     say = log if main else (lambda _: None)
-    if t.precision == "fp16" and device.type != "cuda":
+    if config.train.precision == "fp16" and device.type != "cuda":
         raise ConfigError("train.precision='fp16' needs a GPU (gradient scaling): use precision = \"bf16\" or \"fp32\" on CPU")
     for parent in (run_dir, *run_dir.parents):
         if parent.exists() and not parent.is_dir():
@@ -177,6 +187,9 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         raise TrainError(f"--resume: {run_dir} has no checkpoint to resume from; start without --resume")
     if not resume and checkpoints:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue it, or choose another --out")
+    choice = _precision(config, device, load_training_state(checkpoints[-1]) if resume else None, dist)
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=choice.precision))
+    t = config.train
     start_time = time.monotonic()
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +226,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         torch.manual_seed(t.seed + dist.rank)  # dropout differs across ranks
     n_params = sum(p.numel() for p in model.parameters())
     say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters, vocabulary {mcfg.vocab_size}; device {device}, "
-        f"{dist.world_size} process(es), precision {t.precision}")
+        f"{dist.world_size} process(es), precision {choice.describe()}")
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
         if dist.distributed else None
@@ -263,6 +276,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         rngs = D.gather_objects(rng_state(), dist)
         if main:
             snapshot = {"step": step, "epoch": epoch, "position": position, "best_valid_loss": best,
+                        "precision": t.precision,
                         "elapsed_s": elapsed(), "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
             save_checkpoint(run_dir, step, model, optimizer, snapshot, tokenizer=data.tokenizers,
                             decode=config.decode, keep_last=t.keep_last)
@@ -341,6 +355,18 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     say(f"stopped at step {step} ({stop_reason}) after {elapsed():.0f}s; "
         f"best validation loss {best if best is None else round(best, 4)}; model: {run_dir / 'best'}")
     return TrainResult(run_dir, step, best, run_dir / "last", run_dir / "best")
+
+
+def _precision(config: RunConfig, device: torch.device, resumed: dict[str, Any] | None,
+               dist: D.DistInfo) -> PrecisionChoice:
+    """The precision to train in: "auto" resolved (measured on rank 0, the same on every process);
+    a resumed run keeps the one its checkpoint recorded, so that it repeats the uninterrupted run."""
+    requested = config.train.precision
+    if requested == "auto" and resumed is not None and resumed.get("precision"):
+        return PrecisionChoice(resumed["precision"], "as the run recorded it")
+    m = config.model
+    choice = resolve_precision(requested, device, m.d_model, m.d_ff, config.data.vocab_size) if dist.is_main else None
+    return D.gather_objects(choice, dist)[0]
 
 
 def _save_model_dir(model: Model, path: Path, data: TrainingData, config: RunConfig) -> None:

@@ -1,0 +1,203 @@
+"""precision = "auto": train in bf16 only where bf16 is measured to be faster than fp32.
+
+Rules:
+- Why a measurement: whether bf16 autocast pays on a CPU cannot be read off its flags. AMD EPYC
+  and Xeons with AMX run bf16 matrix products 2-4x faster than fp32; an Intel Xeon in a VM ran
+  them at ~0.6x fp32 although it reports avx512_bf16; AVX2-only CPUs emulate bf16, far slower.
+- What is measured (measure_bf16_speedup): the feed-forward and output projection at the
+  model's shapes, x (T, C) @ W1 (C, d_ff) -> relu -> @ W2 (d_ff, C) -> @ Wout (C, V), forward
+  and backward with fp32 master weights, under torch.autocast("cpu", bfloat16) against plain
+  fp32: what training does on a CPU. Speedup = fp32 time / bf16 time (> 1: bf16 faster).
+  One warm-up each, then interleaved fp32/bf16 runs, the fastest of each (on a noisy VM
+  other work only ever slows a run down, so the minimum is the least disturbed). To stay
+  well under a second: V is clipped to 2048 and T to 1024, and T is lowered further (to no less
+  than 128) for models whose run would exceed ~12 GFLOP; fewer tokens per weight cast only
+  makes bf16 look slower, never faster. Timed runs stop once 0.5 s have passed (one pair at
+  least); when the warm-up alone spends that and bf16 took over twice fp32's time there
+  (emulated bf16), the warm-up decides.
+- Threshold: bf16 iff speedup >= min_speedup (1.1). bf16 also costs accuracy, so a tie is fp32.
+- Not measured: an explicit precision ("fp32", "bf16", "fp16") is used as set; a CUDA device
+  gets bf16 when torch.cuda.is_bf16_supported(), else fp32; other devices (mps...) get fp32.
+- Cache key: CPU model name (/proc/cpuinfo, else platform.processor()), torch version,
+  torch.get_num_threads() and the shapes (d_model, d_ff, vocab_size, tokens). Any change
+  re-measures; the cached speedup is judged against the current min_speedup.
+- Cache file: $TRANSFORMER_CACHE_DIR/precision.json, else $XDG_CACHE_HOME/transformer/precision.json,
+  else ~/.cache/transformer/precision.json: {key: {"speedup": float, "measured_at": ISO time}},
+  replaced atomically (transformer.files). A missing or corrupt file reads as empty; a cache that cannot be written is
+  skipped silently. TRANSFORMER_PRECISION_CACHE=0 turns reading and writing off; deleting
+  the file re-measures (e.g. after a measurement taken while the machine was busy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .files import atomic_write_text
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+MAX_TOKENS = 1024
+MAX_VOCAB = 2048
+MIN_TOKENS = 128
+MAX_FLOPS_PER_RUN = 12e9  # ~40 ms of fp32 at 300 GFLOP/s
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision to train in, and why."""
+
+    precision: str
+    """"fp32", "bf16" or "fp16"; never "auto"."""
+    reason: str
+    """Short human text: "set in the config", "bf16 measured 0.60x fp32 on this CPU", ..."""
+    speedup: float | None = None
+    """Measured bf16 speed / fp32 speed; None when not measured."""
+
+    def describe(self) -> str:
+        """E.g. "fp32 (bf16 measured 0.60x fp32 on this CPU)"."""
+        return f"{self.precision} ({self.reason})"
+
+
+def resolve_precision(requested: str, device: torch.device | str, d_model: int, d_ff: int,
+                      vocab_size: int, *, tokens: int = 1024,
+                      cache_file: str | os.PathLike | None = None,
+                      measure: Callable[..., float] | None = None,
+                      min_speedup: float = 1.1) -> PrecisionChoice:
+    """Turn a configured precision ("auto" included) into the one to train in (rules above)."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"unknown precision {requested!r}: use one of {', '.join(PRECISIONS)}")
+    if requested != "auto":
+        return PrecisionChoice(requested, "set in the config")
+    kind = torch.device(device).type
+    if kind == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return PrecisionChoice("bf16", "CUDA GPU supports bf16")
+        return PrecisionChoice("fp32", "CUDA GPU does not support bf16")
+    if kind != "cpu":
+        return PrecisionChoice("fp32", f"bf16 speed is only measured on CPUs; fp32 is the safe choice on {kind}")
+
+    use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
+    path = Path(cache_file) if cache_file is not None else default_cache_file()
+    key = cache_key(d_model, d_ff, vocab_size, tokens)
+    if use_cache:
+        entry = _read_cache(path).get(key)
+        if isinstance(entry, dict) and _usable(entry.get("speedup")):
+            return _judge(float(entry["speedup"]), min_speedup, "cached: ")
+
+    measure = measure_bf16_speedup if measure is None else measure
+    try:
+        speedup = float(measure(d_model, d_ff, vocab_size, tokens))
+    except RuntimeError as err:
+        return PrecisionChoice("fp32", f"bf16 does not run on this CPU ({err})")
+    if not _usable(speedup):
+        return PrecisionChoice("fp32", f"the bf16 measurement gave no usable speedup ({speedup})")
+    if use_cache:
+        _write_cache(path, key, speedup)
+    return _judge(speedup, min_speedup, "")
+
+
+def _judge(speedup: float, min_speedup: float, prefix: str) -> PrecisionChoice:
+    precision = "bf16" if speedup >= min_speedup else "fp32"
+    return PrecisionChoice(precision, f"{prefix}bf16 measured {speedup:.2f}x fp32 on this CPU", speedup)
+
+
+def _usable(speedup: object) -> bool:
+    return (isinstance(speedup, (int, float)) and not isinstance(speedup, bool)
+            and math.isfinite(speedup) and speedup > 0)
+
+
+def measure_bf16_speedup(d_model: int, d_ff: int, vocab_size: int, tokens: int = 1024,
+                         repeats: int = 5, budget_s: float = 0.5) -> float:
+    """fp32 time / bf16-autocast time of a feed-forward + output projection, forward and backward.
+
+    Shapes (clipped as the module docstring says): x (T, C), W1 (C, d_ff), W2 (d_ff, C),
+    Wout (C, V). Uses its own seeded generator (the global RNG is untouched) and torch's
+    current thread count. Raises RuntimeError where bf16 autocast cannot run.
+    """
+    vocab = min(vocab_size, MAX_VOCAB)
+    flops_per_token = 6 * (2 * d_model * d_ff + d_model * vocab)  # forward 2, backward 4 per MAC
+    fit = int(MAX_FLOPS_PER_RUN // flops_per_token) // 64 * 64
+    n = min(tokens, MAX_TOKENS, max(MIN_TOKENS, fit))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, d_model, generator=gen)  # (T, C)
+    w1 = (torch.randn(d_model, d_ff, generator=gen) / math.sqrt(d_model)).requires_grad_()
+    w2 = (torch.randn(d_ff, d_model, generator=gen) / math.sqrt(d_ff)).requires_grad_()
+    w_out = (torch.randn(d_model, vocab, generator=gen) / math.sqrt(d_model)).requires_grad_()
+
+    def run(bf16: bool) -> float:
+        start = time.perf_counter()
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with ctx:
+            logits = torch.relu(x @ w1) @ w2 @ w_out  # (T, V)
+        logits.float().sum().backward()
+        for w in (w1, w2, w_out):
+            w.grad = None
+        return time.perf_counter() - start
+
+    began = time.perf_counter()
+    warm_fp32, warm_bf16 = run(False), run(True)  # warm-up: oneDNN builds its kernels
+    if time.perf_counter() - began > budget_s and warm_bf16 > 2 * warm_fp32:
+        return warm_fp32 / warm_bf16  # bf16 emulated: slow enough that one look decides
+    fp32, bf16 = [], []
+    while len(fp32) < max(1, repeats):
+        fp32.append(run(False))
+        bf16.append(run(True))
+        if time.perf_counter() - began > budget_s:
+            break
+    return min(fp32) / min(bf16)  # the least disturbed run of each: noise only ever slows
+
+
+def default_cache_file() -> Path:
+    """$TRANSFORMER_CACHE_DIR/precision.json, else the XDG cache dir, else ~/.cache/transformer."""
+    if os.environ.get("TRANSFORMER_CACHE_DIR"):
+        return Path(os.environ["TRANSFORMER_CACHE_DIR"]) / "precision.json"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "transformer" / "precision.json"
+
+
+def cpu_name() -> str:
+    """The CPU's model name: /proc/cpuinfo, else platform.processor(), else "unknown-cpu"."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown-cpu"
+
+
+def cache_key(d_model: int, d_ff: int, vocab_size: int, tokens: int) -> str:
+    """One line naming everything the measured speedup depends on."""
+    return (f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+            f"d_model={d_model} d_ff={d_ff} vocab={vocab_size} tokens={tokens}")
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: Path, key: str, speedup: float) -> None:
+    data = _read_cache(path)  # re-read: keep what another process wrote meanwhile
+    data[key] = {"speedup": speedup,
+                 "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a cache that cannot be written only costs a measurement next time

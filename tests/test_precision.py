@@ -1,0 +1,197 @@
+"""precision = "auto": the decision, the cache, and the real micro-benchmark."""
+
+import json
+import math
+import os
+import stat
+import time
+
+import pytest
+import torch
+
+from transformer.precision import (
+    PRECISIONS,
+    PrecisionChoice,
+    default_cache_file,
+    measure_bf16_speedup,
+    resolve_precision,
+)
+
+SHAPES = (512, 2048, 8000)  # d_model, d_ff, vocab_size
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Never touch the real ~/.cache: the default cache lives in tmp_path, and is on."""
+    monkeypatch.setenv("TRANSFORMER_CACHE_DIR", str(tmp_path / "default-cache"))
+    monkeypatch.delenv("TRANSFORMER_PRECISION_CACHE", raising=False)
+
+
+class FakeMeasure:
+    """Returns a scripted speedup and counts its calls."""
+
+    def __init__(self, speedup):
+        self.speedup = speedup
+        self.calls = []
+
+    def __call__(self, d_model, d_ff, vocab_size, tokens):
+        self.calls.append((d_model, d_ff, vocab_size, tokens))
+        if isinstance(self.speedup, Exception):
+            raise self.speedup
+        return self.speedup
+
+
+def auto(measure, cache_file, **kw):
+    return resolve_precision("auto", "cpu", *SHAPES, measure=measure, cache_file=cache_file, **kw)
+
+
+def test_slower_bf16_chooses_fp32(tmp_path):
+    choice = auto(FakeMeasure(0.6), tmp_path / "p.json")
+    assert choice.precision == "fp32" and "0.60x" in choice.reason and choice.speedup == 0.6
+    assert choice.describe() == "fp32 (bf16 measured 0.60x fp32 on this CPU)"
+
+
+def test_faster_bf16_chooses_bf16(tmp_path):
+    choice = auto(FakeMeasure(1.8), tmp_path / "p.json")
+    assert choice == PrecisionChoice("bf16", "bf16 measured 1.80x fp32 on this CPU", 1.8)
+
+
+@pytest.mark.parametrize("speedup, expected", [(1.09, "fp32"), (1.1, "bf16"), (1.11, "bf16"), (1.0, "fp32")])
+def test_threshold(tmp_path, speedup, expected):
+    assert auto(FakeMeasure(speedup), tmp_path / "p.json").precision == expected
+
+
+def test_min_speedup_is_a_parameter(tmp_path):
+    assert auto(FakeMeasure(1.3), tmp_path / "p.json", min_speedup=1.5).precision == "fp32"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_explicit_precision_passes_through(precision):
+    measure = FakeMeasure(2.0)
+    choice = resolve_precision(precision, "cpu", *SHAPES, measure=measure)
+    assert choice == PrecisionChoice(precision, "set in the config")
+    assert measure.calls == []
+
+
+def test_invalid_precision_names_the_allowed_values():
+    with pytest.raises(ValueError, match="fp32, bf16"):
+        resolve_precision("bf32", "cpu", *SHAPES)
+    assert PRECISIONS == ("auto", "fp32", "bf16", "fp16")
+
+
+def test_measurement_failure_chooses_fp32(tmp_path):
+    choice = auto(FakeMeasure(RuntimeError("no bf16 kernel")), tmp_path / "p.json")
+    assert choice.precision == "fp32" and "no bf16 kernel" in choice.reason
+    assert not (tmp_path / "p.json").exists()  # a failure is not cached
+
+
+@pytest.mark.parametrize("supported, expected", [(True, "bf16"), (False, "fp32")])
+def test_cuda_asks_torch(monkeypatch, supported, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: supported)
+    measure = FakeMeasure(0.1)
+    choice = resolve_precision("auto", "cuda", *SHAPES, measure=measure)
+    assert choice.precision == expected and "CUDA" in choice.reason and measure.calls == []
+
+
+def test_other_devices_get_fp32():
+    choice = resolve_precision("auto", torch.device("meta"), *SHAPES, measure=FakeMeasure(2.0))
+    assert choice.precision == "fp32" and "meta" in choice.reason
+
+
+def test_cache_hit_skips_the_measurement(tmp_path):
+    cache = tmp_path / "p.json"
+    measure = FakeMeasure(1.8)
+    first, second = auto(measure, cache), auto(measure, cache)
+    assert len(measure.calls) == 1
+    assert not first.reason.startswith("cached") and second.reason.startswith("cached: ")
+    assert second.precision == "bf16" and second.speedup == 1.8
+    (entry,) = json.loads(cache.read_text()).values()
+    assert entry["speedup"] == 1.8 and "T" in entry["measured_at"]
+
+
+def test_default_cache_location_follows_the_environment(tmp_path, monkeypatch):
+    assert default_cache_file() == tmp_path / "default-cache" / "precision.json"
+    monkeypatch.delenv("TRANSFORMER_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_file() == tmp_path / "xdg" / "transformer" / "precision.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_file() == tmp_path / "home" / ".cache" / "transformer" / "precision.json"
+
+
+def test_default_cache_file_is_used(tmp_path):
+    measure = FakeMeasure(1.8)
+    resolve_precision("auto", "cpu", *SHAPES, measure=measure)
+    assert resolve_precision("auto", "cpu", *SHAPES, measure=measure).reason.startswith("cached")
+    assert len(measure.calls) == 1
+    assert (tmp_path / "default-cache" / "precision.json").is_file()
+
+
+def test_other_shapes_tokens_or_torch_measure_again(tmp_path, monkeypatch):
+    cache = tmp_path / "p.json"
+    measure = FakeMeasure(1.8)
+    auto(measure, cache)
+    resolve_precision("auto", "cpu", 256, 1024, 8000, measure=measure, cache_file=cache)
+    auto(measure, cache, tokens=512)
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    auto(measure, cache)
+    assert len(measure.calls) == 4
+    assert len(json.loads(cache.read_text())) == 4  # every key kept
+
+
+def test_corrupt_cache_is_measured_again_and_rewritten(tmp_path):
+    cache = tmp_path / "p.json"
+    cache.write_bytes(b"\xff\xfe garbage \x00{")
+    measure = FakeMeasure(0.6)
+    assert auto(measure, cache).precision == "fp32" and len(measure.calls) == 1
+    assert list(json.loads(cache.read_text()).values())[0]["speedup"] == 0.6
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"k": 1}', "{}"])
+def test_valid_json_of_the_wrong_shape_reads_as_empty(tmp_path, content):
+    cache = tmp_path / "p.json"
+    cache.write_text(content)
+    measure = FakeMeasure(1.8)
+    assert auto(measure, cache).precision == "bf16" and len(measure.calls) == 1
+
+
+def test_unwritable_cache_is_ignored(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    measure = FakeMeasure(1.8)
+    assert auto(measure, blocker / "sub" / "p.json").precision == "bf16"
+    assert auto(measure, blocker / "sub" / "p.json").precision == "bf16"
+    assert len(measure.calls) == 2
+
+
+def test_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
+    cache = tmp_path / "p.json"
+    measure = FakeMeasure(1.8)
+    assert [auto(measure, cache).reason.startswith("cached") for _ in range(3)] == [False] * 3
+    assert len(measure.calls) == 3 and not cache.exists()
+
+
+def test_cache_file_mode_follows_the_umask(tmp_path):
+    cache = tmp_path / "p.json"
+    old = os.umask(0o022)
+    try:
+        auto(FakeMeasure(1.8), cache)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]  # no temporary file left
+
+
+def test_real_measurement_is_quick_and_finite():
+    start = time.perf_counter()
+    speedup = measure_bf16_speedup(64, 256, 1000, tokens=128)
+    assert time.perf_counter() - start < 2.0
+    assert isinstance(speedup, float) and math.isfinite(speedup) and speedup > 0
+
+
+def test_real_measurement_leaves_global_state_alone():
+    threads, rng = torch.get_num_threads(), torch.get_rng_state()
+    speedup = measure_bf16_speedup(32, 64, 100, tokens=64, budget_s=0.0)  # over budget at once
+    assert math.isfinite(speedup) and speedup > 0
+    assert torch.get_num_threads() == threads and torch.equal(torch.get_rng_state(), rng)
