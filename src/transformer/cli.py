@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import sys
 
 from .config import ConfigError
@@ -41,6 +42,7 @@ def cmd_info(args: argparse.Namespace) -> None:
     from .model.accounting import count_parameters, flops_per_token
     from .model.io import load_config, load_model
 
+    _check_flags(args)
     config = load_config(args.model_dir)
     model = load_model(args.model_dir)
     print(f"model directory: {args.model_dir}")
@@ -60,16 +62,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from .config import load_config
-    from .data.text import DataError
-    from .data.tokenizer import TokenizerError
-    from .training.trainer import TrainError, train
+    from .training.trainer import train
 
     config = load_config(args.config, args.set or [])
     out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-    try:
-        train(config, out, resume=args.resume)
-    except (DataError, TokenizerError, TrainError) as e:
-        raise UserError(str(e)) from None
+    train(config, out, resume=args.resume)
 
 
 def cmd_average(args: argparse.Namespace) -> None:
@@ -86,7 +83,7 @@ def cmd_average(args: argparse.Namespace) -> None:
             raise UserError(f"--last {args.last}: give a positive number of checkpoints")
         paths = found[-args.last:]
         if len(paths) < args.last:
-            print(f"note: the run has only {len(paths)} checkpoint(s); averaging those", file=sys.stderr)
+            _note("average", f"the run has only {len(paths)} checkpoint(s); averaging those")
     else:
         paths = args.checkpoints
     average_into(paths, args.out)
@@ -95,8 +92,17 @@ def cmd_average(args: argparse.Namespace) -> None:
 
 def cmd_data_copy(args: argparse.Namespace) -> None:
     """Write the synthetic copy task (target = source)."""
-    from .data.copy import write_copy_task
+    from .data.copy import SYMBOLS, write_copy_task
 
+    for flag, value, low in (("--n-train", args.n_train, 1), ("--n-valid", args.n_valid, 0),
+                             ("--n-test", args.n_test, 0), ("--min-len", args.min_len, 1)):
+        if value < low:
+            raise UserError(f"{flag} {value}: give a number of at least {low}")
+    if not 1 <= args.symbols <= len(SYMBOLS):
+        raise UserError(f"--symbols {args.symbols}: give a number from 1 to {len(SYMBOLS)} (the letters a-z)")
+    if args.max_len < args.min_len:
+        raise UserError(f"--max-len {args.max_len} is less than --min-len {args.min_len}: give --max-len "
+                        f"{args.min_len} or more")
     files = write_copy_task(args.out, n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test,
                             n_symbols=args.symbols, min_len=args.min_len, max_len=args.max_len, seed=args.seed)
     print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
@@ -134,13 +140,38 @@ def cmd_demo(args: argparse.Namespace) -> None:
         raise UserError(str(e)) from None
 
 
+# dest -> (flag, whether a value is valid, what to give instead): checked before any work.
+FLAG_RULES = {
+    "beam_size": ("--beam", lambda v: v >= 1, "a beam size of at least 1 (1 = greedy)"),
+    "n_best": ("--n-best", lambda v: v >= 1, "a number of hypotheses of at least 1"),
+    "length_penalty": ("--lenpen", math.isfinite, "a number (the paper: 0.6; 0 = none)"),
+    "max_len_a": ("--max-len-a", lambda v: 0 <= v < math.inf, "a number >= 0"),
+    "max_len_b": ("--max-len-b", lambda v: v >= 0, "a number of tokens >= 0"),
+    "min_len": ("--min-len", lambda v: v >= 0, "a number of tokens >= 0"),
+    "max_new_tokens": ("--max-new-tokens", lambda v: v >= 1, "a positive number of tokens"),
+    "temperature": ("--temperature", lambda v: 0 <= v < math.inf, "a temperature >= 0 (0 = greedy)"),
+    "top_k": ("--top-k", lambda v: v >= 0, "a number of tokens >= 0 (0 = all)"),
+    "top_p": ("--top-p", lambda v: 0 < v <= 1, "a probability above 0 and at most 1 (1 = all)"),
+    "batch_tokens": ("--batch-tokens", lambda v: v >= 1, "a positive number of tokens"),
+    "threads": ("--threads", lambda v: v >= 1, "a positive number of threads"),
+    "seq_len": ("--seq-len", lambda v: v >= 1, "a positive sequence length"),
+}
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Each flag of FLAG_RULES that the command has and was given must be valid (info, translate, generate,
+    evaluate, attention; data copy's --min-len is another flag and checks its own)."""
+    for dest, (flag, valid, what) in FLAG_RULES.items():
+        value = getattr(args, dest, None)
+        if value is not None and not valid(value):
+            raise UserError(f"{flag} {value}: give {what}")
+
+
 def _setup_device(args: argparse.Namespace) -> str:
     """--device auto (the default): the GPU when torch sees one, else the CPU."""
     import torch
 
     if args.threads is not None:
-        if args.threads < 1:
-            raise UserError(f"--threads {args.threads}: give a positive number of threads")
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)")
@@ -195,14 +226,22 @@ def cmd_translate(args: argparse.Namespace) -> None:
     """
     from .decoding.pipeline import Pipeline, truncation_note
 
-    if args.batch_tokens < 1:
-        raise UserError(f"--batch-tokens {args.batch_tokens}: give a positive number of tokens")
+    _check_flags(args)
     if args.output not in (None, "-"):
         _check_output(args.output)
+    if args.n_best is not None and args.beam_size is not None and args.n_best > args.beam_size:
+        raise UserError(f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
+                        f"as many hypotheses as it keeps; give --beam {args.n_best} or more")
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
     decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind", "max_len_a",
                                       "max_len_b", "min_len", "n_best"])
     n_best = decode.get("n_best", pipeline.decode.n_best)
+    beam = decode.get("beam_size", pipeline.decode.beam_size)
+    if n_best > beam:  # both flags together were checked above: one of the two is the model's default
+        if "n_best" in decode:
+            raise UserError(f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
+                            f"give --beam {n_best} or more")
+        raise UserError(f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best {beam}")
     cut: list[int] = []
     done = 0
 
@@ -212,8 +251,9 @@ def cmd_translate(args: argparse.Namespace) -> None:
         outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode,
                                      on_truncate=lambda numbers: cut.extend(first + n for n in numbers))
         done += len(lines)
-        if n_best > 1:
-            return [f"{first + i}\t{rank}\t{h}" for i, hyps in enumerate(outputs) for rank, h in enumerate(hyps, 1)]
+        if n_best > 1:  # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
+            return [f"{first + i}\t{rank}\t{h}" for i, hyps in enumerate(outputs)
+                    for rank, h in enumerate(hyps or [""] * n_best, 1)]
         return outputs
 
     if args.input not in (None, "-"):
@@ -232,6 +272,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
     """Continue a prompt with a language model (or answer it with --chat)."""
     from .decoding.pipeline import Pipeline
 
+    _check_flags(args)
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
     decode = _decode_overrides(args, ["max_new_tokens", "temperature", "top_k", "top_p", "beam_size"])
     print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode,
@@ -242,7 +283,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, or perplexity of a language model on text."""
     from .decoding.pipeline import Pipeline, truncation_note
     from .evaluation.metrics import bleu, chrf, text_perplexity
+    from .model.transformer import DecoderOnly, EncoderDecoder
 
+    _check_flags(args)
     if args.text and (args.src or args.ref):
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
@@ -250,11 +293,18 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.output:
         _check_output(args.output)
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    if args.text and not isinstance(pipeline.model, DecoderOnly):
+        raise UserError("this is a translation model: perplexity (--text) needs a language model; "
+                        "use --src and --ref (BLEU, chrF)")
+    if not args.text and not isinstance(pipeline.model, EncoderDecoder):
+        raise UserError("this is a language model: use --text (perplexity), not --src and --ref")
     if args.text:
         cfg = pipeline.model.config
         tok = pipeline.target_tokenizer
-        ppl = text_perplexity(pipeline.model, _read_text(args.text, "--text"),
-                              lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id])
+        lines = _read_text(args.text, "--text")
+        if not any(line.strip() for line in lines):
+            raise UserError(f"--text {args.text} has no non-empty line: give text to measure perplexity on")
+        ppl = text_perplexity(pipeline.model, lines, lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id])
         print(f"perplexity {ppl:.3f} on {args.text} (per token, </s> included)")
         return
     sources, references = _read_text(args.src, "--src"), _read_text(args.ref, "--ref")
@@ -277,9 +327,17 @@ def cmd_attention(args: argparse.Namespace) -> None:
 
     if importlib.util.find_spec("matplotlib") is None:
         raise UserError("plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)")
-    from .decoding.pipeline import Pipeline
-    from .viz.attention import attention_map, plot_attention
+    from pathlib import Path
 
+    from .decoding.pipeline import Pipeline
+    from .viz.attention import FORMATS, attention_map, plot_attention
+
+    _check_flags(args)
+    if Path(args.out).is_dir():
+        raise UserError(f"--out {args.out} is a directory: give an image file name (.png, .svg or .pdf)")
+    if Path(args.out).suffix[1:].lower() not in FORMATS:
+        raise UserError(f"--out {args.out}: the heatmap is written as .png, .svg or .pdf; give a file name "
+                        "with one of those")
     head = args.head
     if head not in ("mean", "all"):
         try:
@@ -458,13 +516,15 @@ def main(argv: list[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:
         getattr(args, "parser", parser).error(_unrecognized(getattr(args, "parser", parser), extras))
+    name = getattr(args, "parser", parser).prog  # "transformer translate", "transformer data copy"
     try:
         args.func(args)
     except USER_ERRORS as e:
-        print(f"transformer {args.command}: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).splitlines())  # one line, even for a library's multi-line message
+        print(f"{name}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"transformer {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
     return 0
 

@@ -137,6 +137,7 @@ class ModelConfig:
     """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V."""
 
     def __post_init__(self) -> None:
+        _check_types(self, None)
         _choice("arch", self.arch, ARCHS)
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             _positive(name, getattr(self, name))
@@ -258,10 +259,11 @@ class DecodeConfig:
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow their tokenizer."""
 
     def __post_init__(self) -> None:
+        _check_types(self, None)
         _positive("beam_size", self.beam_size)
         _positive("n_best", self.n_best)
         if self.n_best > self.beam_size:
-            raise ConfigError(f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot return more hypotheses than it keeps")
+            raise ConfigError(f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot return more hypotheses than it keeps; raise beam_size or lower n_best")
         _choice("length_penalty_kind", self.length_penalty_kind, ("wu", "power"))
         _positive("max_len_b", self.max_len_b, allow_zero=True)
         _positive("min_len", self.min_len, allow_zero=True)
@@ -283,8 +285,9 @@ class DecodeConfig:
         return from_values(cls, values, section)
 
 
-def _check_types(obj: Any, section: str) -> None:
-    """Check each field against its annotation (str, int, float, bool, optionally `| None`)."""
+def _check_types(obj: Any, section: str | None) -> None:
+    """Check each field against its annotation (str, int, float, bool, optionally `| None`);
+    section prefixes the field's name in the message (None: the bare name)."""
     kinds = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
     for f in fields(obj):
         value = getattr(obj, f.name)
@@ -295,7 +298,8 @@ def _check_types(obj: Any, section: str) -> None:
         ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
         if not ok:
             want = " or ".join(p for p in parts if p != "None")
-            raise ConfigError(f"{section}.{f.name}={value!r} is not valid: it must be {want}")
+            name = f"{section}.{f.name}" if section else f.name
+            raise ConfigError(f"{name}={value!r} is not valid: it must be {want}")
 
 
 @dataclass(frozen=True)
@@ -525,11 +529,13 @@ def _section(cls: type, values: dict[str, Any]) -> Any:
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """Read a training config (TOML), apply `section.key=value` overrides in order, validate."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides is a list of 'section.key=value' strings, not one str: pass [{overrides!r}]")
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"{file} not found: pass a TOML config file (see configs/ for presets)")
     try:
-        values = tomllib.loads(file.read_text(encoding="utf-8"))
+        values = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) is fine
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{file} is not valid TOML: {e}") from None
     for text in overrides:

@@ -87,6 +87,15 @@ def undo_drop_cap(text: str) -> str:
 
 
 def find_sword_dir(sword_dir: str | os.PathLike | None = None) -> Path:
+    if sword_dir:  # asked for by name: say what is wrong with it
+        path = Path(sword_dir).expanduser()
+        if not path.is_dir():
+            raise BibleError(f"--sword-dir {sword_dir} does not exist: pass the SWORD module directory "
+                             f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}")
+        if not (path / "mods.d").is_dir():
+            raise BibleError(f"--sword-dir {sword_dir} has no mods.d directory: pass the SWORD module directory "
+                             f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}")
+        return path
     candidates = [sword_dir] if sword_dir else [os.environ.get("SWORD_PATH"), *SWORD_DIRS]
     for candidate in candidates:
         if candidate and (Path(candidate).expanduser() / "mods.d").is_dir():
@@ -220,6 +229,8 @@ def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir
             raise BibleError(f"unknown text code {code!r}: choose from {', '.join(MODULES)}")
     if src == tgt:
         raise BibleError(f"--src and --tgt are both {src!r}: pick two different texts")
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise BibleError(f"--out {out_dir} is a file: give a directory for the corpus")
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
     alignment = align(src_verses, tgt_verses)

@@ -28,8 +28,12 @@ def write_copy_task(out: str | os.PathLike, n_train: int = 20000, n_valid: int =
         raise ValueError(f"n_symbols={n_symbols} is not valid: choose 1 to {len(SYMBOLS)}")
     if not 1 <= min_len <= max_len:
         raise ValueError(f"min_len={min_len}, max_len={max_len}: need 1 <= min_len <= max_len")
-    rng = random.Random(seed)
+    if n_train < 1 or n_valid < 0 or n_test < 0:
+        raise ValueError(f"n_train={n_train}, n_valid={n_valid}, n_test={n_test}: need n_train >= 1 and the others >= 0")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: give a directory for the copy task's files")
+    rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     held_out = copy_lines(n_valid + n_test, rng, n_symbols, min_len, max_len)
     unseen = set(held_out)

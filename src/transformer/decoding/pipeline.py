@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
 
-from ..config import DecodeConfig
-from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
+from ..config import ConfigError, DecodeConfig, unknown_key_error
 from ..model.transformer import DecoderOnly, EncoderDecoder, Model
+from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
 from .beam import beam_search
 from .greedy import greedy_search
 from .sampling import sample
@@ -59,9 +59,17 @@ class Pipeline:
     def max_source_tokens(self) -> int | None:
         return None if self.model.config.positional == "none" else self.model.config.max_positions
 
+    def settings(self, **decode) -> DecodeConfig:
+        """The model's decoding defaults with `decode` overrides (names of DecodeConfig's fields), validated."""
+        valid = [f.name for f in fields(DecodeConfig)]
+        for key in decode:
+            if key not in valid:
+                raise unknown_key_error("decode", key, valid)
+        return replace(self.decode, **decode)
+
     def encode_sources(self, lines: list[str], truncate: bool = True) -> tuple[list[list[int]], list[int]]:
         """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
-        encoded = self.source_tokenizer.encode_batch(list(lines))
+        encoded = self.source_tokenizer.encode_batch(_as_lines(lines))
         limit = self.max_source_tokens
         cut = [number for number, ids in enumerate(encoded, start=1) if limit is not None and len(ids) > limit]
         if cut and not truncate:
@@ -73,13 +81,17 @@ class Pipeline:
 
     def translate(self, lines: list[str], batch_tokens: int = 4000, truncate: bool = True,
                   on_truncate: Callable[[list[int]], None] | None = None, **decode) -> list[str] | list[list[str]]:
-        """Translate each line (output in input order). `decode` overrides the model's defaults
+        """Translate each line (output in input order): a list (or any iterable) of str, each one line;
+        one bare str is a TypeError. `decode` overrides the model's defaults
         (beam_size, length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best);
         beam_size 1 is greedy. With n_best > 1 each entry is a list of the n best, best first.
         Lines longer than the model takes are truncated (see the module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
-        settings = replace(self.decode, **decode)
+        lines = _as_lines(lines)
+        settings = self.settings(**decode)
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise ConfigError(f"batch_tokens={batch_tokens!r} is not valid: it must be a positive number of tokens")
         encoded, cut = self.encode_sources(lines, truncate)
         if cut and on_truncate is not None:
             on_truncate(cut)
@@ -154,11 +166,14 @@ class Pipeline:
         (see the module's rules)."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
+        if not isinstance(prompt, str):
+            raise TypeError(f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
+                            "for several, call it once per prompt")
         greedy = decode.get("temperature") == 0
         if greedy:
             decode = {k: v for k, v in decode.items() if k != "temperature"}
         beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
-        s = replace(self.decode, **decode)
+        s = self.settings(**{**decode, "beam_size": beam_size, "n_best": 1})  # beam_size checked like the rest
         full = self.prompt_ids(prompt, chat)
         ids = [self.fit_prompt(full, s.max_new_tokens, truncate)]
         if len(ids[0]) < len(full):
@@ -179,6 +194,18 @@ class Pipeline:
             out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
                          top_p=s.top_p, generator=generator)
         return self.target_tokenizer.decode(out[0].tolist())
+
+
+def _as_lines(lines: Iterable[str]) -> list[str]:
+    """A list of str from any iterable of str; one bare str is a TypeError, not a list of its characters."""
+    if isinstance(lines, (str, bytes)):
+        raise TypeError(f"translate takes a list of lines, not one {type(lines).__name__}: pass [text] "
+                        "(and take [0] of the result)")
+    lines = list(lines)
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line, str):
+            raise TypeError(f"line {number} is {type(line).__name__}, not str: translate takes a list of str")
+    return lines
 
 
 def truncation_note(numbers: list[int], total: int, limit: int | None, shown: int = 5) -> str:

@@ -376,6 +376,9 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
 
 def build_model(cfg: ModelConfig) -> Model:
     """Assemble the model that `cfg` describes; the only function that reads a ModelConfig."""
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"build_model takes a ModelConfig, not {type(cfg).__name__}: build one with "
+                        "ModelConfig(...), a preset such as transformer.config.cpu_tiny(), or ModelConfig.from_dict(values)")
     match cfg.arch:
         case "encoder-decoder":
             src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)

@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 
 from ..files import atomic_write, atomic_write_text
 from ..model.io import ModelFileError, load_model
-from ..model_dir import has_tokenizer, load_decode_config, load_tokenizers, save_model
 from ..model.transformer import Model
+from ..model_dir import has_tokenizer, load_decode_config, load_tokenizers, save_model
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"

@@ -59,11 +59,11 @@ def _locate(path: str | os.PathLike) -> tuple[Path, dict]:
 
 def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
     """Load the model (fp32, offline: nothing is downloaded) and, when asked, the tokenizer."""
+    folder, extra = _locate(path)  # a wrong path is reported before the slow import
     try:
         import transformers
     except ImportError:
         raise HFConversionError("Hugging Face import needs transformers: pip install 'transformer[hf]'") from None
-    folder, extra = _locate(path)
     try:
         config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True, **extra)
     except (OSError, ValueError, KeyError) as e:
@@ -74,7 +74,10 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
                                 f"import-hf reads {', '.join(_CLASSES)} models")
     named = [a for a in (config.architectures or []) if a in _CLASSES[model_type]]
     cls = getattr(transformers, named[0] if named else _DEFAULT_CLASS[model_type])
-    model = cls.from_pretrained(folder, config=config, dtype=torch.float32, local_files_only=True, **extra).eval()
+    try:
+        model = cls.from_pretrained(folder, config=config, dtype=torch.float32, local_files_only=True, **extra).eval()
+    except (OSError, ValueError) as e:  # no weights, or weights that do not fit the config
+        raise HFConversionError(f"cannot read the Hugging Face weights in {path}: {' '.join(str(e).split())}") from None
     tok = None
     if tokenizer and ("gguf_file" in extra or any((folder / f).is_file() for f in _TOKENIZER_FILES)):
         try:
