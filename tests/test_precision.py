@@ -56,13 +56,14 @@ def test_faster_bf16_chooses_bf16(tmp_path):
     assert choice == PrecisionChoice("bf16", "bf16 measured 1.80x fp32 on this CPU", 1.8)
 
 
-@pytest.mark.parametrize("speedup, expected", [(1.09, "fp32"), (1.1, "bf16"), (1.11, "bf16"), (1.0, "fp32")])
+@pytest.mark.parametrize("speedup, expected", [(1.49, "fp32"), (1.5, "bf16"), (1.51, "bf16"), (1.0, "fp32")])
 def test_threshold(tmp_path, speedup, expected):
     assert auto(FakeMeasure(speedup), tmp_path / "p.json").precision == expected
 
 
 def test_min_speedup_is_a_parameter(tmp_path):
     assert auto(FakeMeasure(1.3), tmp_path / "p.json", min_speedup=1.5).precision == "fp32"
+    assert auto(FakeMeasure(1.3), tmp_path / "q.json", min_speedup=1.2).precision == "bf16"
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
