@@ -95,6 +95,7 @@ def _installed():
     return all((root / "mods.d" / f"{name}.conf").exists() for name in ("spaRV1909eb", "engWEB2015eb"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _installed(), reason="SWORD modules not installed: apt-get install -y sword-text-sparv sword-text-web sword-text-kjv (CI installs them)")
 def test_real_spanish_english_corpus(tmp_path, capsys):
     out = tmp_path / "bible"

@@ -7,6 +7,7 @@ import pytest
 from transformer.demo import EXAMPLES, run_demo
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
     data = tmp_path / "bible"
     data.mkdir()

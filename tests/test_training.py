@@ -213,6 +213,7 @@ def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
         assert torch.equal(p, q), name
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9(tmp_path, copy_data):
     """A real crash: a training subprocess is killed with SIGKILL mid-run, then resumed in this process."""
     cfg_file = _write(tmp_path / "c.toml", _tiny(copy_data, max_steps=400, save_every=3, valid_every=1000,
@@ -373,6 +374,7 @@ def test_cli_data_copy_and_train_errors(tmp_path, capsys):
     assert (tmp_path / "a-file").read_text() == "keep me\n"
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp_path, copy_data):
     """2 gloo processes x 1 batch per step == 1 process accumulating 2 batches: the same losses.
 
@@ -438,6 +440,7 @@ def _greedy_exact_match(model_dir: Path, lines: list[str]) -> float:
     return sum(d == line for d, line in zip(decoded, lines, strict=True)) / len(lines)
 
 
+@pytest.mark.slow
 def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
     """configs/copy.toml's recipe on a smaller copy task (4,000 pairs), a fixed 450 steps.
 
