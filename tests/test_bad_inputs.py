@@ -17,7 +17,9 @@ Models are tiny and untrained; one training run of 2 steps makes the checkpoints
 import contextlib
 import io
 import json
+import os
 import shutil
+import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -34,6 +36,8 @@ from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.model.io import ModelFileError
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "el gato se sentó", "hace sol hoy", "café crème"] * 30
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 # ---- helpers ----
@@ -188,6 +192,14 @@ def test_translate_with_a_language_model_keeps_an_existing_output(m, tmp_path, c
     fails(["translate", m.lm, "--input", m.text, "--output", out], capsys,
           "this is a language model: use generate, not translate")
     assert out.read_text() == "yesterday's translations\n" and not leftovers(tmp_path)
+
+
+def test_translate_with_a_language_model_fails_before_reading_standard_input(m, tmp_path):
+    """Even with nothing on standard input (or input that has not arrived yet), the wrong model is named."""
+    run = subprocess.run([sys.executable, "-m", "transformer", "translate", str(m.lm)], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC})
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == "transformer translate: error: this is a language model: use generate, not translate\n"
 
 
 @pytest.mark.parametrize("flags, phrase", [

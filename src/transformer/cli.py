@@ -225,6 +225,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     longer than the model takes are truncated, and a note on stderr says which.
     """
     from .decoding.pipeline import Pipeline, truncation_note
+    from .model.transformer import EncoderDecoder
 
     _check_flags(args)
     if args.output not in (None, "-"):
@@ -233,6 +234,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
         raise UserError(f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
                         f"as many hypotheses as it keeps; give --beam {args.n_best} or more")
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    if not isinstance(pipeline.model, EncoderDecoder):  # before reading any input: stdin may be empty or slow
+        raise UserError("this is a language model: use generate, not translate")
     decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind", "max_len_a",
                                       "max_len_b", "min_len", "n_best"])
     n_best = decode.get("n_best", pipeline.decode.n_best)
