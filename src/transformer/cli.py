@@ -522,6 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     name = getattr(args, "parser", parser).prog  # "transformer translate", "transformer data copy"
     try:
         args.func(args)
+    except BrokenPipeError:  # the reader went away (`transformer translate ... | head`): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141
     except USER_ERRORS as e:
         message = " ".join(str(e).splitlines())  # one line, even for a library's multi-line message
         print(f"{name}: error: {message}", file=sys.stderr)
