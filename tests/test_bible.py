@@ -1,5 +1,7 @@
 """The Bible corpus: markup stripping, alignment, splits, and the real SWORD modules when installed."""
 
+import sys
+
 import pytest
 
 from transformer.cli import main
@@ -77,12 +79,33 @@ def test_splits_are_whole_chapters_and_deterministic():
     assert 0.9 < splits.count("train") / len(splits) < 0.99
 
 
-def test_missing_modules_name_the_install_command(tmp_path):
+@pytest.mark.parametrize("chapter, split", [
+    (("Gen", 1), "train"), (("Ps", 23), "train"), (("Rev", 22), "train"),
+    (("Ps", 16), "valid"), (("John", 16), "valid"),
+    (("Exod", 6), "test"), (("Matt", 12), "test"), (("Rev", 13), "test"),
+])
+def test_splits_are_the_same_in_every_process_and_version(chapter, split):
+    # sha256 of "Book.chapter" % 100: 0-1 valid, 2-4 test. A corpus rebuilt elsewhere, or by a later
+    # version, must put each chapter where it was (Python's hash() would change per process).
+    assert split_of(chapter) == split
+
+
+def test_missing_sword_directory_names_the_install_command(tmp_path):
+    with pytest.raises(BibleError, match="apt-get install -y sword-text-sparv sword-text-web sword-text-kjv"):
+        find_sword_dir(tmp_path / "nowhere")
+
+
+def test_missing_module_names_its_package(tmp_path):
+    pytest.importorskip("pysword", reason="reading SWORD modules needs pysword (pip install -e '.[data]')")
     (tmp_path / "mods.d").mkdir()
     with pytest.raises(BibleError, match="apt-get install -y sword-text-sparv"):
         build_bible_corpus("spa", "eng", tmp_path / "out", sword_dir=tmp_path)
-    with pytest.raises(BibleError, match="apt-get install -y sword-text-sparv sword-text-web sword-text-kjv"):
-        find_sword_dir(tmp_path / "nowhere")
+
+
+def test_missing_pysword_names_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pysword.modules", None)  # import pysword.modules raises ImportError
+    with pytest.raises(BibleError, match=r"needs pysword: pip install pysword"):
+        build_bible_corpus("spa", "eng", tmp_path / "out", sword_dir=tmp_path)
 
 
 def _installed():

@@ -143,3 +143,14 @@ def test_generate_keeps_the_end_of_an_over_long_prompt(tmp_path, capsys):
                             "ones in the model's max_positions=16: kept its last 13 tokens\n")
     expected = transformer.greedy_search(pipe.model, [kept], max_len_a=0, max_len_b=4)
     assert captured.out == tok.decode(expected[0].tolist()) + "\n"
+
+
+def test_stream_lines_hands_over_at_most_chunk_lines():
+    from transformer.lines import stream_lines
+
+    r, w = os.pipe()
+    os.write(w, ("a\r\n" * 1300 + "tail").encode())
+    os.close(w)
+    chunks = list(stream_lines(r, chunk_lines=512))
+    assert [len(c) for c in chunks] == [512, 512, 277]
+    assert chunks[0][0] == "a" and chunks[-1][-1] == "tail"

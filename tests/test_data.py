@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 import tokenizers
 import torch
@@ -79,13 +81,26 @@ def test_specials_have_fixed_ids(bpe):
     assert bpe.vocab_size <= 320
 
 
-@pytest.mark.parametrize("text", ["the cat sat", "unseen wörds ✓ 🙂 \x00 tab\there", "日本語", "  two  spaces "])
-def test_any_string_round_trips_without_markers(bpe, text):
+@pytest.mark.parametrize("text", [
+    "", " ", "the cat sat", "unseen wörds ✓ 🙂 \x00 tab\there", "日本語", "  two  spaces ", "line\nbreak \r\n crlf",
+    "\ufeffbom", "ﬁ ligature, ² superscript",  # compatibility characters: NFC keeps them (NFKC would not)
+    "cafe\u0301 and \u212b",  # NFD é, and the angstrom sign: both change under NFC
+])
+def test_any_string_round_trips_to_its_nfc_form_without_markers(bpe, text):
+    """What round-trips: decode(encode(s)) == NFC(s) for any string s. Byte-level BPE has no unknown
+    token and adds no markers; the one change is the tokenizer's Unicode normalisation to NFC."""
     ids = bpe.encode(text)
     assert bpe.token_to_id("<unk>") not in ids  # byte-level: nothing is unknown
     out = bpe.decode(ids)
-    assert out == text
+    assert out == unicodedata.normalize("NFC", text)
+    assert (out == text) == unicodedata.is_normalized("NFC", text)  # NFC text comes back exactly, other text does not
     assert "Ġ" not in out and "@@" not in out
+    assert bpe.encode(unicodedata.normalize("NFD", text)) == ids  # NFD and NFC spellings are the same tokens
+
+
+def test_nfd_text_comes_back_composed(bpe):
+    assert bpe.encode("") == [] and bpe.decode([]) == ""
+    assert bpe.decode(bpe.encode("cafe\u0301")) == "caf\u00e9"
 
 
 def test_encode_adds_no_specials_and_decode_skips_them(bpe):

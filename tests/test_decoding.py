@@ -278,6 +278,71 @@ def test_same_seed_same_samples_and_filters():
     assert torch.isfinite(top_p_filter(lp, 0.01)).tolist() == [[True, False, False, False]]
 
 
+def _first_token_frequencies(model, prompt, n, **kw):
+    """How often each token is drawn first, over n samples of one prompt (</s> counted as itself)."""
+    out = T.sample(model, [prompt] * n, max_new_tokens=1, generator=torch.Generator().manual_seed(0), **kw)
+    first = out[:, 0] if out.shape[1] else torch.full((n,), PAD)
+    first = torch.where(first == PAD, EOS, first)  # </s> is not output: an empty row drew it
+    return torch.bincount(first, minlength=model.config.vocab_size).float() / n
+
+
+def test_sampling_draws_from_the_tempered_and_filtered_distribution():
+    model = tiny("decoder")
+    prompt = [2, 9, 4]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([prompt]))[0, -1].float(), -1)
+    lp[PAD] = -float("inf")
+    top = int(lp.argmax())
+    tv = lambda p, q: float((p - q).abs().sum()) / 2  # total variation distance
+    freq = {}
+    for t in (0.5, 2.0):
+        freq[t] = _first_token_frequencies(model, prompt, 4000, temperature=t)
+        assert tv(freq[t], torch.softmax(lp / t, -1)) < 0.05  # 4,000 draws: the sampling error is ~0.02
+    # a low temperature sharpens the distribution, a high one flattens it
+    assert freq[0.5][top] > 0.9 > 0.4 > freq[2.0][top]
+    entropy = lambda p: -float((p[p > 0] * p[p > 0].log()).sum())
+    assert entropy(freq[0.5]) < entropy(torch.softmax(lp, -1)) < entropy(freq[2.0])
+    # top-k and top-p restrict the tempered distribution, then renormalise it
+    tempered = torch.log_softmax(lp / 2.0, -1)[None]
+    k3 = _first_token_frequencies(model, prompt, 4000, temperature=2.0, top_k=3)
+    assert set(k3.nonzero().squeeze(1).tolist()) == set(lp.topk(3).indices.tolist())
+    assert tv(k3, top_k_filter(tempered, 3).softmax(-1)[0]) < 0.05
+    nucleus = top_p_filter(tempered, 0.5).softmax(-1)[0]
+    assert 2 < int((nucleus > 0).sum()) < 10  # the nucleus is a real subset here
+    p5 = _first_token_frequencies(model, prompt, 4000, temperature=2.0, top_p=0.5)
+    assert set(p5.nonzero().squeeze(1).tolist()) <= set(nucleus.nonzero().squeeze(1).tolist())
+    assert tv(p5, nucleus) < 0.05
+
+
+def test_sample_scores_are_the_models_log_probabilities_of_the_drawn_tokens():
+    model = tiny("decoder", seed=2)
+    prompts, max_new = [[2, 9, 4], [2, 13, 14], [2, 11], [2, 5, 6, 7], [2, 8]], 6
+    ids, scores = T.sample(model, prompts, max_new_tokens=max_new, temperature=0.7, top_k=5, return_scores=True,
+                           generator=torch.Generator().manual_seed(0))
+    lengths = (ids != PAD).sum(-1).tolist()
+    assert min(lengths) < max_new == max(lengths)  # rows that ended with </s> (it counts too) and at the bound
+    for prompt, row, n, score in zip(prompts, ids.tolist(), lengths, scores.tolist(), strict=True):
+        assert all(t == PAD for t in row[n:])
+        seq = prompt + row[:n]
+        with torch.no_grad():  # the untempered, unfiltered model, by full recompute
+            lp = torch.log_softmax(model(torch.tensor([seq]))[0].float(), -1)  # (P + n, V)
+        expected = sum(float(lp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(row[:n]))
+        if n < max_new:
+            expected += float(lp[-1, EOS])
+        assert score == pytest.approx(expected, abs=1e-4)
+
+
+def test_sample_min_new_tokens_blocks_eos_until_then():
+    model = tiny("decoder", output_bias=True, tie_embeddings=False)
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = 8.0  # </s> is all but certain whenever it is allowed
+    draw = lambda m: T.sample(model, [[2, 9, 4]] * 64, max_new_tokens=8, min_new_tokens=m,
+                              generator=torch.Generator().manual_seed(0))
+    assert draw(0).shape[1] == 0  # without the bound every row ends at once
+    lengths = (draw(3) != PAD).sum(-1)
+    assert (lengths >= 3).all() and (lengths == 3).float().mean() > 0.9  # </s> is allowed from the 4th token on
+
+
 def test_decoder_only_left_padded_batch_equals_single_prompts():
     model = tiny("decoder")
     prompts = [[2, 5, 6, 7, 8], [2, 9], [2, 11, 12]]
@@ -293,21 +358,38 @@ def test_decoder_only_left_padded_batch_equals_single_prompts():
             assert float(scores[i]) == pytest.approx(float(one_score[0]), abs=1e-4)
 
 
-def test_decoder_only_cached_equals_recompute():
-    model = tiny("decoder")
-    prompt = [2, 9, 4]
-    ids = T.greedy_search(model, [prompt], max_len_a=0, max_len_b=6)[0].tolist()
-    seq = list(prompt)
+def _reference_lm_greedy(model, prompt, max_new):
+    """A language model's greedy continuation by recomputing the whole sequence every step (no cache):
+    (tokens without </s>, summed log-probabilities with </s>, whether it ended with </s>)."""
+    seq, total = list(prompt), 0.0
     with torch.no_grad():
-        for _ in range(6):
-            lp = model(torch.tensor([seq]))[0, -1].float()
+        for _ in range(max_new):
+            lp = torch.log_softmax(model(torch.tensor([seq]))[0, -1].float(), -1)
             lp[PAD] = -float("inf")
             tok = int(lp.argmax())
+            total += float(lp[tok])
             if tok == EOS:
-                break
+                return seq[len(prompt) :], total, True
             seq.append(tok)
-    gen = seq[len(prompt) :]
-    assert ids[: len(gen)] == gen
+    return seq[len(prompt) :], total, False
+
+
+@pytest.mark.parametrize("impl", ["fused", "textbook"])
+def test_decoder_only_cached_equals_recompute(impl):
+    model = tiny("decoder", seed=2, output_bias=True, tie_embeddings=False, attention_impl=impl)
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = 0.5  # </s> likely enough that some rows end before the bound
+    prompts, max_new = [[2, 9, 4], [2, 13, 14], [2, 11]], 6
+    ids, scores = T.greedy_search(model, prompts, max_len_a=0, max_len_b=max_new, return_scores=True)
+    refs = [_reference_lm_greedy(model, p, max_new) for p in prompts]
+    # the case is not vacuous: every row generates, one runs to the bound, one ends with </s> before it
+    assert all(gen for gen, _, _ in refs)
+    assert any(len(gen) == max_new and not ended for gen, _, ended in refs)
+    assert any(len(gen) < max_new and ended for gen, _, ended in refs)
+    assert ids.shape == (len(prompts), max(len(gen) for gen, _, _ in refs))
+    for row, score, (gen, ref_score, _) in zip(ids.tolist(), scores.tolist(), refs, strict=True):
+        assert row == gen + [PAD] * (len(row) - len(gen))  # only padding after </s>, which is not output
+        assert score == pytest.approx(ref_score, abs=1e-4)
 
 
 def test_attention_weights_are_returned_per_layer_and_head():

@@ -1,6 +1,9 @@
 """Text in, text out: Pipeline and the translate / generate / evaluate commands."""
 
 import json
+import os
+import sys
+import threading
 
 import pytest
 import torch
@@ -10,6 +13,7 @@ from transformer.cli import main
 from transformer.config import DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.evaluation.metrics import bleu, chrf, text_perplexity
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "the sun is warm today", "birds sing in the trees",
         "el gato se sentó", "un perro corrió en el parque", "hace sol hoy", "los pájaros cantan"] * 20
@@ -36,8 +40,29 @@ def test_translate_keeps_input_order_and_matches_one_at_a_time(tmp_path, tokeniz
             ids = transformer.greedy_search(pipe.model, [tokenizer.encode(line)], max_len_a=1, max_len_b=8)
             assert out == tokenizer.decode(ids[0].tolist())
     assert pipe.translate(lines, beam_size=3) == [pipe.translate([line], beam_size=3)[0] for line in lines]
-    n_best = pipe.translate(lines[:2], beam_size=3, n_best=2)
-    assert len(n_best[0]) == 2 and n_best[1] == []
+
+
+def test_n_best_is_the_beams_hypotheses_best_first(tmp_path, tokenizer):
+    pipe = Pipeline.load(model_dir(tmp_path, tokenizer, "encoder-decoder", beam_size=1, max_len_b=8))
+    lines = ["the cat sat on the mat in the sun", "", "hace sol"]
+    n_best = pipe.translate(lines, beam_size=3, n_best=3)
+    one_best = pipe.translate(lines, beam_size=3)
+    assert n_best[1] == [] and one_best[1] == ""
+    s = pipe.settings(beam_size=3)
+    search = dict(beam_size=3, length_penalty=s.length_penalty, length_penalty_kind=s.length_penalty_kind,
+                  max_len_a=s.max_len_a, max_len_b=s.max_len_b, early_stopping=s.early_stopping)
+    for line, hyps, best in zip(lines, n_best, one_best, strict=True):
+        if not line:
+            continue
+        src = [tokenizer.encode(line)]
+        ids, scores = transformer.beam_search(pipe.model, src, n_best=3, return_scores=True, **search)
+        rows = [[t for t in row if t != pipe.model.config.pad_id] for row in ids[0].tolist()]
+        assert len({tuple(r) for r in rows}) == 3  # three different hypotheses
+        assert torch.isfinite(scores).all() and scores[0].tolist() == sorted(scores[0].tolist(), reverse=True)
+        assert hyps == [tokenizer.decode(r).strip() for r in rows]  # best first, in the beam's order
+        plain = transformer.beam_search(pipe.model, src, **search)  # n_best=1
+        assert best == hyps[0] == tokenizer.decode(plain[0].tolist()).strip()
+    assert len(set(n_best[0])) == 3  # here the hypotheses also read differently: their order is visible
 
 
 def test_translate_truncates_over_long_lines_and_rejects_language_models(tmp_path, tokenizer):
@@ -69,7 +94,13 @@ def test_generate_greedy_sampling_and_chat(tmp_path, tokenizer):
     greedy = pipe.generate(prompt, temperature=0, max_new_tokens=6)
     ids = transformer.greedy_search(pipe.model, [pipe.prompt_ids(prompt)], max_len_a=0, max_len_b=6)
     assert greedy == tokenizer.decode(ids[0].tolist())
-    assert pipe.generate(prompt, seed=3, max_new_tokens=8) == pipe.generate(prompt, seed=3, max_new_tokens=8)
+    # a seed is a torch.Generator seeded with it: same seed, same text; another seed, another text
+    s = pipe.decode
+    drawn = transformer.sample(pipe.model, [pipe.prompt_ids(prompt)], max_new_tokens=20, temperature=s.temperature,
+                               top_k=s.top_k, top_p=s.top_p, generator=torch.Generator().manual_seed(3))
+    sampled = pipe.generate(prompt, seed=3, max_new_tokens=20)
+    assert sampled == pipe.generate(prompt, seed=3, max_new_tokens=20) == tokenizer.decode(drawn[0].tolist())
+    assert pipe.generate(prompt, seed=4, max_new_tokens=20) != sampled
     with pytest.raises(PipelineError, match="no chat template"):
         pipe.generate(prompt, chat=True)
     template = "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}{% if add_generation_prompt %}<s>assistant:{% endif %}"
@@ -83,7 +114,9 @@ def test_cli_translate_evaluate_generate(tmp_path, tokenizer, capsys):
     path = model_dir(tmp_path, tokenizer, "encoder-decoder", beam_size=2, max_len_b=6)
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("the cat sat\na dog ran\n", encoding="utf-8")
-    ref.write_text("el gato\nun perro\n", encoding="utf-8")
+    hyps = Pipeline.load(path).translate(["the cat sat", "a dog ran"])  # the model's defaults: beam 2
+    refs = [hyps[0], "un perro"]  # one line right: scores that are neither 0 nor 100
+    ref.write_text("\n".join(refs) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
     assert main(["translate", str(path), "--input", str(src), "--output", str(out), "--beam", "1"]) == 0
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -91,6 +124,8 @@ def test_cli_translate_evaluate_generate(tmp_path, tokenizer, capsys):
     assert main(["evaluate", str(path), "--src", str(src), "--ref", str(ref)]) == 0
     printed = capsys.readouterr().out
     assert "BLEU" in printed and "nrefs:1" in printed and "chrF2" in printed
+    assert printed == f"{bleu(hyps, refs)}\n{chrf(hyps, refs)}\n"
+    assert 0 < chrf(hyps, refs).score < 100
     ref.write_text("one line\n", encoding="utf-8")
     assert main(["evaluate", str(path), "--src", str(src), "--ref", str(ref)]) == 2
     assert "--src has 2 lines but --ref has 1" in capsys.readouterr().err
@@ -104,6 +139,99 @@ def test_cli_translate_evaluate_generate(tmp_path, tokenizer, capsys):
     text = tmp_path / "text.txt"
     text.write_text("the cat sat on the mat\nbirds sing\n", encoding="utf-8")
     assert main(["evaluate", str(lm), "--text", str(text)]) == 0
-    assert capsys.readouterr().out.startswith("perplexity ")
+    model = Pipeline.load(lm).model
+    cfg = model.config
+    ppl = text_perplexity(model, ["the cat sat on the mat", "birds sing"],
+                          lambda line: [cfg.bos_id] + tokenizer.encode(line) + [cfg.eos_id])  # <s> line </s>
+    assert ppl > 1
+    assert capsys.readouterr().out == f"perplexity {ppl:.3f} on {text} (per token, </s> included)\n"
     assert main(["generate", str(path), "--prompt", "x"]) == 2
     assert "use translate" in capsys.readouterr().err
+
+
+@pytest.fixture
+def stdin_from(monkeypatch):
+    """stdin_from(text): standard input becomes a real pipe that a thread fills with text, then closes."""
+    fds = []
+
+    def write_all(fd: int, data: bytes):
+        try:
+            while data:  # more than a pipe holds: written while the command reads
+                data = data[os.write(fd, data):]
+        except BrokenPipeError:  # the command stopped reading (a failing test): nothing to do
+            pass
+        finally:
+            os.close(fd)
+
+    def feed(text: str):
+        read, write = os.pipe()
+        fds.append(read)
+        threading.Thread(target=write_all, args=(write, text.encode("utf-8")), daemon=True).start()
+
+        class Stdin:
+            def fileno(self):
+                return read
+
+        monkeypatch.setattr(sys, "stdin", Stdin())
+
+    yield feed
+    for fd in fds:
+        os.close(fd)
+
+
+def test_cli_translate_n_best_format_and_standard_input(tmp_path, tokenizer, capsys, stdin_from):
+    path = model_dir(tmp_path, tokenizer, "encoder-decoder", beam_size=1, max_len_b=8)
+    lines = ["the cat sat on the mat in the sun", "", "hace sol"]
+    n_best = Pipeline.load(path).translate(lines, beam_size=3, n_best=2)
+    src = tmp_path / "src.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["translate", str(path), "--input", str(src), "--beam", "3", "--n-best", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split("\t", 2) for line in out.split("\n")[:-1]]  # INDEX<TAB>RANK<TAB>TEXT
+    assert [(i, rank) for i, rank, _ in rows] == [(str(i), str(rank)) for i in range(3) for rank in (1, 2)]
+    assert [text for _, _, text in rows] == [*n_best[0], "", "", *n_best[2]]  # an empty line: n empty hypotheses
+
+    # standard input gives the same lines, to standard output or to --output
+    stdin_from("\n".join(lines) + "\n")
+    assert main(["translate", str(path), "--beam", "3", "--n-best", "2"]) == 0
+    assert capsys.readouterr().out == out
+    stdin_from("\n".join(lines))  # no final newline
+    assert main(["translate", str(path), "--output", str(tmp_path / "out.txt")]) == 0
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "".join(
+        line + "\n" for line in Pipeline.load(path).translate(lines))
+    # more than one read's worth of input (64 KiB): indices keep counting across the chunks
+    stdin_from("\n" * 70_000 + "hace sol\n")
+    assert main(["translate", str(path), "--beam", "3", "--n-best", "2"]) == 0
+    last = capsys.readouterr().out.split("\n")[-3:]
+    assert last == [f"70000\t1\t{n_best[2][0]}", f"70000\t2\t{n_best[2][1]}", ""]
+
+
+def test_cli_generate_flags(tmp_path, tokenizer, capsys):
+    path = model_dir(tmp_path, tokenizer, "decoder")
+    pipe = Pipeline.load(path)
+    prompt, n = "the cat", 12
+
+    def generate(*flags):
+        assert main(["generate", str(path), "--prompt", prompt, "--max-new-tokens", str(n), *flags]) == 0
+        return capsys.readouterr().out
+
+    sampled = generate("--seed", "5")
+    assert sampled == generate("--seed", "5") == pipe.generate(prompt, seed=5, max_new_tokens=n) + "\n"
+    assert generate("--seed", "6") != sampled
+    cool = generate("--seed", "5", "--temperature", "0.5")
+    assert cool == pipe.generate(prompt, seed=5, temperature=0.5, max_new_tokens=n) + "\n" != sampled
+    greedy = pipe.generate(prompt, temperature=0, max_new_tokens=n) + "\n"
+    assert greedy != sampled
+    assert generate("--seed", "5", "--top-k", "1") == greedy
+    assert generate("--seed", "5", "--top-p", "0.001") == greedy  # the nucleus is the top token alone
+    s = pipe.decode
+    beam = transformer.beam_search(pipe.model, [pipe.prompt_ids(prompt)], beam_size=3, length_penalty=s.length_penalty,
+                                   length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=n)
+    assert generate("--beam", "3") == tokenizer.decode(beam[0].tolist()) + "\n"
+
+    template = "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}{% if add_generation_prompt %}<s>assistant:{% endif %}"
+    (path / "chat_template.json").write_text(json.dumps({"chat_template": template, "bos_token": "<s>", "eos_token": "</s>"}))
+    ids = tokenizer.encode("<s>user: the cat</s><s>assistant:")
+    assert ids == Pipeline.load(path).prompt_ids(prompt, chat=True)
+    answer = transformer.greedy_search(pipe.model, [ids], max_len_a=0, max_len_b=n)
+    assert generate("--chat", "--temperature", "0") == tokenizer.decode(answer[0].tolist()) + "\n" != greedy

@@ -7,7 +7,19 @@ import pytest
 from transformer.viz.curves import plot_training_curves, read_metrics
 
 
-def test_training_curves_png(tmp_path):
+@pytest.fixture
+def closed_figures(monkeypatch):
+    """The matplotlib figures the code under test closes, kept for inspection."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig))[1])
+    return figures
+
+
+def test_training_curves_png(tmp_path, closed_figures):
+    import numpy as np
+    from matplotlib.image import imread
+
     records = [{"step": s, "split": "train", "loss": 9 - s / 20, "elapsed_s": 6.0 * s, "tokens": 100, "tokens_per_s": 50}
                for s in range(1, 101)]
     records += [{"step": s, "split": "valid", "valid_loss": 8 - s / 25, "valid_bleu": s / 10} for s in (25, 50, 100)]
@@ -16,6 +28,22 @@ def test_training_curves_png(tmp_path):
     assert len(train) == 100 and len(valid) == 3
     out = plot_training_curves(tmp_path, tmp_path / "plots" / "curves.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = imread(out)
+    assert image.shape == (540, 960, 4)  # 8 x 4.5 inches at 120 dpi
+    assert len(np.unique(image.reshape(-1, 4), axis=0)) > 20  # not blank: lines, text, several colours
+    # what is drawn is the metrics: loss against minutes (100 points: no smoothing), validation loss, BLEU
+    (fig,) = closed_figures
+    ax, bleu_ax = fig.axes
+    train_line, valid_line = ax.get_lines()
+    assert train_line.get_xdata().tolist() == pytest.approx([s / 10 for s in range(1, 101)])
+    assert train_line.get_ydata().tolist() == pytest.approx([9 - s / 20 for s in range(1, 101)])
+    assert valid_line.get_xdata().tolist() == pytest.approx([2.5, 5.0, 10.0])
+    assert valid_line.get_ydata().tolist() == pytest.approx([7.0, 6.0, 4.0])
+    (bleu_line,) = bleu_ax.get_lines()
+    assert bleu_line.get_xdata().tolist() == pytest.approx([2.5, 5.0, 10.0])
+    assert bleu_line.get_ydata().tolist() == pytest.approx([2.5, 5.0, 10.0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "train loss (label-smoothed)", "validation loss", "validation BLEU (greedy)"]
 
 
 def test_missing_metrics_is_named(tmp_path):
@@ -54,7 +82,7 @@ def test_cross_attention_is_the_decodings_for_the_layer_and_head(model_dirs):
 
     import transformer
     from transformer.decoding.pipeline import Pipeline
-    from transformer.viz.attention import attention_map
+    from transformer.viz.attention import attention_map, token_pieces
 
     pipe = Pipeline.load(model_dirs["encoder-decoder"])
     text = "the cat sat"
@@ -68,6 +96,9 @@ def test_cross_attention_is_the_decodings_for_the_layer_and_head(model_dirs):
     assert torch.allclose(m.weights.sum(-1), torch.tensor(1.0), atol=1e-5)  # each query: a distribution over the source
     assert len(m.rows) == len(m.output) == ids.shape[1] and m.columns == m.source and len(m.columns) == len(src)
     assert m.output_text == pipe.translate([text])[0]
+    # the labels are the tokens: the source's words, and each output id's piece in order
+    assert m.columns == m.source == ["the", "cat", "sat"] == [pipe.source_tokenizer.decode([i]).strip() for i in src]
+    assert m.rows == m.output == token_pieces(pipe.target_tokenizer, ids[0].tolist())
 
     out, att_b = transformer.beam_search(pipe.model, [src], beam_size=3, length_penalty=0.6, max_len_b=6, min_len=3,
                                          return_attention=True)
@@ -80,7 +111,7 @@ def test_self_attention_columns_are_the_decoder_inputs(model_dirs):
 
     import transformer
     from transformer.decoding.pipeline import Pipeline
-    from transformer.viz.attention import attention_map
+    from transformer.viz.attention import attention_map, token_pieces
 
     pipe = Pipeline.load(model_dirs["encoder-decoder"])
     m = attention_map(pipe, "a dog ran", kind="self", head=0)
@@ -93,13 +124,14 @@ def test_self_attention_columns_are_the_decoder_inputs(model_dirs):
     src = torch.tensor([pipe.source_tokenizer.encode("a dog ran")])
     with torch.inference_mode():
         expected = pipe.model.eval().encode(src, need_weights=True)[2][0][0]
-    assert torch.equal(enc.weights, expected) and enc.rows == enc.columns == enc.source
+    assert torch.equal(enc.weights, expected) and enc.rows == enc.columns == enc.source == ["a", "dog", "ran"]
 
     lm = Pipeline.load(model_dirs["decoder"])
     prompt = lm.prompt_ids("the cat")
     ids, att = transformer.greedy_search(lm.model, [prompt], max_len_a=0, max_len_b=5, return_attention=True)
     g = attention_map(lm, "the cat", head="all")  # a language model: self-attention, greedy by default
-    assert g.kind == "self" and g.source[0] == "<s>" and len(g.source) == len(prompt)
+    assert g.kind == "self" and g.source == ["<s>", "the", "cat"] and len(g.source) == len(prompt)
+    assert g.rows == g.output == token_pieces(lm.target_tokenizer, ids[0].tolist())
     assert g.columns == g.source + g.output[:-1] and len(g.rows) == ids.shape[1] == 5
     assert torch.equal(g.weights, att["self"][0, -1])
     assert torch.allclose(g.weights.sum(-1), torch.tensor(1.0), atol=1e-5)
@@ -120,7 +152,7 @@ def test_token_pieces_are_readable():
     assert token_pieces(tok, [2, 3]) == ["<s>", "</s>"]
 
 
-def test_plot_attention_writes_png_for_one_matrix_and_for_heads(tmp_path):
+def test_plot_attention_writes_png_for_one_matrix_and_for_heads(tmp_path, closed_figures):
     import torch
 
     from transformer.viz.attention import plot_attention
@@ -131,6 +163,14 @@ def test_plot_attention_writes_png_for_one_matrix_and_for_heads(tmp_path):
         out = plot_attention(weights, xs, ys, tmp_path / "plots" / name, title="test")
         data = out.read_bytes()
         assert data[:8] == PNG and len(data) > 2000
+    # each panel draws its head's weights, columns labelled by xs and rows by ys
+    one, heads = closed_figures
+    panels = [ax for ax in heads.axes if ax.images]
+    assert len(panels) == 3 and [ax.get_title() for ax in panels] == ["head 0", "head 1", "head 2"]
+    for ax, expected in [(one.axes[0], w[0]), *zip(panels, w, strict=True)]:
+        assert [t.get_text() for t in ax.get_xticklabels()] == xs
+        assert [t.get_text() for t in ax.get_yticklabels()] == ys
+        assert torch.equal(torch.as_tensor(ax.images[0].get_array().data), expected)
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["heads.png", "one.png"]  # no temp files left
     with pytest.raises(ValueError, match="x_labels has 4 labels but the weights have 5 columns"):
         plot_attention(w, xs[:4], ys, tmp_path / "x.png")

@@ -55,8 +55,8 @@ def read_lines(path: str | os.PathLike, what: str = "input") -> list[str]:
 def stream_lines(fd: int | None = None, chunk_lines: int = 512, name: str = "standard input") -> Iterator[list[str]]:
     """Lists of complete lines from a file descriptor (default: standard input), as they arrive.
 
-    Each list holds what was waiting (at most about chunk_lines lines); a read that would block
-    first hands over what is complete. The last list holds a final line without a newline.
+    Each list holds what was waiting, at most chunk_lines lines; a read that would block first
+    hands over what is complete. The last list holds a final line without a newline.
     """
     if fd is None:
         sys.stdout.flush()
@@ -64,7 +64,10 @@ def stream_lines(fd: int | None = None, chunk_lines: int = 512, name: str = "sta
     pending, lines, number = b"", [], 1  # number: the line number of pending's first line
     first = True
     while True:
-        if lines and (len(lines) >= chunk_lines or not _ready(fd)):
+        while len(lines) >= chunk_lines:
+            yield lines[:chunk_lines]
+            lines = lines[chunk_lines:]
+        if lines and not _ready(fd):
             yield lines
             lines = []
         data = os.read(fd, 1 << 16)
@@ -79,8 +82,9 @@ def stream_lines(fd: int | None = None, chunk_lines: int = 512, name: str = "sta
             lines.extend(line.removesuffix("\r") for line in text.split("\n"))
     if pending:
         lines.append(_decode(pending, name, number).removesuffix("\r"))
-    if lines:
-        yield lines
+    while lines:
+        yield lines[:chunk_lines]
+        lines = lines[chunk_lines:]
 
 
 def _ready(fd: int) -> bool:

@@ -190,7 +190,10 @@ class Pipeline:
                               length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
         else:
             generator = torch.Generator(device=next(self.model.parameters()).device)
-            generator.manual_seed(torch.seed() if seed is None else seed)
+            if seed is None:
+                generator.seed()  # a fresh random seed for this generator only; the global RNG is untouched
+            else:
+                generator.manual_seed(seed)
             out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
                          top_p=s.top_p, generator=generator)
         return self.target_tokenizer.decode(out[0].tolist())
