@@ -3,8 +3,13 @@
 from pathlib import Path
 
 import pytest
+import torch
 
+from transformer.decoding.pipeline import Pipeline
 from transformer.demo import EXAMPLES, run_demo
+from transformer.evaluation.metrics import bleu, chrf
+from transformer.model_dir import load_model
+from transformer.training.checkpoint import step_dirs
 
 
 @pytest.mark.slow
@@ -27,11 +32,27 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
                    "decode.beam_size=2", "decode.max_len_b=5"),
     )
     assert result["steps"] == 40
-    assert 0 <= result["scores"]["bleu"].score <= 100 and "nrefs:1" in result["scores"]["bleu"].signature
-    assert set(result["examples"]) == set(EXAMPLES) and "¿De quién es?" in EXAMPLES
-    assert Path(result["model_dir"], "model.safetensors").is_file()
+    # the averaged model is the mean of the last 2 checkpoints (which differ)
+    averaged = step_dirs(tmp_path / "run")[-2:]
+    assert [p.name for p in averaged] == ["step-000020", "step-000040"]
+    a, b = (load_model(p).state_dict() for p in averaged)
+    model_dir = Path(result["model_dir"])
+    for name, value in load_model(model_dir).state_dict().items():
+        torch.testing.assert_close(value, (a[name] + b[name]) / 2, msg=name)
+    assert not torch.equal(a["lm_head.weight"], b["lm_head.weight"])
+    # the scores are sacreBLEU's on the averaged model's translations of the test split
+    pipeline = Pipeline.load(model_dir)
+    sources = (data / "test.spa").read_text(encoding="utf-8").splitlines()
+    references = (data / "test.eng").read_text(encoding="utf-8").splitlines()
+    hypotheses = pipeline.translate(sources)
+    scores = result["scores"]
+    assert scores["bleu"].score == bleu(hypotheses, references).score and "nrefs:1" in scores["bleu"].signature
+    assert scores["chrf"].score == chrf(hypotheses, references).score
+    assert result["examples"] == dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     printed = "\n".join(lines)
-    assert "averaged the last 2 checkpoints" in printed and "BLEU = " in printed and "¿De quién es?" in printed
+    assert "averaged the last 2 checkpoints" in printed and str(scores["bleu"]) in printed
+    for source, translation in result["examples"].items():
+        assert f"{source}\n    -> {translation}" in printed
 
 
 def test_demo_reports_a_missing_config(tmp_path, monkeypatch):

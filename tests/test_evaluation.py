@@ -33,17 +33,34 @@ def test_misaligned_references_are_a_clear_error():
         bleu(HYP, REF[:1])
 
 
-def test_perplexity_definition_and_uniform_model():
+def test_perplexity_definition_and_decoder_only_nll_matches_shifted_log_probs():
+    """A random (non-uniform) language model, so that an off-by-one in the shift shows: each token
+    after the first is scored by the distribution at the position before it. Sequences of different
+    lengths in one batch (padded) give what each gives alone."""
     assert perplexity(2 * math.log(7), 2) == pytest.approx(7.0)
     with pytest.raises(ValueError, match="at least one"):
         perplexity(1.0, 0)
     torch.manual_seed(0)
-    lm = T.build_model(cpu_tiny(vocab_size=16, arch="decoder"))
-    with torch.no_grad():  # a model that ignores its input: uniform over the vocabulary
-        lm.lm_head.weight.zero_()
-    nll, n = model_nll(lm, [[2, 5, 6, 7], [2, 9]])
-    assert n == 4 and perplexity(nll, n) == pytest.approx(16.0, rel=1e-5)
-    assert text_perplexity(lm, ["a b", "c"], encode=lambda s: [2] + [4 + ord(ch) % 8 for ch in s]) == pytest.approx(16.0, rel=1e-5)
+    lm = T.build_model(cpu_tiny(vocab_size=16, arch="decoder")).eval()
+    sequences = [[2, 5, 6, 7, 8], [2, 9], [2, 11, 4]]
+    expect = 0.0
+    for seq in sequences:  # one at a time, no padding
+        with torch.no_grad():
+            lp = torch.log_softmax(lm(torch.tensor([seq])), -1)[0]  # (T, V)
+        expect -= sum(float(lp[i, seq[i + 1]]) for i in range(len(seq) - 1))
+    nll, n = model_nll(lm, sequences, batch_size=3)
+    assert n == 7 and nll == pytest.approx(expect, rel=1e-5)
+    assert model_nll(lm, sequences, batch_size=1) == pytest.approx((expect, 7), rel=1e-5)
+    assert model_nll(lm, [[2]]) == (0.0, 0)  # nothing to predict
+    encode = lambda s: [2] + [4 + ord(ch) % 8 for ch in s]
+    lines = ["a b", "c", "hello"]
+    expect = 0.0
+    for line in lines:
+        seq = encode(line)
+        with torch.no_grad():
+            lp = torch.log_softmax(lm(torch.tensor([seq])), -1)[0]
+        expect -= sum(float(lp[i, seq[i + 1]]) for i in range(len(seq) - 1))
+    assert text_perplexity(lm, lines + ["   "], encode=encode) == pytest.approx(math.exp(expect / 9), rel=1e-5)
 
 
 def test_model_nll_matches_summed_token_log_probs_with_padding():

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 
 from transformer.cli import main as cli_main
-from transformer.config import ConfigError, RunConfig, build_run_config, load_config
+from transformer.config import ConfigError, RunConfig, build_run_config, cpu_tiny, load_config
 from transformer.data.copy import write_copy_task
-from transformer.model_dir import load_decode_config, load_model, load_tokenizers
-from transformer.training.checkpoint import average_checkpoints, step_dirs
+from transformer.model.io import ModelFileError
+from transformer.model.transformer import build_model
+from transformer.model_dir import load_decode_config, load_model, load_tokenizers, save_model
+from transformer.training.checkpoint import average_checkpoints, average_into, step_dirs
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.schedule import inverse_sqrt, warmup_cosine
 from transformer.training.trainer import TrainError, train
@@ -242,6 +248,139 @@ def test_resume_after_kill_9(tmp_path, copy_data):
         assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=0), step
 
 
+def test_fine_tune_with_init_from_then_resume_repeats_the_uninterrupted_losses(tmp_path, copy_data):
+    """train.init_from starts from a model directory (its weights, config and tokenizer, not the
+    [model] section's); crashed after its step-4 checkpoint and resumed, the fine-tuning repeats the
+    uninterrupted fine-tuning's losses exactly."""
+    base = _tiny(copy_data, max_steps=6, valid_every=100, bleu_samples=0)
+    base = build_run_config({**base.to_dict(), "model": {**base.to_dict()["model"], "d_model": 16, "d_ff": 32},
+                             "data": {**base.to_dict()["data"], "vocab_size": 262}})  # [data] would give 270
+    train(base, tmp_path / "base", log=lambda _: None)
+    cfg = _tiny(copy_data, init_from=str(tmp_path / "base" / "last"), max_steps=6, valid_every=100, bleu_samples=0)
+    train(cfg, tmp_path / "full", log=lambda _: None)
+
+    def crash(step, record):
+        if step == 5:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash)
+    assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000004"]
+    train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+    full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert _steps(tmp_path / "cut", "train") == list(range(1, 7)) and resumed == full
+    assert load_model(tmp_path / "cut" / "last").config.d_model == 16  # the init_from model's, not [model]'s 32
+    assert load_tokenizers(tmp_path / "cut")[0].vocab_size == 262
+    assert (tmp_path / "cut" / "tokenizer.json").read_bytes() == (tmp_path / "base" / "tokenizer.json").read_bytes()
+    # the same first batch (same seed): the base model after 6 steps scores it better than a new model
+    assert full[1] < _losses(tmp_path / "base")[1] - 1.0, (full[1], _losses(tmp_path / "base"))
+
+
+@pytest.fixture(scope="module")
+def four_step_run(copy_data, tmp_path_factory):
+    """A finished 4-step run with checkpoints at steps 2 and 4, and its config."""
+    run = tmp_path_factory.mktemp("four") / "run"
+    cfg = _tiny(copy_data, max_steps=4, save_every=2, valid_every=100, bleu_samples=0)
+    train(cfg, run, log=lambda _: None)
+    assert [p.name for p in step_dirs(run)] == ["step-000002", "step-000004"]
+    return run, cfg
+
+
+@pytest.mark.parametrize("name, damage", [
+    ("state.json", lambda b: b[: len(b) // 2]),  # torn
+    ("state.json", lambda b: b"\xff\xfe" + b[2:]),  # not UTF-8
+    ("state.json", lambda b: b'{"step": 4}'),  # JSON, but not the training state
+    ("optimizer.safetensors", lambda b: b[: len(b) // 2]),
+    ("optimizer.safetensors", lambda b: b""),
+    ("optimizer.safetensors", None),  # missing
+    ("model.safetensors", lambda b: b[: len(b) // 2]),
+], ids=["state-torn", "state-not-utf8", "state-incomplete", "optimizer-torn", "optimizer-empty", "optimizer-missing",
+        "model-torn"])
+def test_resume_from_a_damaged_checkpoint_is_one_line_naming_the_file_and_the_way_out(tmp_path, four_step_run, name,
+                                                                                     damage):
+    """Every file of the newest checkpoint that --resume reads: damaged, resume stops with one line that
+    names the file and says to delete the checkpoint; done, resume goes on from the one before it."""
+    run = tmp_path / "run"
+    shutil.copytree(four_step_run[0], run)
+    cfg = dataclasses.replace(four_step_run[1], train=dataclasses.replace(four_step_run[1].train, max_steps=6))
+    newest = step_dirs(run)[-1]
+    file = newest / name
+    if damage is None:
+        file.unlink()
+    else:
+        file.write_bytes(damage(file.read_bytes()))
+    with pytest.raises(ModelFileError) as info:
+        train(cfg, run, resume=True, log=lambda _: None)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{file} ")
+    assert f"delete {newest} to resume from the checkpoint before it" in message
+    shutil.rmtree(newest)  # the way out the message gives
+    lines = []
+    train(cfg, run, resume=True, log=lines.append)
+    assert f"resumed from {run / 'checkpoints' / 'step-000002'} at step 2" in lines
+    assert _steps(run, "train") == list(range(1, 7))
+
+
+def test_resume_with_a_damaged_run_tokenizer_says_where_the_copies_are(tmp_path, four_step_run, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(four_step_run[0], run)
+    (run / "tokenizer.json").write_text('{"version": "1.0", "truncated', encoding="utf-8")
+    cfg = _write(tmp_path / "c.toml", four_step_run[1].to_toml())
+    assert cli_main(["train", str(cfg), "--resume", "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"transformer train: error: {run / 'tokenizer.json'} is not a valid tokenizer.json")
+    assert err.count("\n") == 1
+    assert f"copy it back from {run / 'checkpoints'}/step-*/" in err
+    shutil.copy(step_dirs(run)[-1] / "tokenizer.json", run / "tokenizer.json")  # the way out
+    assert cli_main(["train", str(cfg), "--resume", "--set", "train.max_steps=5", "--out", str(run)]) == 0
+    assert _steps(run, "train") == list(range(1, 6))
+
+
+def test_max_epochs_stops_at_the_epoch_boundary(tmp_path, copy_data):
+    """max_epochs = 2 (max_steps far away): every batch of epochs 0 and 1 is one step, then the run stops."""
+    from transformer.training.data import prepare_data
+    from transformer.training.distributed import DistInfo
+
+    cfg = _tiny(copy_data, max_steps=100000, max_epochs=2, batch_tokens=1024, valid_every=100000, save_every=100000,
+                bleu_samples=0)
+    lines = []
+    result = train(cfg, tmp_path / "run", log=lines.append)
+    data = prepare_data(cfg, tmp_path / "run", DistInfo(0, 1, 0, torch.device("cpu")), lambda _: None, resume=True)
+    per_epoch = [len(data.train_batches(epoch)) for epoch in (0, 1)]
+    assert result.steps == sum(per_epoch) and per_epoch[0] > 1
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records if r["split"] == "train"] == [0] * per_epoch[0] + [1] * per_epoch[1]
+    assert f"stopped at step {result.steps} (max_epochs)" in lines[-1]
+    state = json.loads((step_dirs(tmp_path / "run")[-1] / "state.json").read_text())
+    assert (state["step"], state["epoch"], state["position"]) == (result.steps, 2, 0)
+
+
+def test_clip_norm_clips_the_global_gradient_norm(tmp_path, copy_data, monkeypatch):
+    """clip_norm = 0.01 (far below the gradient's norm): every step clips, the norm after is 0.01,
+    and training differs from no clipping; clip_norm = 0 never clips."""
+    clip = torch.nn.utils.clip_grad_norm_
+    seen = []
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        before = clip(parameters, max_norm, *args, **kwargs)
+        after = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters if p.grad is not None]))
+        seen.append((max_norm, float(before), float(after)))
+        return before
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    train(_tiny(copy_data, max_steps=4, clip_norm=0.01, valid_every=100, bleu_samples=0), tmp_path / "clip",
+          log=lambda _: None)
+    assert len(seen) == 4
+    for max_norm, before, after in seen:
+        assert max_norm == 0.01 and before > 0.1 and after == pytest.approx(0.01, rel=1e-4)
+    seen[:] = []
+    train(_tiny(copy_data, max_steps=4, valid_every=100, bleu_samples=0), tmp_path / "plain", log=lambda _: None)
+    assert seen == []
+    clipped, plain = _losses(tmp_path / "clip"), _losses(tmp_path / "plain")
+    assert clipped[1] == plain[1] and clipped[4] != pytest.approx(plain[4], rel=1e-4)  # the same start, other updates
+
+
 def test_average_checkpoints_and_cli(tmp_path, copy_data, capsys):
     train(_tiny(copy_data, max_steps=8, keep_last=3), tmp_path / "run", log=lambda _: None)
     ckpts = step_dirs(tmp_path / "run")
@@ -259,16 +398,80 @@ def test_average_checkpoints_and_cli(tmp_path, copy_data, capsys):
     assert "has no checkpoints/step-* directories" in capsys.readouterr().err
 
 
-def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data):
-    lm = build_run_config({
-        "model": {"arch": "decoder", "d_model": 32, "n_heads": 2, "n_decoder_layers": 1, "d_ff": 64,
-                  "norm_position": "pre", "max_positions": 64},
-        "data": {"train_text": str(copy_data / "train.src"), "valid_text": str(copy_data / "valid.src"),
-                 "vocab_size": 300, "max_len": 32},
-        "train": {"batch_tokens": 256, "max_steps": 3, "valid_every": 100, "save_every": 100, "precision": "bf16"},
-    })
-    result = train(lm, tmp_path / "lm", log=lambda _: None)
+def test_averaging_no_checkpoints_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="^no checkpoints to average$"):
+        average_checkpoints([])
+    with pytest.raises(ValueError, match="^no checkpoints to average$"):
+        average_into([], tmp_path / "avg")
+    assert not (tmp_path / "avg").exists()
+
+
+def test_averaging_bf16_checkpoints_gives_bf16_weights_rounded_from_the_fp32_mean(tmp_path):
+    torch.manual_seed(0)
+    paths = [save_model(build_model(cpu_tiny(vocab_size=16)).to(torch.bfloat16), tmp_path / f"c{i}") for i in range(3)]
+    stored = [load_file(p / "model.safetensors") for p in paths]
+    assert {t.dtype for t in stored[0].values()} == {torch.bfloat16}
+    assert {p.dtype for p in average_checkpoints(paths).parameters()} == {torch.bfloat16}
+    averaged = load_file(average_into(paths, tmp_path / "avg") / "model.safetensors")
+    assert set(averaged) == set(stored[0])
+    for name, value in averaged.items():
+        mean = sum(s[name].double() for s in stored) / 3
+        assert value.dtype == torch.bfloat16, name
+        torch.testing.assert_close(value.double(), mean, rtol=2 ** -8, atol=0, msg=name)  # bf16: 8 significant bits
+    name = "decoder.layers.0.cross_attn.q_proj.weight"
+    assert not any(torch.equal(averaged[name], s[name]) for s in stored)
+
+
+def test_average_into_carries_the_last_checkpoints_tokenizer_and_decoding_defaults(tmp_path):
+    """The last checkpoint's: a shared tokenizer or a (source, target) pair, and decode.json."""
+    from transformer.config import DecodeConfig
+    from transformer.data.tokenizer import train_bpe
+
+    torch.manual_seed(0)
+    shared, other = train_bpe(["aaaa bbbb"] * 20, 300), train_bpe(["cccc dddd"] * 20, 300)
+    one = save_model(build_model(cpu_tiny(vocab_size=300)), tmp_path / "one", tokenizer=shared,
+                     decode=DecodeConfig(beam_size=2))
+    two = save_model(build_model(cpu_tiny(vocab_size=300)), tmp_path / "two", tokenizer=(shared, other),
+                     decode=DecodeConfig(beam_size=5, length_penalty=1.0))
+    assert load_decode_config(one) != load_decode_config(two)
+    for paths, out in (([one, two], tmp_path / "avg12"), ([two, one], tmp_path / "avg21")):
+        average_into(paths, out)
+        last = paths[-1]
+        assert load_decode_config(out) == load_decode_config(last)
+        tokenizer_files = sorted(p.name for p in last.glob("tokenizer*.json"))
+        assert sorted(p.name for p in out.glob("tokenizer*.json")) == tokenizer_files
+        for name in tokenizer_files:
+            assert (out / name).read_bytes() == (last / name).read_bytes(), name
+
+
+def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data, monkeypatch):
+    """bf16 really is used: every loss (training and validation) sees bf16 logits, and the losses
+    differ from an fp32 run with the same seed, by little (the same run, in lower precision)."""
+    import transformer.training.trainer as trainer
+
+    def lm(precision: str) -> RunConfig:
+        return build_run_config({
+            "model": {"arch": "decoder", "d_model": 32, "n_heads": 2, "n_decoder_layers": 1, "d_ff": 64,
+                      "norm_position": "pre", "max_positions": 64},
+            "data": {"train_text": str(copy_data / "train.src"), "valid_text": str(copy_data / "valid.src"),
+                     "vocab_size": 300, "max_len": 32},
+            "train": {"batch_tokens": 256, "max_steps": 3, "valid_every": 100, "save_every": 100,
+                      "precision": precision},
+        })
+
+    seen = []
+    loss = trainer.label_smoothed_cross_entropy
+    monkeypatch.setattr(trainer, "label_smoothed_cross_entropy",
+                        lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
+    result = train(lm("bf16"), tmp_path / "lm", log=lambda _: None)
     assert result.best_valid_loss is not None and math.isfinite(result.best_valid_loss)
+    assert len(seen) >= 4 and set(seen) == {torch.bfloat16}  # 3 steps and the validation
+    seen[:] = []
+    train(lm("fp32"), tmp_path / "lm32", log=lambda _: None)
+    assert set(seen) == {torch.float32}
+    bf16, fp32 = _losses(tmp_path / "lm"), _losses(tmp_path / "lm32")
+    assert sorted(bf16) == sorted(fp32) == [1, 2, 3]
+    assert all(bf16[s] != fp32[s] and bf16[s] == pytest.approx(fp32[s], rel=0.02) for s in fp32), (bf16, fp32)
     assert "valid_bleu" not in _valid_records(tmp_path / "lm")[-1]  # BLEU is for translation runs
     assert load_model(tmp_path / "lm" / "best").config.arch == "decoder"
     sep = _tiny(copy_data, max_steps=2, bleu_samples=0)
@@ -402,10 +605,42 @@ def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp
     assert tokens == {r["step"]: r["tokens"] for r in records if r["split"] == "train"}  # the same global batches
 
 
+@pytest.mark.slow
+def test_torchrun_resume_repeats_the_uninterrupted_losses(tmp_path, copy_data):
+    """2 gloo processes (dropout on: each process's RNG state is restored): a run stopped at its step-4
+    checkpoint and resumed to step 6 repeats an uninterrupted 2-process 6-step run's losses."""
+    cfg = _tiny(copy_data, max_steps=6, save_every=2, valid_every=100, bleu_samples=0)
+    file = _write(tmp_path / "ddp.toml", cfg.to_toml())
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+
+    def torchrun(out: Path, *args: str) -> None:
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               "-m", "transformer.cli", "train", str(file), "--out", str(out), *args],
+                              env=env, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    torchrun(tmp_path / "full")
+    torchrun(tmp_path / "cut", "--set", "train.max_steps=4")
+    assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000002", "step-000004"]
+    assert len(json.loads((step_dirs(tmp_path / "cut")[-1] / "state.json").read_text())["rng"]) == 2  # one per process
+    torchrun(tmp_path / "cut", "--resume")
+    full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert _steps(tmp_path / "cut", "train") == list(range(1, 7)) and sorted(full) == list(range(1, 7))
+    for step in full:
+        assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=0), step
+
+
 def test_bleu_sample_is_fixed_and_evenly_spread():
     assert bleu_sample(10, 4) == [0, 2, 5, 7]
-    assert bleu_sample(3, 200) == [0, 1, 2]
-    assert bleu_sample(1000, 200) == bleu_sample(1000, 200) and len(set(bleu_sample(1000, 200))) == 200
+    assert bleu_sample(3, 200) == [0, 1, 2] and bleu_sample(5, 5) == [0, 1, 2, 3, 4]  # all, when no more than asked
+    assert bleu_sample(1000, 200) == list(range(0, 1000, 5))
+    for n_valid, n in ((1000, 300), (997, 200), (201, 200), (7, 3)):
+        sample = bleu_sample(n_valid, n)
+        gaps = [b - a for a, b in pairwise(sample)]
+        assert len(sample) == n and sample[0] == 0 and sample[-1] < n_valid, (n_valid, n)
+        assert min(gaps) >= 1 and max(gaps) - min(gaps) <= 1, (n_valid, n, sorted(set(gaps)))  # sorted, evenly spread
+        step = -(-n_valid // n)  # ceil(n_valid / n): no gap, nor the tail after the last index, is wider
+        assert max(gaps) <= step and n_valid - sample[-1] <= step, (n_valid, n)
 
 
 def test_preset_configs_load():
@@ -459,3 +694,14 @@ def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
     assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) == 1.0
     final = _valid_records(tmp_path / "run")[-1]  # validation BLEU: greedy_search, detokenised, vs the raw lines
     assert final["valid_exact"] == 1.0 and final["valid_bleu"] == pytest.approx(100.0)
+
+
+def test_resume_with_another_number_of_processes_is_a_clear_error(tmp_path, copy_data):
+    """Exact resume restores each process's random state: a checkpoint of 2 processes cannot go on in 1."""
+    train(_tiny(copy_data, max_steps=4), tmp_path / "run", log=lambda _: None)
+    state_file = step_dirs(tmp_path / "run")[-1] / "state.json"
+    state = json.loads(state_file.read_text())
+    state["rng"] = state["rng"] * 2  # as a 2-process run writes it
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(TrainError, match=r"was written by 2 process\(es\), this run has 1: resume with the same number"):
+        train(_tiny(copy_data, max_steps=6), tmp_path / "run", resume=True, log=lambda _: None)

@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..files import atomic_write, atomic_write_text
-from ..model.io import ModelFileError, load_model
+from ..model.io import WEIGHTS_FILE, ModelFileError, load_model
 from ..model.transformer import Model
 from ..model_dir import has_tokenizer, load_decode_config, load_tokenizers, save_model
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 STEP_DIR = re.compile(r"^step-(\d+)$")
+STATE_KEYS = ("step", "epoch", "position", "best_valid_loss", "elapsed_s", "rng", "optimizer")
+"""What resume needs from state.json (precision and scaler are optional)."""
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -116,21 +119,42 @@ def load_checkpoint(path: str | os.PathLike, optimizer: torch.optim.Optimizer | 
 
 
 def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
-    """A checkpoint's state.json; restores the optimizer's moments when one is given."""
+    """A checkpoint's state.json; restores the optimizer's moments when one is given.
+
+    A damaged file (truncated, not JSON, not UTF-8, missing what resume needs) is a ModelFileError
+    that names it and says how to resume from the checkpoint before.
+    """
     path = Path(path)
     file = path / STATE_FILE
     try:
         state = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelFileError(f"{file} cannot be read ({e}): the checkpoint is incomplete; resume from an older one "
-                             "by deleting this directory") from None
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+        raise damaged_checkpoint(file, e) from None
+    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else list(STATE_KEYS)
+    if missing:
+        raise damaged_checkpoint(file, f"no {', '.join(missing)}")
     if optimizer is not None:
-        optimizer_from_tensors(optimizer, load_file(path / OPTIMIZER_FILE), state["optimizer"])
+        file = path / OPTIMIZER_FILE
+        try:
+            optimizer_from_tensors(optimizer, load_file(file), state["optimizer"])
+        except (OSError, SafetensorError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise damaged_checkpoint(file, e) from None
     return state
 
 
+def damaged_checkpoint(file: Path, reason: object) -> ModelFileError:
+    """The one-line error for an unreadable file of a checkpoint: what, and how to go on."""
+    reason = "not found" if isinstance(reason, FileNotFoundError) else " ".join(str(reason).splitlines())
+    return ModelFileError(f"{file} cannot be read ({reason}): the checkpoint is damaged; delete {file.parent} "
+                          "to resume from the checkpoint before it")
+
+
 def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
-    """A model whose every parameter is the mean of the checkpoints' (§6.1); configs must match."""
+    """A model whose every parameter is the mean of the checkpoints' (§6.1); configs must match.
+
+    The mean is taken in fp32 and the result stored in the dtype the last checkpoint's weights
+    are stored in (bf16 checkpoints give a bf16 model; load_model itself always gives fp32).
+    """
     if not paths:
         raise ValueError("no checkpoints to average")
     models = [load_model(p) for p in paths]
@@ -147,7 +171,18 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
         else:
             averaged[name] = value
     first.load_state_dict(averaged)
-    return first
+    dtype = stored_dtype(paths[-1])
+    return first if dtype is None else first.to(dtype)
+
+
+SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def stored_dtype(path: str | os.PathLike) -> torch.dtype | None:
+    """The floating-point dtype of a model directory's stored weights (read from the header); None when mixed."""
+    with safe_open(Path(path) / WEIGHTS_FILE, framework="pt") as f:
+        found = {SAFETENSORS_DTYPES.get(f.get_slice(name).get_dtype()) for name in f.keys()} - {None}
+    return found.pop() if len(found) == 1 else None
 
 
 def average_into(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:

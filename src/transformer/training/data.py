@@ -9,7 +9,7 @@ from pathlib import Path
 from ..config import ModelConfig, RunConfig
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
 from ..data.text import read_monolingual, read_parallel
-from ..data.tokenizer import Tokenizer, load_tokenizers, save_tokenizers, train_bpe
+from ..data.tokenizer import Tokenizer, TokenizerError, load_tokenizers, save_tokenizers, train_bpe
 from . import distributed as D
 
 
@@ -78,7 +78,11 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         say(f"dropped {dropped:,} empty line(s) of the training data")
 
     if resume:
-        src_tok, tgt_tok = load_tokenizers(run_dir)
+        try:
+            src_tok, tgt_tok = load_tokenizers(run_dir)
+        except TokenizerError as e:
+            raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
+                                 f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
     elif t.init_from:
         src_tok, tgt_tok = load_tokenizers(t.init_from)
         if dist.is_main:

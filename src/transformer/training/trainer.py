@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
-from ..model.io import load_model
+from ..model.io import ModelFileError, load_model
 from ..model.transformer import Model, build_model
 from ..model_dir import save_model
 from ..precision import PrecisionChoice, resolve_precision
@@ -202,7 +202,10 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     torch.manual_seed(t.seed)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "position": 0, "best_valid_loss": None, "elapsed_s": 0.0}
     if resume:
-        model = load_model(checkpoints[-1], device=device)
+        try:
+            model = load_model(checkpoints[-1], device=device)
+        except ModelFileError as e:  # a damaged checkpoint: the one before it can still be resumed
+            raise ModelFileError(f"{e}; or delete {checkpoints[-1]} to resume from the checkpoint before it") from None
     elif t.init_from:
         model = load_model(t.init_from, device=device)
     else:
@@ -218,6 +221,10 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         state = load_training_state(checkpoints[-1], optimizer)
         if state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
+        if len(state["rng"]) != dist.world_size:
+            raise TrainError(f"--resume: {checkpoints[-1]} was written by {len(state['rng'])} process(es), this run has "
+                             f"{dist.world_size}: resume with the same number (exact resume restores each one's "
+                             "random state), or start a new run with train.init_from")
         set_rng_state(state["rng"][dist.rank])
         say(f"resumed from {checkpoints[-1]} at step {state['step']}")
         if main:
