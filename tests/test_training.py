@@ -184,6 +184,14 @@ class Crash(Exception):
     pass
 
 
+def crash_at(stop: int):
+    """An on_step callback that raises Crash after step `stop` (a crash between two checkpoints)."""
+    def on_step(step, record):
+        if step == stop:
+            raise Crash
+    return on_step
+
+
 def _steps(run_dir: Path, split: str) -> list[int]:
     """The raw sequence of steps of one split in metrics.jsonl: duplicates and gaps show."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -198,12 +206,8 @@ def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
     cfg = _tiny(copy_data)  # dropout 0.1: the RNG state must be restored too
     train(cfg, tmp_path / "full", log=lambda _: None)
 
-    def crash(step, record):
-        if step == 6:
-            raise Crash
-
     with pytest.raises(Crash):
-        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash)
+        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash_at(6))
     assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000004"]
     metrics = tmp_path / "cut" / "metrics.jsonl"
     line = metrics.read_text().splitlines()[-1]
@@ -259,12 +263,8 @@ def test_fine_tune_with_init_from_then_resume_repeats_the_uninterrupted_losses(t
     cfg = _tiny(copy_data, init_from=str(tmp_path / "base" / "last"), max_steps=6, valid_every=100, bleu_samples=0)
     train(cfg, tmp_path / "full", log=lambda _: None)
 
-    def crash(step, record):
-        if step == 5:
-            raise Crash
-
     with pytest.raises(Crash):
-        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash)
+        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=crash_at(5))
     assert [p.name for p in step_dirs(tmp_path / "cut")] == ["step-000004"]
     train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
     full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
@@ -505,10 +505,6 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
     import transformer.precision
     import transformer.training.trainer as trainer
 
-    def crash_at_5(step, record):
-        if step == 5:
-            raise Crash
-
     seen = []
     loss = trainer.label_smoothed_cross_entropy
     monkeypatch.setattr(trainer, "label_smoothed_cross_entropy", lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
@@ -519,7 +515,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
         run = tmp_path / precision
         with pytest.raises(Crash):
             train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run,
-                  log=lines.append, on_step=crash_at_5)
+                  log=lines.append, on_step=crash_at(5))
         header = next(line for line in lines if line.startswith("model: "))
         assert header.endswith(f"precision {precision} (bf16 measured {speedup:.2f}x fp32 on this CPU)")
         assert f'precision = "{precision}"' in (run / "config.toml").read_text()
