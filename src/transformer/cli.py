@@ -119,6 +119,14 @@ def cmd_import_hf(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}: {', '.join(result.files)}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    """Write a model directory as a CTranslate2 (--to ct2) or Hugging Face (--to hf) model."""
+    from .export import export_model
+
+    out = export_model(args.model_dir, args.to, args.out, quantization=args.quantization)
+    print(f"wrote {out} ({args.to}): see {out}/README.md for how to run it")
+
+
 def cmd_data_bible(args: argparse.Namespace) -> None:
     """Build aligned train/valid/test files from two SWORD Bible modules."""
     from .data.bible import build_bible_corpus
@@ -392,6 +400,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a Hugging Face model directory (config.json + weights) or a .gguf file")
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
     p.set_defaults(func=cmd_import_hf)
+
+    p = sub.add_parser("export", help="write a model directory as a CTranslate2 or Hugging Face model")
+    p.add_argument("model_dir")
+    p.add_argument("--to", required=True, choices=["ct2", "hf"],
+                   help="ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); "
+                        "hf: Hugging Face transformers (Marian, GPT-2, Llama or BERT layouts)")
+    p.add_argument("--out", required=True, help="the directory to write (must not exist, or be empty)")
+    p.add_argument("--quantization", help="ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, ... "
+                                          "(default float32)")
+    p.set_defaults(func=cmd_export)
 
     data = sub.add_parser("data", help="build datasets").add_subparsers(dest="dataset", required=True, metavar="DATASET")
     p = data.add_parser("bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)")

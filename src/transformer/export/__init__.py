@@ -1,0 +1,72 @@
+"""Model directory -> where models are deployed: CTranslate2 (`ct2`) or Hugging Face (`hf`).
+
+    export_model("runs/demo/averaged", to="ct2", out="demo-ct2")      # transformer export ... --to ct2
+    export_model("runs/demo/averaged", to="hf", out="demo-hf")        # transformer export ... --to hf
+
+Rules shared by both targets:
+- The output directory must not exist yet, or be empty: an export never mixes with older files.
+- Nothing half-written: the export is built in a temporary directory beside `out` and renamed
+  onto it at the end; a failure leaves no `out`.
+- What the target cannot express is one ExportError line naming the field and the way out.
+- Each output gets a README.md saying how to run it there, with our tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+TARGETS = ("ct2", "hf")
+
+
+class ExportError(ValueError):
+    """The model cannot be exported to that target, or the output directory is not usable."""
+
+
+def export_model(model_dir: str | os.PathLike, to: str, out: str | os.PathLike,
+                 quantization: str | None = None) -> Path:
+    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face ("hf") model."""
+    match to:
+        case "ct2":
+            from .ct2 import export_ct2
+
+            return export_ct2(model_dir, out, quantization=quantization)
+        case "hf":
+            if quantization is not None:
+                raise ExportError("--quantization applies to --to ct2 only: Hugging Face exports keep float32 weights")
+            from .hf import export_hf
+
+            return export_hf(model_dir, out)
+        case _:
+            raise ExportError(f"unknown export target {to!r}: choose one of {', '.join(TARGETS)}")
+
+
+def write_directory(out: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp_dir) on a fresh directory beside `out`, then rename it onto `out`."""
+    out = Path(out)
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise ExportError(f"{out} already exists and is not an empty directory: choose a new --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+__all__ = ["TARGETS", "ExportError", "export_model", "write_directory"]
