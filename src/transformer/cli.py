@@ -221,6 +221,16 @@ def _note(command: str, text: str) -> None:
     print(f"transformer {command}: note: {text}", file=sys.stderr, flush=True)
 
 
+def _load_pipeline(args: argparse.Namespace, command: str):
+    """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it chose."""
+    from .decoding.pipeline import Pipeline
+
+    pipeline = Pipeline.load(args.model_dir, _setup_device(args), precision=args.precision)
+    if (args.precision or pipeline.decode.precision) == "auto":
+        _note(command, f"precision {pipeline.precision.describe()}")
+    return pipeline
+
+
 def _decode_overrides(args: argparse.Namespace, names: list[str]) -> dict:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
@@ -232,7 +242,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     what is waiting is batched, and each line typed at a terminal is answered at once. Lines
     longer than the model takes are truncated, and a note on stderr says which.
     """
-    from .decoding.pipeline import Pipeline, truncation_note
+    from .decoding.pipeline import truncation_note
     from .model.transformer import EncoderDecoder
 
     _check_flags(args)
@@ -241,7 +251,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if args.n_best is not None and args.beam_size is not None and args.n_best > args.beam_size:
         raise UserError(f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
                         f"as many hypotheses as it keeps; give --beam {args.n_best} or more")
-    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    pipeline = _load_pipeline(args, "translate")
     if not isinstance(pipeline.model, EncoderDecoder):  # before reading any input: stdin may be empty or slow
         raise UserError("this is a language model: use generate, not translate")
     decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind", "max_len_a",
@@ -281,10 +291,9 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> None:
     """Continue a prompt with a language model (or answer it with --chat)."""
-    from .decoding.pipeline import Pipeline
 
     _check_flags(args)
-    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    pipeline = _load_pipeline(args, "generate")
     decode = _decode_overrides(args, ["max_new_tokens", "temperature", "top_k", "top_p", "beam_size"])
     print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode,
                             on_truncate=lambda message: _note("generate", message)))
@@ -292,7 +301,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, or perplexity of a language model on text."""
-    from .decoding.pipeline import Pipeline, truncation_note
+    from .decoding.pipeline import truncation_note
     from .evaluation.metrics import bleu, chrf, text_perplexity
     from .model.transformer import DecoderOnly, EncoderDecoder
 
@@ -303,7 +312,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         raise UserError("give --src and --ref (BLEU, chrF) or --text (perplexity)")
     if args.output:
         _check_output(args.output)
-    pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    pipeline = _load_pipeline(args, "evaluate")
     if args.text and not isinstance(pipeline.model, DecoderOnly):
         raise UserError("this is a translation model: perplexity (--text) needs a language model; "
                         "use --src and --ref (BLEU, chrF)")
@@ -367,6 +376,12 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to run (default auto: the GPU when torch sees one, else the CPU)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+
+
+def _add_precision_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=["fp32", "bf16", "int8", "auto"],
+                   help="fp32 (exact), bf16, int8 (linear layers, CPU only) or auto (bf16 where measured faster); "
+                        "default from the model's decode.json (fp32 unless set)")
 
 
 def _add_beam_args(p: argparse.ArgumentParser) -> None:
@@ -456,6 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="file for the translations (default: standard output)")
     p.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per batch (default 4000)")
     _add_device_args(p)
+    _add_precision_arg(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("generate", help="continue a prompt with a language model directory")
@@ -469,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", dest="beam_size", type=int, help="beam search with this width instead of sampling")
     p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
     _add_device_args(p)
+    _add_precision_arg(p)
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory")
@@ -479,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="also write the translations to this file")
     _add_beam_args(p)
     _add_device_args(p)
+    _add_precision_arg(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("attention", help="plot a heatmap of the attention weights while decoding a text")

@@ -257,6 +257,8 @@ class DecodeConfig:
     """New tokens to generate from a prompt (language models)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow their tokenizer."""
+    precision: str = "fp32"
+    """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU) or auto (bf16 where measured faster)."""
 
     def __post_init__(self) -> None:
         _check_types(self, None)
@@ -270,6 +272,7 @@ class DecodeConfig:
         _positive("top_k", self.top_k, allow_zero=True)
         _positive("max_new_tokens", self.max_new_tokens)
         _choice("early_stopping", self.early_stopping, (True, False, "never"))
+        _choice("precision", self.precision, ("fp32", "bf16", "int8", "auto"))
         if not self.temperature > 0:
             raise ConfigError(f"temperature={self.temperature!r} is not valid: it must be > 0")
         if not 0 < self.top_p <= 1:

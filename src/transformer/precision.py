@@ -114,6 +114,17 @@ def resolve_precision(requested: str, device: torch.device | str, d_model: int, 
     return _judge(speedup, min_speedup, "")
 
 
+def inference_precision(requested: str, device: torch.device | str, d_model: int, d_ff: int,
+                        vocab_size: int) -> PrecisionChoice:
+    """The precision to decode in: fp32, bf16 or int8 as asked, or for "auto" bf16 where the measurement
+    above finds it faster (int8 is never chosen for the user: it changes outputs more than bf16)."""
+    if requested not in ("auto", "fp32", "bf16", "int8"):
+        raise ValueError(f"unknown precision {requested!r}: use one of fp32, bf16, int8, auto")
+    if requested != "auto":
+        return PrecisionChoice(requested, "as asked")
+    return resolve_precision("auto", device, d_model, d_ff, vocab_size)
+
+
 def _judge(speedup: float, min_speedup: float, prefix: str) -> PrecisionChoice:
     precision = "bf16" if speedup >= min_speedup else "fp32"
     return PrecisionChoice(precision, f"{prefix}bf16 measured {speedup:.2f}x fp32 on this CPU", speedup)

@@ -26,8 +26,10 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
+from ..model.quantize import set_inference_precision
 from ..model.transformer import DecoderOnly, EncoderDecoder, Model
 from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
+from ..precision import PrecisionChoice, inference_precision
 from .beam import beam_search
 from .greedy import greedy_search
 from .sampling import sample
@@ -47,13 +49,20 @@ class Pipeline:
     decode: DecodeConfig
     chat: dict | None = None
     """{"chat_template", "bos_token", "eos_token"} when the model came with a chat template."""
+    precision: PrecisionChoice = PrecisionChoice("fp32", "as trained")
+    """The precision the model runs in, and why (see Pipeline.load)."""
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> Pipeline:
+    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu", precision: str | None = None) -> Pipeline:
+        """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's (default fp32)."""
         path = Path(path)
         model = load_model(path, device)
         source, target = load_tokenizers(path)
-        return cls(model, source, target, load_decode_config(path), load_chat_template(path))
+        decode = load_decode_config(path)
+        cfg = model.config
+        choice = inference_precision(precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size)
+        model = set_inference_precision(model, choice.precision)
+        return cls(model, source, target, decode, load_chat_template(path), choice)
 
     @property
     def max_source_tokens(self) -> int | None:
@@ -63,6 +72,8 @@ class Pipeline:
         """The model's decoding defaults with `decode` overrides (names of DecodeConfig's fields), validated."""
         valid = [f.name for f in fields(DecodeConfig)]
         for key in decode:
+            if key == "precision":
+                raise PipelineError("precision is set when the model is loaded: Pipeline.load(path, precision=...)")
             if key not in valid:
                 raise unknown_key_error("decode", key, valid)
         return replace(self.decode, **decode)
