@@ -31,6 +31,14 @@ def test_save_load_gives_identical_outputs(tmp_path, changes):
     assert torch.equal(out, again)
     if model.config.tie_embeddings and changes["arch"] != "encoder":
         assert loaded.lm_head.weight is loaded.decoder.embed.tokens.weight
+    # loading skips random initialisation: the generator is untouched, and every parameter
+    # (tied ones included) is the saved tensor, trainable as before
+    state = torch.random.get_rng_state()
+    loaded = transformer.load_model(tmp_path / "m")
+    assert torch.equal(torch.random.get_rng_state(), state)
+    saved = dict(model.named_parameters(remove_duplicate=False))
+    for name, p in loaded.named_parameters(remove_duplicate=False):
+        assert p.requires_grad and p.dtype == torch.float32 and torch.equal(p, saved[name]), name
 
 
 @pytest.fixture

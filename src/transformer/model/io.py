@@ -13,10 +13,11 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch.overrides import TorchFunctionMode
 
 from ..config import ConfigError, ModelConfig
 from ..files import atomic_write, atomic_write_text
-from .transformer import Model, build_model
+from .transformer import Model, build_model, tie_weights
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -70,7 +71,14 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
-    """Build the model from `config.json` and load `model.safetensors`, checking every name and shape."""
+    """Build the model from `config.json` and load `model.safetensors`, checking every name and shape.
+
+    The model is built without random initialisation (its parameters are placeholders) and the
+    loaded tensors become its parameters as they are, without a copy (weights stored in another
+    dtype are converted to the model's float32, as copying into its parameters did); tied
+    parameters are tied again. Buffers computed from the config (sinusoids, RoPE) are built as
+    usual. Then the model moves to `device`.
+    """
     path = Path(path)
     config = load_config(path)
     file = path / WEIGHTS_FILE
@@ -81,7 +89,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise ModelFileError(f"{file} cannot be read ({e}): the file is truncated or corrupted; "
                              "re-save or re-copy it") from None
-    model = build_model(config)
+    with _SkipInit():
+        model = build_model(config)
     expected = unique_state_dict(model)
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
@@ -93,8 +102,33 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
              for k, v in expected.items() if tensors[k].shape != v.shape]
     if wrong:
         raise ModelFileError(f"{file} does not match {path / CONFIG_FILE}: wrong shapes for {_names(wrong)}")
-    model.load_state_dict(tensors, strict=False)  # tied aliases share the loaded tensor
+    tensors = {k: v.to(expected[k].dtype) for k, v in tensors.items()}  # no copy when already fp32
+    placeholders = list(model.parameters())
+    model.load_state_dict(tensors, strict=False, assign=True)
+    tie_weights(model)  # the aliases still hold the placeholders that the loaded tensors replaced
+    stale = {id(p) for p in placeholders}
+    left = [name for name, p in model.named_parameters(remove_duplicate=False) if id(p) in stale]
+    if left:  # a tie that tie_weights does not know about
+        raise RuntimeError(f"load_model left {_names(left)} uninitialised: tie them again after loading")
     return model.to(device).eval()
+
+
+class _SkipInit(TorchFunctionMode):
+    """Within it, initialisers return their tensor untouched: no random numbers are drawn.
+
+    For a model whose every parameter is about to be replaced by loaded weights, where the
+    initialisation (most of build_model's time) would be thrown away. It catches torch.nn.init's
+    functions (some of which reach the mode themselves, some only through the Tensor methods
+    below). Like all torch function modes it holds for the current thread only.
+    """
+
+    SKIPPED = (torch.Tensor.uniform_, torch.Tensor.normal_)  # each fills its first argument in place
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SKIPPED or getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 def _names(names: list[str]) -> str:
