@@ -125,7 +125,7 @@ class Stepper:
         else:
             logits = out
         logits = logits[:, -1] if last_only else logits[:, 0]
-        return torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+        return torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # (B, V); a bf16 model's logits without a copy
 
     def start(self) -> torch.Tensor:
         """Run the source/prompt; return the first log-probabilities (B, V)."""
