@@ -235,3 +235,14 @@ def test_cli_generate_flags(tmp_path, tokenizer, capsys):
     assert ids == Pipeline.load(path).prompt_ids(prompt, chat=True)
     answer = transformer.greedy_search(pipe.model, [ids], max_len_a=0, max_len_b=n)
     assert generate("--chat", "--temperature", "0") == tokenizer.decode(answer[0].tolist()) + "\n" != greedy
+
+
+def test_generate_streams_each_token_as_it_is_chosen(tmp_path, tokenizer):
+    pipe = Pipeline.load(model_dir(tmp_path, tokenizer, "decoder"))
+    for decode in ({"temperature": 0}, {"seed": 7}):
+        seen: list[int] = []
+        text = pipe.generate("the cat", max_new_tokens=12, on_token=seen.append, **decode)
+        assert seen and tokenizer.decode(seen) == text == pipe.generate("the cat", max_new_tokens=12, **decode)
+        assert pipe.model.config.eos_id not in seen
+    with pytest.raises(PipelineError, match="beam search cannot stream"):
+        pipe.generate("the cat", beam_size=2, on_token=print)

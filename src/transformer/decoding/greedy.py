@@ -14,6 +14,8 @@ from ..config import DecodeConfig
 from .history import AttentionHistory
 from .step import SourceInput, Stepper, blocked_tokens, inference
 
+OnStep = Callable[[torch.Tensor, torch.Tensor], None]
+
 
 def pack_outputs(ids: torch.Tensor, scores: torch.Tensor, attention: dict | None,
                  return_scores: bool, return_attention: bool):
@@ -36,8 +38,12 @@ def self_key_count(stepper: Stepper, steps: int) -> int:
 
 
 def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.Tensor], max_new: torch.Tensor,
-                      min_len: int = 0, return_attention: bool = False):
+                      min_len: int = 0, return_attention: bool = False, on_step: OnStep | None = None):
     """The greedy/sampling loop. choose maps log-probs (N, V) to tokens (N,).
+
+    on_step(rows, tokens), if given, is called after each step with the batch rows still decoding
+    (N,) and the token each chose (N,), </s> included: to stream the output as it is made. An
+    exception it raises stops the decoding and propagates (a server's way to drop a request).
 
     Returns ids (B, T) right-padded with pad_id and without </s>, the summed log-probabilities
     of the chosen tokens (</s> included) (B,), and the attention weights or None.
@@ -69,6 +75,8 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
                 history.write(t, stepper.weights, alive)
             blocked_tokens(log_probs, cfg, t, min_len)
             tokens = choose(log_probs)  # (N,)
+            if on_step is not None:
+                on_step(alive, tokens)
             scores[alive] += log_probs.gather(1, tokens[:, None]).squeeze(1)
             is_eos = tokens == cfg.eos_id
             out[alive, t] = torch.where(is_eos, cfg.pad_id, tokens)
@@ -94,7 +102,8 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
 
 def greedy_search(model: torch.nn.Module, src_ids: SourceInput, max_len_a: float = DecodeConfig.max_len_a,
                   max_len_b: int = DecodeConfig.max_len_b, min_len: int = DecodeConfig.min_len,
-                  src_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False):
+                  src_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False,
+                  on_step: OnStep | None = None):
     """Greedy decoding for a batch: the argmax token at every step.
 
     src_ids: (B, S) ids right-padded with pad_id (or with an explicit src_mask), or a list of
@@ -103,12 +112,12 @@ def greedy_search(model: torch.nn.Module, src_ids: SourceInput, max_len_a: float
     (</s> included); </s> is blocked before min_len tokens.
     Returns ids (B, T) without <s>/</s>, right-padded with pad_id; with return_scores also the
     summed log-probabilities (B,) (</s> included); with return_attention also
-    {"self": (B, L, H, T, K), "cross": (B, L, H, T, S) or None}.
+    {"self": (B, L, H, T, K), "cross": (B, L, H, T, S) or None}. on_step: see one_token_per_row.
     """
     DecodeConfig(max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len)  # validates the values
     with inference(model):
         stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention)
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
         ids, scores, attention = one_token_per_row(stepper, lambda lp: lp.argmax(dim=-1), max_new, min_len,
-                                                   return_attention)
+                                                   return_attention, on_step)
     return pack_outputs(ids, scores, attention, return_scores, return_attention)

@@ -170,11 +170,14 @@ class Pipeline:
         return head + ids[len(ids) - room + len(head):]
 
     def generate(self, prompt: str, chat: bool = False, seed: int | None = None, truncate: bool = True,
-                 on_truncate: Callable[[str], None] | None = None, **decode) -> str:
+                 on_truncate: Callable[[str], None] | None = None, on_token: Callable[[int], None] | None = None,
+                 **decode) -> str:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
         (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search,
         temperature 0 is greedy). Returns the new text only. An over-long prompt keeps its end
-        (see the module's rules)."""
+        (see the module's rules). on_token(id) is called with each new token as it is chosen
+        (</s> not included), to stream the output; an exception it raises stops the decoding
+        and propagates. Beam search has no tokens to stream before it ends."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
         if not isinstance(prompt, str):
@@ -185,6 +188,16 @@ class Pipeline:
             decode = {k: v for k, v in decode.items() if k != "temperature"}
         beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
         s = self.settings(**{**decode, "beam_size": beam_size, "n_best": 1})  # beam_size checked like the rest
+        if on_token is not None and beam_size > 1:
+            raise PipelineError("beam search cannot stream its tokens: on_token needs beam_size 1")
+        on_step = None
+        if on_token is not None:
+            eos = self.model.config.eos_id
+
+            def on_step(rows, tokens):
+                token = int(tokens[0])
+                if token != eos:
+                    on_token(token)
         full = self.prompt_ids(prompt, chat)
         ids = [self.fit_prompt(full, s.max_new_tokens, truncate)]
         if len(ids[0]) < len(full):
@@ -195,7 +208,7 @@ class Pipeline:
             else:
                 warnings.warn(message, stacklevel=2)
         if greedy:
-            out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens)
+            out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens, on_step=on_step)
         elif beam_size > 1:
             out = beam_search(self.model, ids, beam_size=beam_size, length_penalty=s.length_penalty,
                               length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
@@ -206,7 +219,7 @@ class Pipeline:
             else:
                 generator.manual_seed(seed)
             out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
-                         top_p=s.top_p, generator=generator)
+                         top_p=s.top_p, generator=generator, on_step=on_step)
         return self.target_tokenizer.decode(out[0].tolist())
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..config import DecodeConfig
-from .greedy import one_token_per_row, pack_outputs
+from .greedy import OnStep, one_token_per_row, pack_outputs
 from .step import SourceInput, Stepper, inference
 
 
@@ -35,13 +35,15 @@ def top_p_filter(log_probs: torch.Tensor, p: float) -> torch.Tensor:
 def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int = DecodeConfig.max_new_tokens,
            temperature: float = DecodeConfig.temperature, top_k: int = DecodeConfig.top_k,
            top_p: float = DecodeConfig.top_p, generator: torch.Generator | None = None, min_new_tokens: int = 0,
-           prompt_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False):
+           prompt_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False,
+           on_step: OnStep | None = None):
     """Sample a continuation of each prompt (decoder-only) or a translation of each source (encoder-decoder).
 
     Each step draws from softmax(logits / temperature), restricted to the top_k tokens and then
     to the top_p nucleus. Returns ids (B, T) without </s>, right-padded with pad_id; with
     return_scores also the summed log-probabilities of the drawn tokens under the model itself
-    (temperature 1, no filtering) (B,).
+    (temperature 1, no filtering) (B,). on_step(rows, tokens) is called after each step
+    (greedy.one_token_per_row).
     """
     DecodeConfig(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
                  min_len=min_new_tokens)  # validates the values
@@ -54,5 +56,5 @@ def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int 
     with inference(model):
         stepper = Stepper(model, prompt_ids, prompt_mask, need_weights=return_attention)
         max_new = stepper.max_new_tokens(0.0, max_new_tokens)
-        ids, scores, attention = one_token_per_row(stepper, choose, max_new, min_new_tokens, return_attention)
+        ids, scores, attention = one_token_per_row(stepper, choose, max_new, min_new_tokens, return_attention, on_step)
     return pack_outputs(ids, scores, attention, return_scores, return_attention)
