@@ -156,6 +156,19 @@ def test_attention_health_model_metrics(mt, lm):
         assert "transformer_tokens_generated_total 5" in c.get("/metrics").text
 
 
+def test_health_is_503_until_the_model_is_loaded_and_says_why_it_failed(mt):
+    app = create_app(None, ServeConfig())
+    with TestClient(app) as c:
+        r = c.get("/health")
+        assert r.status_code == 503 and r.json()["status"] == "loading"
+        r = c.post("/v1/translate", json={"text": "hola"})
+        error(r, 503, "loading", "still loading")
+        assert r.headers["Retry-After"] == "1"
+        app.state.serve.load_error = "OSError: no weights"
+        assert c.get("/health").json() == {"status": "failed", "error": "OSError: no weights"}
+        error(c.get("/v1/model"), 503, "model_failed", "no weights")
+
+
 def test_bad_input_gets_a_json_error_naming_the_field(mt, lm, dirs):
     with client(mt, max_lines=4, max_body_bytes=2000) as c:
         broken = c.post("/v1/translate", content=b'{"text": "a', headers={"Content-Type": "application/json"})
