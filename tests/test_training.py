@@ -213,7 +213,9 @@ def test_resume_repeats_the_uninterrupted_losses_exactly(tmp_path, copy_data):
     line = metrics.read_text().splitlines()[-1]
     with open(metrics, "a") as f:
         f.write(line[: len(line) // 2])  # half a record, no newline
-    train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+    said = []
+    train(cfg, tmp_path / "cut", resume=True, log=said.append)
+    assert any(line.startswith("data: prepared corpus") for line in said)  # the arrays were reused, not rebuilt
     assert _steps(tmp_path / "cut", "train") == _steps(tmp_path / "full", "train") == list(range(1, 11))
     assert _steps(tmp_path / "cut", "valid") == _steps(tmp_path / "full", "valid") == [5, 10]
     full, resumed = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
@@ -584,11 +586,15 @@ def test_torchrun_two_processes_match_one_process_with_the_same_global_batch(tmp
     cfg = build_run_config({**{k: v for k, v in cfg.to_dict().items()},
                             "model": {**cfg.to_dict()["model"], "dropout": 0.0}})
     file = _write(tmp_path / "ddp.toml", cfg.to_toml())
-    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1", "TRANSFORMER_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
                           env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # rank 0 prepared the corpus once; both ranks mapped that one folder
+    corpora = sorted(p.name for p in (tmp_path / "cache" / "corpora").iterdir())
+    assert len(corpora) == 2 and corpora[1].startswith("tokenizer-"), corpora
+    assert (proc.stdout + proc.stderr).count("data: preparing") == 1, proc.stdout
     single = load_config(file, ["train.accumulate=2"])
     train(single, tmp_path / "one", log=lambda _: None)
     ddp, one = _losses(tmp_path / "ddp"), _losses(tmp_path / "one")

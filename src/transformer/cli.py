@@ -108,6 +108,19 @@ def cmd_data_copy(args: argparse.Namespace) -> None:
     print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
 
 
+def cmd_data_prepare(args: argparse.Namespace) -> None:
+    """Tokenize a config's training data once into the corpus cache, as train would on first use."""
+    from .config import load_config
+    from .training.data import prepare_only
+
+    config = load_config(args.config, args.set or [])
+    corpus = prepare_only(config, say=print)
+    dropped = corpus.dropped
+    print(f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) in {corpus.path}; "
+          f"dropped {dropped['empty']:,} with an empty side and {dropped['too_long']:,} longer than "
+          f"data.max_len={config.data.max_len}")
+
+
 def cmd_import_hf(args: argparse.Namespace) -> None:
     """Convert a Hugging Face model directory or .gguf file into a model directory."""
     from .interop.hf import import_hf
@@ -480,6 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int, metavar="N", help="average the last N checkpoints of the run directory")
     p.add_argument("--out", required=True, help="model directory to write")
     p.set_defaults(func=cmd_average)
+
+    p = data.add_parser("prepare", help="tokenize a config's training data into the corpus cache (train does it on "
+                                        "first use; this does it ahead, e.g. before torchrun)")
+    p.add_argument("config", help="TOML config whose [data] to prepare")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value (as for train)")
+    p.set_defaults(func=cmd_data_prepare)
 
     p = data.add_parser("copy", help="the synthetic copy task: aligned files where target = source")
     p.add_argument("--out", required=True, help="directory for {train,valid,test}.{src,tgt}")

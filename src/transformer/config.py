@@ -329,6 +329,12 @@ class DataConfig:
     """A pair must occur this often to become a BPE merge."""
     max_len: int = 256
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted."""
+    tokenizer_sample: int = 1_000_000
+    """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
+    merge statistics settle long before millions of lines."""
+    cache: str | None = None
+    """Folder for prepared corpora (token ids in memory-mapped arrays, built on first use, see
+    transformer.data.corpus); default $TRANSFORMER_CACHE_DIR/corpora, else ~/.cache/transformer/corpora."""
 
     def __post_init__(self) -> None:
         _check_types(self, "data")
@@ -338,6 +344,8 @@ class DataConfig:
                               "(256 bytes + 4 special tokens)")
         _positive("data.min_frequency", self.min_frequency)
         _positive("data.max_len", self.max_len)
+        if self.tokenizer_sample < 0:
+            raise ConfigError(f"data.tokenizer_sample={self.tokenizer_sample}: give a number of examples, or 0 for all")
         if (self.train_src is None) != (self.train_tgt is None):
             raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
         if (self.valid_src is None) != (self.valid_tgt is None):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..config import ModelConfig, RunConfig
-from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
-from ..data.text import read_monolingual, read_parallel
+from ..data import corpus as C
+from ..data.batching import Batch, Example, batch_indices, collate, encode_examples
 from ..data.tokenizer import Tokenizer, TokenizerError, load_tokenizers, save_tokenizers, train_bpe
 from . import distributed as D
 
@@ -19,16 +23,25 @@ class TrainingData:
 
     source_tokenizer: Tokenizer
     target_tokenizer: Tokenizer
-    train: list[Example]
+    train: Sequence[Example]
+    """A data.corpus.Corpus (memory-mapped) or a list of examples."""
     valid: list[Example]
     batch_tokens: int
     seed: int
     valid_references: list[str] = field(default_factory=list)
     """The validation target lines as read (indexed by Example.line): references for BLEU."""
-    sizes: list[int] = field(init=False)
+    sizes: np.ndarray = field(init=False)
+    tgt_lengths: np.ndarray = field(init=False)
+    src_lengths: np.ndarray | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sizes = [e.size for e in self.train]
+        if isinstance(self.train, C.Corpus):
+            self.sizes, self.tgt_lengths, self.src_lengths = self.train.sizes, self.train.tgt_lengths, self.train.src_lengths
+        else:
+            self.sizes = np.array([e.size for e in self.train], dtype=np.int32)
+            self.tgt_lengths = np.array([len(e.tgt) for e in self.train], dtype=np.int32)
+            self.src_lengths = None if not self.train or self.train[0].src is None else \
+                np.array([len(e.src) for e in self.train], dtype=np.int32)
 
     @property
     def shared(self) -> bool:
@@ -39,13 +52,13 @@ class TrainingData:
         """What save_model takes: one tokenizer when shared, else (source, target)."""
         return self.source_tokenizer if self.shared else (self.source_tokenizer, self.target_tokenizer)
 
-    def train_batches(self, epoch: int) -> list[list[int]]:
+    def train_batches(self, epoch: int) -> Sequence[list[int]]:
         """The epoch's batches (lists of example indices): a pure function of (seed, epoch)."""
         return batch_indices(self.sizes, self.batch_tokens, self.seed, epoch)
 
     def target_tokens(self, indices: list[int]) -> int:
         """Target tokens the loss counts in a batch (each target plus its </s>)."""
-        return sum(len(self.train[i].tgt) + 1 for i in indices)
+        return int(self.tgt_lengths[indices].sum()) + len(indices)
 
     def collate(self, indices: list[int], model_config: ModelConfig, split: str = "train") -> Batch:
         examples = self.train if split == "train" else self.valid
@@ -56,59 +69,118 @@ class TrainingData:
         for indices in batch_indices(sizes, batch_tokens, 0, 0, shuffle=False):
             yield self.collate(indices, model_config, split="valid")
 
-    def padding_share(self, batches: list[list[int]]) -> float:
-        return padding_share(batches, self.train)
+    def padding_share(self, batches: Sequence[list[int]]) -> float:
+        """Share of padded positions among all positions (both sides) of these batches, from the length arrays."""
+        real = padded = 0
+        for side in (self.tgt_lengths + 1, self.src_lengths):
+            if side is None:
+                continue
+            for batch in batches:
+                lengths = side[batch]
+                real += int(lengths.sum())
+                padded += int(lengths.max()) * len(batch)
+        return 1.0 - real / padded if padded else 0.0
+
+
+def tokenizer_cache_key(config: RunConfig) -> dict:
+    """What a tokenizer trained from the [data] files depends on."""
+    d = config.data
+    files = [d.train_src, d.train_tgt] if d.is_translation else [d.train_text]
+    return {"format": C.FORMAT, "kind": "bpe", "files": [C.file_key(f) for f in files], "vocab_size": d.vocab_size,
+            "min_frequency": d.min_frequency, "shared": d.shared_vocab or not d.is_translation,
+            "sample": d.tokenizer_sample}
+
+
+def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
+    """BPE trained on the training files as they stream by (at most data.tokenizer_sample examples),
+    kept in the corpus cache, so a second run on the same files and settings loads it."""
+    d = config.data
+    root = Path(d.cache) if d.cache else C.default_cache_root()
+    path = root / f"tokenizer-{C.key_digest(tokenizer_cache_key(config))}"
+    if path.is_dir():
+        try:
+            tokenizers = load_tokenizers(path)
+            say(f"trained BPE: loaded from {path}")
+            return tokenizers
+        except TokenizerError:
+            pass  # damaged: train again
+    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
+    texts = lambda side: C.tokenizer_texts(targets, sources, side, d.tokenizer_sample)  # noqa: E731
+    if sources is None or d.shared_vocab:
+        src_tok = tgt_tok = train_bpe(texts("both"), d.vocab_size, d.min_frequency)
+    else:
+        src_tok = train_bpe(texts("source"), d.vocab_size, d.min_frequency)
+        tgt_tok = train_bpe(texts("target"), d.vocab_size, d.min_frequency)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    save_tokenizers(tmp, src_tok, tgt_tok)
+    shutil.rmtree(path, ignore_errors=True)
+    os.rename(tmp, path)
+    return src_tok, tgt_tok
+
+
+def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
+    """`transformer data prepare`: what `train` would build before its first step (the tokenizer,
+    unless train.init_from gives one, and the training corpus's arrays), kept in the cache."""
+    d = config.data
+    src_tok, tgt_tok = load_tokenizers(config.train.init_from) if config.train.init_from else \
+        train_tokenizers(config, say)
+    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
+    return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache, say=say)
+
+
+def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, list[str]]:
+    kept = list(C.iter_examples(targets, sources))
+    return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
 
 
 def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
                  resume: bool = False) -> TrainingData:
-    """Read the [data] files, get tokenizers (run dir on resume, init_from's, or newly trained), encode."""
-    d, t = config.data, config.train
-    if d.is_translation:
-        text = read_parallel(d.train_src, d.train_tgt)
-        sources, targets, dropped = text.source, text.target, text.dropped_empty
-        valid = read_parallel(d.valid_src, d.valid_tgt) if d.valid_src else None
-        valid_sources, valid_targets = (valid.source, valid.target) if valid else (None, [])
-    else:
-        targets, dropped = read_monolingual(d.train_text)
-        sources = None
-        valid_targets = read_monolingual(d.valid_text)[0] if d.valid_text else []
-        valid_sources = None
-    if dropped:
-        say(f"dropped {dropped:,} empty line(s) of the training data")
+    """Tokenizers (the run dir's on resume, init_from's, or trained on the files), the training
+    corpus prepared into memory-mapped arrays (or reused, see data.corpus), validation encoded.
 
-    if resume:
-        try:
-            src_tok, tgt_tok = load_tokenizers(run_dir)
-        except TokenizerError as e:
-            raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
-                                 f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
-    elif t.init_from:
-        src_tok, tgt_tok = load_tokenizers(t.init_from)
-        if dist.is_main:
-            save_tokenizers(run_dir, src_tok, tgt_tok)
-    else:
-        if dist.is_main:
-            if sources is None or d.shared_vocab:
-                src_tok = train_bpe((sources or []) + targets, d.vocab_size, d.min_frequency)
-                tgt_tok = src_tok
-            else:
-                src_tok = train_bpe(sources, d.vocab_size, d.min_frequency)
-                tgt_tok = train_bpe(targets, d.vocab_size, d.min_frequency)
-            save_tokenizers(run_dir, src_tok, tgt_tok)
+    Under torchrun, rank 0 does the work while the others wait, then every rank maps the same files."""
+    d, t = config.data, config.train
+    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
+
+    def get_tokenizers() -> tuple[Tokenizer, Tokenizer]:
+        if resume:
+            try:
+                return load_tokenizers(run_dir)
+            except TokenizerError as e:
+                raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
+                                     f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
+        if not dist.is_main:
+            return load_tokenizers(run_dir)
+        if t.init_from:
+            src_tok, tgt_tok = load_tokenizers(t.init_from)
+        else:
+            src_tok, tgt_tok = train_tokenizers(config, say)
             say(f"trained BPE: vocabulary {src_tok.vocab_size:,}" +
                 ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)"))
-        D.barrier(dist)
-        if not dist.is_main:
-            src_tok, tgt_tok = load_tokenizers(run_dir)
+        save_tokenizers(run_dir, src_tok, tgt_tok)
+        return src_tok, tgt_tok
 
-    train, too_long = encode_examples(targets, tgt_tok, d.max_len, sources, src_tok if sources else None)
-    if too_long:
-        say(f"dropped {too_long:,} training example(s) longer than data.max_len={d.max_len} tokens")
-    if not train:
-        raise ValueError(f"no training example is at most data.max_len={d.max_len} tokens long: raise data.max_len")
-    valid = []
-    if valid_targets:
+    def corpus(quiet: bool = False) -> C.Corpus:
+        return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache,
+                                say=(lambda _: None) if quiet else say)
+
+    if dist.is_main:
+        src_tok, tgt_tok = get_tokenizers()
+        train = corpus()
+    D.barrier(dist)  # rank 0 has written the tokenizers and the arrays: the others read them
+    if not dist.is_main:
+        src_tok, tgt_tok = get_tokenizers()
+        train = corpus(quiet=True)
+    dropped = train.dropped
+    if dropped["empty"]:
+        say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
+    if dropped["too_long"]:
+        say(f"dropped {dropped['too_long']:,} training example(s) longer than data.max_len={d.max_len} tokens")
+
+    valid, valid_targets = [], []
+    valid_files = (d.valid_tgt, d.valid_src) if d.is_translation else (d.valid_text, None)
+    if valid_files[0]:
+        valid_sources, valid_targets = read_valid(*valid_files)
         valid, too_long = encode_examples(valid_targets, tgt_tok, d.max_len, valid_sources,
                                           src_tok if valid_sources else None)
         if too_long:

@@ -1,0 +1,384 @@
+"""Training corpora of any size: read as streams, tokenized once into memory-mapped arrays.
+
+`train` does not hold the corpus in Python lists. The first run on a set of files writes, per
+side, every kept example's token ids as one flat array (uint16 when the vocabulary fits, else
+uint32) and an offsets index, plus each example's line in the files and a `header.json` with the
+key it was built for. Every later run, `--resume` and each torchrun process maps those files
+(np.memmap): the pages are shared with the OS page cache, not copied into each process.
+
+Where: `data.cache` (default `$TRANSFORMER_CACHE_DIR/corpora`, else `~/.cache/transformer/corpora`), one
+folder per key: the files (absolute path, size, modification time), the tokenizer(s) (a hash of
+their tokenizer.json) and `data.max_len`. A changed file, tokenizer or max_len gives another
+key, so another folder. A folder is written under a temporary name and renamed when complete,
+and its array sizes are checked against the header when opened: a half-written or truncated
+one is never read (it is rebuilt).
+
+Reading: files are UTF-8, one example per line (the rules of transformer.lines), `.gz` files
+are decompressed as they are read. Aligned files are read in step; if one ends first the
+error names both line counts. Pairs with an empty side (after stripping) are dropped and
+counted, as are examples longer than max_len tokens (a side with its <s>/</s>).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import itertools
+import json
+import os
+import random
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .batching import Example
+from .text import DataError
+from .tokenizer import Tokenizer
+
+FORMAT = 1
+CHUNK_LINES = 100_000
+"""Lines tokenized at once (one `encode_batch` call, parallel in Rust) on the way to the arrays."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading lines as streams
+
+
+def check_file(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path} not found: check the path in the [data] section of the config")
+    if not path.is_file():
+        raise DataError(f"{path} is not a file: expected a text file with one sentence per line")
+    return path
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings.
+
+    Same rules as transformer.lines.split_lines: a BOM at the start is dropped, lines end at
+    "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
+    naming the file and line."""
+    path = check_file(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
+                                    "convert the file to UTF-8, e.g. with iconv") from None
+                yield line.removesuffix("\n").removesuffix("\r")
+    except (gzip.BadGzipFile, EOFError, OSError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise DataError(f"{path}: cannot be read after line {number} ({e}): "
+                        f"{'is it a complete gzip file?' if opener is gzip.open else 'check the file'}") from None
+
+
+@dataclass
+class ReadCounts:
+    """What reading the files found: lines, and pairs dropped for an empty side."""
+
+    lines: int = 0
+    empty: int = 0
+
+
+def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
+                  counts: ReadCounts | None = None) -> Iterator[tuple[int, str | None, str]]:
+    """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
+
+    With sources, the two files are read in step; if one ends before the other, the error
+    names both line counts and where the shorter ended."""
+    counts = counts if counts is not None else ReadCounts()
+    any_src, any_tgt = sources is None, False  # a file with no non-blank line is "empty"
+    if sources is None:
+        for line, text in enumerate(iter_lines(targets)):
+            counts.lines += 1
+            text = text.strip()
+            any_tgt = any_tgt or bool(text)
+            if text:
+                yield line, None, text
+            else:
+                counts.empty += 1
+    else:
+        src_lines, tgt_lines = iter_lines(sources), iter_lines(targets)
+        missing = object()
+        for line, (s, t) in enumerate(itertools.zip_longest(src_lines, tgt_lines, fillvalue=missing)):
+            if s is missing or t is missing:
+                longer = tgt_lines if s is missing else src_lines
+                total = line + 1 + sum(1 for _ in longer)  # the shorter file ended after `line` lines
+                n_src, n_tgt = (line, total) if s is missing else (total, line)
+                raise DataError(f"{sources} has {n_src:,} lines but {targets} has {n_tgt:,}: "
+                                "the files must be aligned line by line")
+            counts.lines += 1
+            s, t = s.strip(), t.strip()
+            any_src, any_tgt = any_src or bool(s), any_tgt or bool(t)
+            if s and t:
+                yield line, s, t
+            else:
+                counts.empty += 1
+    for path, seen in ((sources, any_src), (targets, any_tgt)):
+        if path is not None and not seen:
+            raise DataError(f"{path} is empty: expected one sentence per line")
+    if counts.lines == counts.empty:
+        raise DataError(f"{sources} and {targets} have no pair where both sides are non-empty" if sources else
+                        f"{targets} has no non-empty line")
+
+
+def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | None, side: str,
+                    sample: int, seed: int = 0) -> Iterator[str]:
+    """The texts a tokenizer is trained on, streamed: side "source", "target" or "both" (sources
+    then targets, for a shared vocabulary) of the kept examples. With sample > 0 and more kept
+    examples than that, `sample` of them chosen at random (seeded), in file order."""
+    keep = None
+    if sample:
+        n = sum(1 for _ in iter_examples(targets, sources))
+        if n > sample:
+            keep = set(random.Random(seed).sample(range(n), sample))
+    for which in (["source", "target"] if side == "both" else [side]):
+        if which == "source" and sources is None:
+            continue
+        for i, (_, s, t) in enumerate(iter_examples(targets, sources)):
+            if keep is None or i in keep:
+                yield s if which == "source" else t
+
+
+# ---------------------------------------------------------------------------------------------
+# The prepared arrays
+
+
+def default_cache_root() -> Path:
+    if os.environ.get("TRANSFORMER_CACHE_DIR"):
+        return Path(os.environ["TRANSFORMER_CACHE_DIR"]) / "corpora"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "transformer" / "corpora"
+
+
+def fingerprint(tokenizer: Tokenizer) -> str:
+    return hashlib.sha256(tokenizer.tokenizer.to_str().encode("utf-8")).hexdigest()
+
+
+def file_key(path: str | os.PathLike) -> dict:
+    path = check_file(path)
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def corpus_key(targets: str | os.PathLike, sources: str | os.PathLike | None, tgt_tok: Tokenizer,
+               src_tok: Tokenizer | None, max_len: int) -> dict:
+    """Everything the arrays depend on: if any of it changes, they are built again."""
+    return {"format": FORMAT,
+            "files": {"target": file_key(targets), **({"source": file_key(sources)} if sources else {})},
+            "tokenizers": {"target": fingerprint(tgt_tok), **({"source": fingerprint(src_tok)} if src_tok else {})},
+            "max_len": max_len}
+
+
+def key_digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+
+
+def _dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.uint32)
+
+
+class Corpus(Sequence):
+    """A prepared corpus, memory-mapped: a sequence of Example (built on access) plus arrays.
+
+    Arrays (n = examples): tgt_lengths, src_lengths (None for a language model), lines (the
+    0-based line of each example in the files), sizes (the padded row each needs, as
+    Example.size)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.header = json.loads((self.path / "header.json").read_text(encoding="utf-8"))
+        h = self.header
+        self.n = h["examples"]
+        sides = ["target"] + (["source"] if "source" in h["tokens"] else [])
+        self._ids, self._offsets = {}, {}
+        for side in sides:
+            self._offsets[side] = _map(self.path / f"{side}.offsets", np.int64, self.n + 1)
+            self._ids[side] = _map(self.path / f"{side}.ids", np.dtype(h["dtype"][side]), h["tokens"][side])
+        self.lines = _map(self.path / "lines", np.int64, self.n)
+        self.tgt_lengths = np.diff(self._offsets["target"]).astype(np.int32)
+        self.src_lengths = np.diff(self._offsets["source"]).astype(np.int32) if "source" in sides else None
+        self.sizes = self.tgt_lengths + 1
+        if self.src_lengths is not None:
+            self.sizes = np.maximum(self.sizes, self.src_lengths)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _side(self, side: str, i: int) -> list[int]:
+        o = self._offsets[side]
+        return self._ids[side][o[i]:o[i + 1]].tolist()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        i = int(i)
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        i %= self.n
+        src = self._side("source", i) if self.src_lengths is not None else None
+        return Example(src, self._side("target", i), int(self.lines[i]))
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return self.header["dropped"]
+
+
+def _map(path: Path, dtype, count: int) -> np.ndarray:
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+def damage(path: Path, key: dict) -> str | None:
+    """Why the folder cannot be read as the corpus for key (None: it can)."""
+    try:
+        h = json.loads((path / "header.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"header.json unreadable ({e})"
+    if h.get("key") != key:
+        return "built for other files or settings"
+    expected = {"lines": 8 * h["examples"]}
+    for side, tokens in h["tokens"].items():
+        expected[f"{side}.offsets"] = 8 * (h["examples"] + 1)
+        expected[f"{side}.ids"] = tokens * np.dtype(h["dtype"][side]).itemsize
+    for name, size in expected.items():
+        file = path / name
+        if not file.is_file() or file.stat().st_size != size:
+            return f"{name} is {file.stat().st_size if file.is_file() else 'missing'} bytes, expected {size}"
+    return None
+
+
+def prepare_corpus(targets: str | os.PathLike, tgt_tok: Tokenizer, max_len: int,
+                   sources: str | os.PathLike | None = None, src_tok: Tokenizer | None = None,
+                   cache: str | os.PathLike | None = None, say=lambda message: None) -> Corpus:
+    """The prepared corpus of these files: opened if the cache holds a complete one for the same
+    key, else built (streaming, CHUNK_LINES at a time) and then opened."""
+    key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len)
+    root = Path(cache) if cache else default_cache_root()
+    path = root / key_digest(key)
+    if path.exists():
+        why = damage(path, key)
+        if why is None:
+            say(f"data: prepared corpus {path}")
+            return Corpus(path)
+        say(f"data: the prepared corpus {path} cannot be used ({why}): building it again")
+    say(f"data: preparing {f'{sources} + ' if sources else ''}{targets} into {path}")
+    _build(path, key, targets, tgt_tok, max_len, sources, src_tok)
+    return Corpus(path)
+
+
+def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
+    dtypes = {side: _dtype(tok.vocab_size) for side, tok in sides.items()}
+    try:
+        files = {name: open(tmp / name, "wb") for name in
+                 ["lines"] + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]}
+        try:
+            counts, too_long, n = ReadCounts(), 0, 0
+            tokens = dict.fromkeys(sides, 0)
+            for side in sides:
+                files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
+            stream = iter_examples(targets, sources, counts)
+            while chunk := list(itertools.islice(stream, CHUNK_LINES)):
+                ids = {"target": tgt_tok.encode_batch([t for _, _, t in chunk])}
+                if sources:
+                    ids["source"] = src_tok.encode_batch([s for _, s, _ in chunk])
+                tgt_len = np.fromiter(map(len, ids["target"]), np.int64, len(chunk))
+                size = tgt_len + 1
+                ok = tgt_len > 0
+                if sources:
+                    src_len = np.fromiter(map(len, ids["source"]), np.int64, len(chunk))
+                    size = np.maximum(size, src_len)
+                    ok &= src_len > 0
+                ok &= size <= max_len
+                keep = np.flatnonzero(ok)
+                too_long += len(chunk) - len(keep)
+                files["lines"].write(np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes())
+                for side in sides:
+                    rows = [ids[side][i] for i in keep]
+                    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+                    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum()))
+                    files[f"{side}.ids"].write(flat.tobytes())
+                    files[f"{side}.offsets"].write((tokens[side] + np.cumsum(lengths)).tobytes())
+                    tokens[side] += int(lengths.sum())
+                n += len(keep)
+        finally:
+            for f in files.values():
+                f.close()
+        if n == 0:
+            raise DataError(f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len")
+        header = {"format": FORMAT, "key": key, "examples": n, "tokens": tokens,
+                  "dtype": {side: dt.name for side, dt in dtypes.items()},
+                  "dropped": {"empty": counts.empty, "too_long": too_long}, "lines_read": counts.lines}
+        (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
+        for f in tmp.iterdir():  # on disk before the rename makes the folder visible
+            with open(f, "rb") as handle:
+                os.fsync(handle.fileno())
+        if path.exists():
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches from the lengths array
+
+
+class Batches(Sequence):
+    """An epoch's batches as one permutation of the examples and the bounds of each batch in it:
+    batches[k] is a list of example indices; slices give lists of those."""
+
+    def __init__(self, order: np.ndarray, starts: np.ndarray, perm: np.ndarray | None = None):
+        self.order, self.starts = order, starts  # starts: (n_batches + 1,) positions in order
+        self.perm = perm if perm is not None else np.arange(len(starts) - 1)
+
+    def __len__(self) -> int:
+        return len(self.perm)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        b = int(self.perm[k])
+        return self.order[self.starts[b]:self.starts[b + 1]].tolist()
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+
+def batch_bounds(sorted_sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Greedy batches over examples sorted by size: each takes examples while rows x longest row
+    stays within batch_tokens (at least one example). Returns the start of each batch and the end.
+
+    With sizes sorted, the longest row of a batch from a to j is sizes[j], and sizes[j] * (j - a + 1)
+    grows with j, so each batch's end is found by binary search."""
+    n = len(sorted_sizes)
+    starts = [0]
+    a = 0
+    while a < n:
+        lo, hi = a + 1, n  # the batch is [a, end); end in [a + 1, n]
+        while lo < hi:  # the largest end with sizes[end - 1] * (end - a) <= batch_tokens
+            mid = (lo + hi + 1) // 2
+            if int(sorted_sizes[mid - 1]) * (mid - a) <= batch_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        a = lo
+        starts.append(a)
+    return np.asarray(starts, dtype=np.int64)
