@@ -218,3 +218,21 @@ def test_tokenizer_sample_trains_on_a_seeded_subset_in_file_order(files):
     assert len(some) == 50 and some == list(C.tokenizer_texts(files / "train.tgt", files / "train.src", "target", 50))
     rest = iter(t for _, _, t in all_pairs)
     assert all(any(x == t for t in rest) for x in some)  # a subsequence: file order kept
+
+
+def test_data_prepare_then_train_reuses_the_tokenizer_and_the_arrays(files, tmp_path, capsys):
+    from transformer.cli import main
+
+    sets = [f'data.train_src="{files / "train.src"}"', f'data.train_tgt="{files / "train.tgt"}"',
+            "data.vocab_size=300", "data.max_len=40", f'data.cache="{tmp_path / "cache"}"']
+    argv = ["data", "prepare", str(Path(__file__).resolve().parents[1] / "configs" / "copy.toml")] + [a for s in sets for a in ("--set", s)]
+    assert main(argv) in (0, None)
+    out = capsys.readouterr().out
+    assert "data: preparing" in out and "dropped" in out
+    examples, too_long, empty = reference(files, C.Tokenizer.load(next((tmp_path / "cache").glob("tokenizer-*")) /
+                                                                  "tokenizer.json"), 40)
+    assert f"{len(examples):,} training examples" in out
+    assert f"dropped {empty:,} with an empty side and {too_long:,} longer than data.max_len=40" in out
+    assert main(argv) in (0, None)
+    out = capsys.readouterr().out
+    assert "trained BPE: loaded from" in out and "data: prepared corpus" in out and "preparing" not in out

@@ -329,7 +329,7 @@ class DataConfig:
     """A pair must occur this often to become a BPE merge."""
     max_len: int = 256
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted."""
-    tokenizer_sample: int = 1_000_000
+    tokenizer_sample: int = 200_000
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
     cache: str | None = None
