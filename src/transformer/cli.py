@@ -121,6 +121,46 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
           f"data.max_len={config.data.max_len}")
 
 
+def cmd_tokenize(args: argparse.Namespace) -> None:
+    """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
+    from pathlib import Path
+
+    from .data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
+
+    if args.compare:
+        if args.tokenizer or args.text:
+            raise UserError("--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it")
+        if args.sample < 0:
+            raise UserError(f"--sample {args.sample}: give a number of training examples, or 0 for all")
+        from .config import load_config
+        from .training.data import compare_tokenizers
+
+        config = load_config(args.compare, args.set or [])
+        rows = compare_tokenizers(config, args.sample, say=lambda m: print(m, file=sys.stderr))
+        sides = [side for side in ("source", "target") if f"{side}_tokens" in rows[0]]
+        print("| tokenizer | vocabulary | " + " | ".join(f"{s} tokens/sentence | {s} <unk>" for s in sides) + " |")
+        print("|---|---:|" + "---:|---:|" * len(sides))
+        for r in rows:
+            print(f"| {r['tokenizer']} | {r['vocab_size']:,} | " +
+                  " | ".join(f"{r[f'{s}_tokens']:.1f} | {r[f'{s}_unk']:.2%}" for s in sides) + " |")
+        return
+    if not args.tokenizer or not args.text:
+        raise UserError("give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)")
+    path = Path(args.tokenizer)
+    if path.is_dir():
+        source, target = load_tokenizers(path)
+        tok = source if args.side == "source" else target
+    else:
+        tok = Tokenizer.load(path)
+    for text in args.text:
+        ids = tok.encode(text)
+        unk = sum(i == UNK_ID for i in ids)
+        print(f"{text}\n{len(ids)} token(s), {unk} <unk> ({tok.kind}, vocabulary {tok.vocab_size:,})")
+        for i in ids:
+            print(f"{i:>8}  {tok.id_to_token(i)}" + ("" if tok.kind in ("word", "char") else
+                                                    f"  {tok.tokenizer.decode([i], skip_special_tokens=False)!r}"))
+
+
 def cmd_import_hf(args: argparse.Namespace) -> None:
     """Convert a Hugging Face model directory or .gguf file into a model directory."""
     from .interop.hf import import_hf
@@ -510,6 +550,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=int, default=12, help="longest sequence (default 12)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.set_defaults(func=cmd_data_copy)
+
+    p = sub.add_parser("tokenize", help="show the tokens and ids of a text, or compare word/char/BPE/Unigram on a config")
+    p.add_argument("tokenizer", nargs="?", metavar="MODEL_DIR|TOKENIZER_JSON")
+    p.add_argument("--text", action="append", help="text to cut into tokens (repeatable)")
+    p.add_argument("--side", choices=["source", "target"], default="source",
+                   help="which tokenizer of a model directory with separate vocabularies (default source)")
+    p.add_argument("--compare", metavar="CONFIG", help="train the four kinds on this config's data and compare them")
+    p.add_argument("--sample", type=int, default=50000,
+                   help="with --compare: training examples to train each on (default 50000; 0: all)")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="with --compare: override a config value")
+    p.set_defaults(func=cmd_tokenize)
 
     p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
     p.add_argument("model_dir")

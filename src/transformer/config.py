@@ -321,14 +321,20 @@ class DataConfig:
     """Training text of a language model (arch = "decoder"), one document or sentence per line."""
     valid_text: str | None = None
     """Validation text of a language model (optional)."""
+    tokenizer: str = "bpe"
+    """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
+    (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
+    (characters; ~5x longer sequences than BPE: set max_len for them). See transformer.data.tokenizer."""
     vocab_size: int = 8000
-    """Size of the byte-level BPE vocabulary to train (the model's vocabulary comes from it)."""
+    """Size of the vocabulary to train, special tokens included (the model's vocabulary comes from it);
+    "char" needs room for every character seen min_frequency times."""
     shared_vocab: bool = True
     """One joint BPE vocabulary for source and target (the paper's, §5.1); false = one per side."""
     min_frequency: int = 2
     """A pair must occur this often to become a BPE merge."""
     max_len: int = 256
-    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted."""
+    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted. Tokens,
+    not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same sentences."""
     tokenizer_sample: int = 200_000
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
@@ -339,7 +345,9 @@ class DataConfig:
     def __post_init__(self) -> None:
         _check_types(self, "data")
         _positive("data.vocab_size", self.vocab_size)
-        if self.vocab_size < 260:
+        if self.tokenizer not in ("bpe", "unigram", "word", "char"):
+            raise ConfigError(f"data.tokenizer={self.tokenizer!r} is not valid: it must be bpe, unigram, word or char")
+        if self.tokenizer == "bpe" and self.vocab_size < 260:
             raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least 260 "
                               "(256 bytes + 4 special tokens)")
         _positive("data.min_frequency", self.min_frequency)

@@ -321,7 +321,8 @@ def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sou
             for f in files.values():
                 f.close()
         if n == 0:
-            raise DataError(f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len")
+            raise DataError(f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len"
+                            + (" (a character tokenizer makes ~5x more tokens than BPE)" if tgt_tok.kind == "char" else ""))
         header = {"format": FORMAT, "key": key, "examples": n, "tokens": tokens,
                   "dtype": {side: dt.name for side, dt in dtypes.items()},
                   "dropped": {"empty": counts.empty, "too_long": too_long}, "lines_read": counts.lines}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
@@ -13,7 +14,14 @@ import numpy as np
 from ..config import ModelConfig, RunConfig
 from ..data import corpus as C
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples
-from ..data.tokenizer import Tokenizer, TokenizerError, load_tokenizers, save_tokenizers, train_bpe
+from ..data.tokenizer import (
+    UNK_ID,
+    Tokenizer,
+    TokenizerError,
+    load_tokenizers,
+    save_tokenizers,
+    train_tokenizer,
+)
 from . import distributed as D
 
 
@@ -82,17 +90,20 @@ class TrainingData:
         return 1.0 - real / padded if padded else 0.0
 
 
+TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
+
+
 def tokenizer_cache_key(config: RunConfig) -> dict:
     """What a tokenizer trained from the [data] files depends on."""
     d = config.data
     files = [d.train_src, d.train_tgt] if d.is_translation else [d.train_text]
-    return {"format": C.FORMAT, "kind": "bpe", "files": [C.file_key(f) for f in files], "vocab_size": d.vocab_size,
+    return {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in files], "vocab_size": d.vocab_size,
             "min_frequency": d.min_frequency, "shared": d.shared_vocab or not d.is_translation,
             "sample": d.tokenizer_sample}
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
-    """BPE trained on the training files as they stream by (at most data.tokenizer_sample examples),
+    """The [data] tokenizer trained on the training files as they stream by (at most data.tokenizer_sample examples),
     kept in the corpus cache, so a second run on the same files and settings loads it."""
     d = config.data
     root = Path(d.cache) if d.cache else C.default_cache_root()
@@ -100,17 +111,17 @@ def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tok
     if path.is_dir():
         try:
             tokenizers = load_tokenizers(path)
-            say(f"trained BPE: loaded from {path}")
+            say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: loaded from {path}")
             return tokenizers
         except TokenizerError:
             pass  # damaged: train again
     targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
     texts = lambda side: C.tokenizer_texts(targets, sources, side, d.tokenizer_sample)  # noqa: E731
     if sources is None or d.shared_vocab:
-        src_tok = tgt_tok = train_bpe(texts("both"), d.vocab_size, d.min_frequency)
+        src_tok = tgt_tok = train_tokenizer(d.tokenizer, texts("both"), d.vocab_size, d.min_frequency)
     else:
-        src_tok = train_bpe(texts("source"), d.vocab_size, d.min_frequency)
-        tgt_tok = train_bpe(texts("target"), d.vocab_size, d.min_frequency)
+        src_tok = train_tokenizer(d.tokenizer, texts("source"), d.vocab_size, d.min_frequency)
+        tgt_tok = train_tokenizer(d.tokenizer, texts("target"), d.vocab_size, d.min_frequency)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     save_tokenizers(tmp, src_tok, tgt_tok)
     shutil.rmtree(path, ignore_errors=True)
@@ -126,6 +137,42 @@ def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
         train_tokenizers(config, say)
     targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
     return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache, say=say)
+
+
+def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None) -> list[dict]:
+    """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
+    training data with its vocab_size and min_frequency, measured on its validation text (the
+    training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
+    d = config.data
+    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
+    if d.is_translation and d.valid_src:
+        eval_sources, eval_targets = read_valid(d.valid_tgt, d.valid_src)
+    elif not d.is_translation and d.valid_text:
+        eval_sources, eval_targets = read_valid(d.valid_text, None)
+    else:
+        eval_sources, eval_targets = None, None
+    rows = []
+    for kind in ("word", "char", "bpe", "unigram"):
+        say(f"training the {TOKENIZER_NAMES[kind]} ...")
+        shared = sources is None or d.shared_vocab
+        texts = lambda side: C.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
+        src_tok = train_tokenizer(kind, texts("both" if shared else "source"), d.vocab_size, d.min_frequency) \
+            if sources else None
+        tgt_tok = src_tok if shared and src_tok else train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency)
+        if eval_targets is None:
+            kept = list(itertools.islice(C.iter_examples(targets, sources), 2000))
+            eval_sources = [s for _, s, _ in kept] if sources else None
+            eval_targets = [t for _, _, t in kept]
+        row = {"tokenizer": kind, "vocab_size": tgt_tok.vocab_size}
+        for side, tok, lines in (("source", src_tok, eval_sources), ("target", tgt_tok, eval_targets)):
+            if tok is None or not lines:
+                continue
+            ids = tok.encode_batch(lines)
+            n = sum(map(len, ids))
+            row[f"{side}_tokens"] = n / len(lines)
+            row[f"{side}_unk"] = sum(i == UNK_ID for row_ids in ids for i in row_ids) / max(n, 1)
+        rows.append(row)
+    return rows
 
 
 def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, list[str]]:
@@ -155,7 +202,7 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
             src_tok, tgt_tok = load_tokenizers(t.init_from)
         else:
             src_tok, tgt_tok = train_tokenizers(config, say)
-            say(f"trained BPE: vocabulary {src_tok.vocab_size:,}" +
+            say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}" +
                 ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)"))
         save_tokenizers(run_dir, src_tok, tgt_tok)
         return src_tok, tgt_tok
