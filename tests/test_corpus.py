@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from transformer.data import corpus as C
+from transformer.data import text as T
 from transformer.data.batching import batch_indices, encode_examples
-from transformer.data.text import DataError, read_monolingual, read_parallel
+from transformer.data.text import DataError
 from transformer.data.tokenizer import train_bpe
 
 WORDS = "the a cat dog sat ran on in park mat sun warm birds sing trees el gato perro sol hoy".split()
@@ -49,11 +50,19 @@ def tok(files):
     return train_bpe((files / "train.tgt").read_text().splitlines() * 2, vocab_size=400)
 
 
+def plain_lines(path: Path) -> list[str]:
+    """The whole file at once, by the rules of transformer.lines: what the streaming reader must match."""
+    lines = path.read_bytes().decode("utf-8").removeprefix("\ufeff").split("\n")
+    return [line.removesuffix("\r").strip() for line in (lines[:-1] if lines[-1] == "" else lines)]
+
+
 def reference(files: Path, tok, max_len: int):
-    """Today's path (still what validation uses): lists of strings, then encode_examples."""
-    text = read_parallel(files / "train.src", files / "train.tgt")
-    examples, too_long = encode_examples(text.target, tok, max_len, text.source, tok)
-    return examples, too_long, text.dropped_empty
+    """The list path: every line in memory, empty pairs dropped, then encode_examples."""
+    pairs = [(s, t) for s, t in zip(plain_lines(files / "train.src"), plain_lines(files / "train.tgt"), strict=True)
+             if s and t]
+    empty = len(plain_lines(files / "train.src")) - len(pairs)
+    examples, too_long = encode_examples([t for _, t in pairs], tok, max_len, [s for s, _ in pairs], tok)
+    return examples, too_long, empty
 
 
 def test_prepared_arrays_hold_exactly_the_examples_of_the_list_path(files, tok, tmp_path):
@@ -76,7 +85,7 @@ def test_prepared_arrays_hold_exactly_the_examples_of_the_list_path(files, tok, 
 
 def test_language_model_text_and_gz_input_equal_plain_text(files, tok, tmp_path):
     lm = C.prepare_corpus(files / "train.tgt", tok, 40, cache=tmp_path)
-    kept, _ = read_monolingual(files / "train.tgt")
+    kept = [line for line in plain_lines(files / "train.tgt") if line]
     examples, _ = encode_examples(kept, tok, 40)
     assert [e.tgt for e in lm] == [e.tgt for e in examples] and lm.src_lengths is None and lm[0].src is None
     for name in ("train.src", "train.tgt"):
@@ -98,10 +107,10 @@ def test_misaligned_files_name_both_counts_while_streaming(tmp_path, tok):
     text = "\n".join(sentence(random.Random(1)) + str(i) for i in range(2000)).encode()
     (tmp_path / "bad.gz").write_bytes(gzip.compress(text)[:2000])
     with pytest.raises(DataError, match="bad.gz: cannot be read after line .* complete gzip file"):
-        list(C.iter_lines(tmp_path / "bad.gz"))
+        list(T.iter_lines(tmp_path / "bad.gz"))
     (tmp_path / "latin.txt").write_bytes("uno\nel ni\xf1o\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"latin.txt line 2: invalid UTF-8 \(byte 0xf1\)"):
-        list(C.iter_lines(tmp_path / "latin.txt"))
+        list(T.iter_lines(tmp_path / "latin.txt"))
     assert not list((tmp_path / "c").glob(".*tmp*"))  # nothing half-written left behind
 
 
@@ -121,8 +130,6 @@ def test_the_cache_is_reused_while_its_key_holds_and_rebuilt_when_it_changes(fil
     for name in ("train.src", "train.tgt"):
         (copy / name).write_bytes((files / name).read_bytes())
     before = C.prepare_corpus(copy / "train.tgt", tok, 40, copy / "train.src", tok, cache=tmp_path)
-    with open(copy / "train.src", "ab") as f:
-        f.write(b"")
     (copy / "train.tgt").write_text((files / "train.tgt").read_text().replace("cat", "dog", 1))
     after = C.prepare_corpus(copy / "train.tgt", tok, 40, copy / "train.src", tok, cache=tmp_path)
     assert after.path != before.path
@@ -209,13 +216,13 @@ def test_batches_from_the_lengths_array_equal_the_greedy_rule(n, batch_tokens):
 
 
 def test_tokenizer_sample_trains_on_a_seeded_subset_in_file_order(files):
-    all_pairs = list(C.iter_examples(files / "train.tgt", files / "train.src"))
-    texts = list(C.tokenizer_texts(files / "train.tgt", files / "train.src", "both", sample=0))
+    all_pairs = list(T.iter_examples(files / "train.tgt", files / "train.src"))
+    texts = list(T.tokenizer_texts(files / "train.tgt", files / "train.src", "both", sample=0))
     assert texts == [s for _, s, _ in all_pairs] + [t for _, _, t in all_pairs]
-    assert list(C.tokenizer_texts(files / "train.tgt", files / "train.src", "target", sample=10_000)) == \
+    assert list(T.tokenizer_texts(files / "train.tgt", files / "train.src", "target", sample=10_000)) == \
         [t for _, _, t in all_pairs]
-    some = list(C.tokenizer_texts(files / "train.tgt", files / "train.src", "target", sample=50))
-    assert len(some) == 50 and some == list(C.tokenizer_texts(files / "train.tgt", files / "train.src", "target", 50))
+    some = list(T.tokenizer_texts(files / "train.tgt", files / "train.src", "target", sample=50))
+    assert len(some) == 50 and some == list(T.tokenizer_texts(files / "train.tgt", files / "train.src", "target", 50))
     rest = iter(t for _, _, t in all_pairs)
     assert all(any(x == t for t in rest) for x in some)  # a subsequence: file order kept
 

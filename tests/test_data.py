@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
+import numpy as np
 import pytest
 import tokenizers
 import torch
@@ -16,7 +17,7 @@ from transformer.data.batching import (
     encode_examples,
     padding_share,
 )
-from transformer.data.text import DataError, read_lines, read_monolingual, read_parallel
+from transformer.data.text import DataError, ReadCounts, iter_examples, iter_lines
 from transformer.data.tokenizer import (
     SPECIAL_TOKENS,
     Tokenizer,
@@ -41,36 +42,38 @@ def bpe():
 
 # ---- text files ----
 
-def test_read_parallel_drops_empty_pairs_and_counts(tmp_path):
+def test_aligned_files_drop_empty_pairs_and_count_them(tmp_path):
     (tmp_path / "a.src").write_text("one\n\nthree\nfour\n", encoding="utf-8")
     (tmp_path / "a.tgt").write_text("uno\ndos\n  \ncuatro\n", encoding="utf-8")
-    data = read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
-    assert data.source == ["one", "four"] and data.target == ["uno", "cuatro"]
-    assert data.dropped_empty == 2
+    counts = ReadCounts()
+    assert list(iter_examples(tmp_path / "a.tgt", tmp_path / "a.src", counts)) == [(0, "one", "uno"),
+                                                                                   (3, "four", "cuatro")]
+    assert counts.empty == 2 and counts.lines == 4
 
 
 def test_line_count_mismatch_names_both_files(tmp_path):
     (tmp_path / "a.src").write_text("1\n2\n3\n", encoding="utf-8")
     (tmp_path / "a.tgt").write_text("1\n2\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"a\.src has 3 lines but .*a\.tgt has 2: the files must be aligned"):
-        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+        list(iter_examples(tmp_path / "a.tgt", tmp_path / "a.src"))
 
 
 def test_missing_empty_and_bad_utf8_files(tmp_path):
     with pytest.raises(DataError, match=r"nope\.txt not found"):
-        read_lines(tmp_path / "nope.txt")
+        list(iter_lines(tmp_path / "nope.txt"))
     (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"empty\.txt is empty"):
-        read_lines(tmp_path / "empty.txt")
+        list(iter_examples(tmp_path / "empty.txt"))
     (tmp_path / "bad.txt").write_bytes(b"fine\nalso fine\nbad \xff byte\n")
     with pytest.raises(DataError, match=r"bad\.txt line 3: invalid UTF-8 \(byte 0xff\)"):
-        read_lines(tmp_path / "bad.txt")
+        list(iter_lines(tmp_path / "bad.txt"))
 
 
-def test_read_monolingual_handles_crlf_and_bom(tmp_path):
+def test_monolingual_text_handles_crlf_and_bom(tmp_path):
     (tmp_path / "m.txt").write_bytes("\ufeffline one\r\n\r\nline two".encode())
-    lines, dropped = read_monolingual(tmp_path / "m.txt")
-    assert lines == ["line one", "line two"] and dropped == 1
+    counts = ReadCounts()
+    assert [text for _, _, text in iter_examples(tmp_path / "m.txt", counts=counts)] == ["line one", "line two"]
+    assert counts.empty == 1
 
 
 # ---- tokenizer ----
@@ -172,14 +175,14 @@ def test_batches_respect_token_budget_cover_everything_and_group_lengths():
     assert flat == list(range(500))
     for b in batches:
         assert len(b) == 1 or max(sizes[i] for i in b) * len(b) <= 256
-    examples = [Example(None, [5] * (s - 1)) for s in sizes]
-    by_length = padding_share(batches, examples)
+    tgt_lengths = np.array(sizes) - 1  # a target row is the target plus its <s>/</s>
+    by_length = padding_share(batches, tgt_lengths)
     shuffled = torch.randperm(500, generator=g).tolist()
     random_batches, start = [], 0
     for b in batches:  # the same batch sizes, filled in random order
         random_batches.append(shuffled[start: start + len(b)])
         start += len(b)
-    assert by_length < 0.1 < padding_share(random_batches, examples)
+    assert by_length < 0.1 < padding_share(random_batches, tgt_lengths)
 
 
 def test_batches_are_deterministic_per_epoch_and_differ_across_epochs():

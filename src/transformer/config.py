@@ -368,6 +368,16 @@ class DataConfig:
     def is_translation(self) -> bool:
         return self.train_src is not None
 
+    @property
+    def train_files(self) -> tuple[str, str | None]:
+        """(targets, sources) of the training data; sources None for a language model."""
+        return (self.train_tgt, self.train_src) if self.is_translation else (self.train_text, None)
+
+    @property
+    def valid_files(self) -> tuple[str | None, str | None]:
+        """(targets, sources) of the validation data; targets None when there is none."""
+        return (self.valid_tgt, self.valid_src) if self.is_translation else (self.valid_text, None)
+
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SCHEDULES = ("inverse_sqrt", "cosine")

@@ -13,6 +13,7 @@ A language model (decoder-only) example has no source: input [bos] + y, output y
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,10 +60,8 @@ def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool
     sizes: each example's padded row (a list or an array). With shuffle, equal-length examples
     are mixed and batch order is permuted, both from (seed, epoch): the same arguments always
     give the same batches (exact resume relies on it). Returns a sequence of lists of indices
-    (corpus.Batches: two arrays, so 4.5M examples cost 36 MB, not a list per batch).
+    (Batches: two arrays, so 4.5M examples cost 36 MB, not a list per batch).
     """
-    from .corpus import Batches, batch_bounds
-
     sizes = np.asarray(sizes, dtype=np.int64)
     n = len(sizes)
     if shuffle:
@@ -76,19 +75,63 @@ def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool
     return Batches(order, starts, perm)
 
 
-def padding_share(batches: list[list[int]], examples: list[Example]) -> float:
-    """Share of padded positions among all positions (source and target sides) of these batches."""
+def padding_share(batches: Sequence[list[int]], tgt_lengths: np.ndarray, src_lengths: np.ndarray | None = None) -> float:
+    """Share of padded positions among all positions of these batches: target rows (each target
+    plus its <s>/</s>) and, when given, source rows."""
     real = padded = 0
-    for batch in batches:
-        exs = [examples[i] for i in batch]
-        t = max(len(e.tgt) for e in exs) + 1
-        real += sum(len(e.tgt) + 1 for e in exs)
-        padded += t * len(exs)
-        if exs[0].src is not None:
-            s = max(len(e.src) for e in exs)
-            real += sum(len(e.src) for e in exs)
-            padded += s * len(exs)
+    for side in (tgt_lengths + 1, src_lengths):
+        if side is None:
+            continue
+        for batch in batches:
+            lengths = side[batch]
+            real += int(lengths.sum())
+            padded += int(lengths.max()) * len(batch)
     return 1.0 - real / padded if padded else 0.0
+
+
+
+
+class Batches(Sequence):
+    """An epoch's batches as one permutation of the examples and the bounds of each batch in it:
+    batches[k] is a list of example indices; slices give lists of those."""
+
+    def __init__(self, order: np.ndarray, starts: np.ndarray, perm: np.ndarray | None = None):
+        self.order, self.starts = order, starts  # starts: (n_batches + 1,) positions in order
+        self.perm = perm if perm is not None else np.arange(len(starts) - 1)
+
+    def __len__(self) -> int:
+        return len(self.perm)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        b = int(self.perm[k])
+        return self.order[self.starts[b]:self.starts[b + 1]].tolist()
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+
+def batch_bounds(sorted_sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Greedy batches over examples sorted by size: each takes examples while rows x longest row
+    stays within batch_tokens (at least one example). Returns the start of each batch and the end.
+
+    With sizes sorted, the longest row of a batch from a to j is sizes[j], and sizes[j] * (j - a + 1)
+    grows with j, so each batch's end is found by binary search."""
+    n = len(sorted_sizes)
+    starts = [0]
+    a = 0
+    while a < n:
+        lo, hi = a + 1, n  # the batch is [a, end); end in [a + 1, n]
+        while lo < hi:  # the largest end with sizes[end - 1] * (end - a) <= batch_tokens
+            mid = (lo + hi + 1) // 2
+            if int(sorted_sizes[mid - 1]) * (mid - a) <= batch_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        a = lo
+        starts.append(a)
+    return np.asarray(starts, dtype=np.int64)
 
 
 @dataclass

@@ -21,21 +21,18 @@ counted, as are examples longer than max_len tokens (a side with its <s>/</s>).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import itertools
 import json
 import os
-import random
 import shutil
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from .batching import Example
-from .text import DataError
+from .text import DataError, ReadCounts, check_file, iter_examples
 from .tokenizer import Tokenizer
 
 FORMAT = 1
@@ -43,116 +40,6 @@ CHUNK_LINES = 100_000
 """Lines tokenized at once (one `encode_batch` call, parallel in Rust) on the way to the arrays."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading lines as streams
-
-
-def check_file(path: str | os.PathLike) -> Path:
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path} not found: check the path in the [data] section of the config")
-    if not path.is_file():
-        raise DataError(f"{path} is not a file: expected a text file with one sentence per line")
-    return path
-
-
-def iter_lines(path: str | os.PathLike) -> Iterator[str]:
-    """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings.
-
-    Same rules as transformer.lines.split_lines: a BOM at the start is dropped, lines end at
-    "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
-    naming the file and line."""
-    path = check_file(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    number = 0
-    try:
-        with opener(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise DataError(f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
-                                    "convert the file to UTF-8, e.g. with iconv") from None
-                yield line.removesuffix("\n").removesuffix("\r")
-    except (gzip.BadGzipFile, EOFError, OSError) as e:
-        if isinstance(e, DataError):
-            raise
-        raise DataError(f"{path}: cannot be read after line {number} ({e}): "
-                        f"{'is it a complete gzip file?' if opener is gzip.open else 'check the file'}") from None
-
-
-@dataclass
-class ReadCounts:
-    """What reading the files found: lines, and pairs dropped for an empty side."""
-
-    lines: int = 0
-    empty: int = 0
-
-
-def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
-                  counts: ReadCounts | None = None) -> Iterator[tuple[int, str | None, str]]:
-    """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
-
-    With sources, the two files are read in step; if one ends before the other, the error
-    names both line counts and where the shorter ended."""
-    counts = counts if counts is not None else ReadCounts()
-    any_src, any_tgt = sources is None, False  # a file with no non-blank line is "empty"
-    if sources is None:
-        for line, text in enumerate(iter_lines(targets)):
-            counts.lines += 1
-            text = text.strip()
-            any_tgt = any_tgt or bool(text)
-            if text:
-                yield line, None, text
-            else:
-                counts.empty += 1
-    else:
-        src_lines, tgt_lines = iter_lines(sources), iter_lines(targets)
-        missing = object()
-        for line, (s, t) in enumerate(itertools.zip_longest(src_lines, tgt_lines, fillvalue=missing)):
-            if s is missing or t is missing:
-                longer = tgt_lines if s is missing else src_lines
-                total = line + 1 + sum(1 for _ in longer)  # the shorter file ended after `line` lines
-                n_src, n_tgt = (line, total) if s is missing else (total, line)
-                raise DataError(f"{sources} has {n_src:,} lines but {targets} has {n_tgt:,}: "
-                                "the files must be aligned line by line")
-            counts.lines += 1
-            s, t = s.strip(), t.strip()
-            any_src, any_tgt = any_src or bool(s), any_tgt or bool(t)
-            if s and t:
-                yield line, s, t
-            else:
-                counts.empty += 1
-    for path, seen in ((sources, any_src), (targets, any_tgt)):
-        if path is not None and not seen:
-            raise DataError(f"{path} is empty: expected one sentence per line")
-    if counts.lines == counts.empty:
-        raise DataError(f"{sources} and {targets} have no pair where both sides are non-empty" if sources else
-                        f"{targets} has no non-empty line")
-
-
-def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | None, side: str,
-                    sample: int, seed: int = 0) -> Iterator[str]:
-    """The texts a tokenizer is trained on, streamed: side "source", "target" or "both" (sources
-    then targets, for a shared vocabulary) of the kept examples. With sample > 0 and more kept
-    examples than that, `sample` of them chosen at random (seeded), in file order."""
-    keep = None
-    if sample:
-        n = sum(1 for _ in iter_examples(targets, sources))
-        if n > sample:
-            keep = set(random.Random(seed).sample(range(n), sample))
-    for which in (["source", "target"] if side == "both" else [side]):
-        if which == "source" and sources is None:
-            continue
-        for i, (_, s, t) in enumerate(iter_examples(targets, sources)):
-            if keep is None or i in keep:
-                yield s if which == "source" else t
-
-
-# ---------------------------------------------------------------------------------------------
-# The prepared arrays
 
 
 def default_cache_root() -> Path:
@@ -336,50 +223,3 @@ def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sou
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-# ---------------------------------------------------------------------------------------------
-# Batches from the lengths array
-
-
-class Batches(Sequence):
-    """An epoch's batches as one permutation of the examples and the bounds of each batch in it:
-    batches[k] is a list of example indices; slices give lists of those."""
-
-    def __init__(self, order: np.ndarray, starts: np.ndarray, perm: np.ndarray | None = None):
-        self.order, self.starts = order, starts  # starts: (n_batches + 1,) positions in order
-        self.perm = perm if perm is not None else np.arange(len(starts) - 1)
-
-    def __len__(self) -> int:
-        return len(self.perm)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        b = int(self.perm[k])
-        return self.order[self.starts[b]:self.starts[b + 1]].tolist()
-
-    def __eq__(self, other) -> bool:
-        return list(self) == list(other)
-
-
-def batch_bounds(sorted_sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
-    """Greedy batches over examples sorted by size: each takes examples while rows x longest row
-    stays within batch_tokens (at least one example). Returns the start of each batch and the end.
-
-    With sizes sorted, the longest row of a batch from a to j is sizes[j], and sizes[j] * (j - a + 1)
-    grows with j, so each batch's end is found by binary search."""
-    n = len(sorted_sizes)
-    starts = [0]
-    a = 0
-    while a < n:
-        lo, hi = a + 1, n  # the batch is [a, end); end in [a + 1, n]
-        while lo < hi:  # the largest end with sizes[end - 1] * (end - a) <= batch_tokens
-            mid = (lo + hi + 1) // 2
-            if int(sorted_sizes[mid - 1]) * (mid - a) <= batch_tokens:
-                lo = mid
-            else:
-                hi = mid - 1
-        a = lo
-        starts.append(a)
-    return np.asarray(starts, dtype=np.int64)

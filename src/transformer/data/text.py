@@ -1,71 +1,126 @@
-"""Read and validate plain-text training data: aligned source/target files or one monolingual file.
+"""Read and validate plain-text training data, as streams: aligned source/target files or one
+monolingual file, plain or gzipped.
 
-Files hold one sentence per line, UTF-8. Problems a user can fix (a missing or empty file,
-invalid UTF-8, line counts that differ) raise `DataError` with a one-line message naming the
-file and line. Empty pairs are dropped and counted, never silently.
+Files hold one sentence per line, UTF-8 (the line rules of transformer.lines). Problems a user
+can fix (a missing or empty file, invalid UTF-8, an unreadable .gz, line counts that differ)
+raise `DataError` with a one-line message naming the file and line. Pairs with an empty side
+are dropped and counted, never silently.
 """
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import os
+import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from ..lines import split_lines
 
 
 class DataError(ValueError):
     """Training data is missing or malformed; the message names the file and line."""
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """The lines of a UTF-8 text file, without their line endings (the rules of transformer.lines)."""
+
+
+def check_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path} not found: check the path in the [data] section of the config")
     if not path.is_file():
         raise DataError(f"{path} is not a file: expected a text file with one sentence per line")
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise DataError(f"{path} is empty: expected one sentence per line")
+    return path
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings.
+
+    Same rules as transformer.lines.split_lines: a BOM at the start is dropped, lines end at
+    "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
+    naming the file and line."""
+    path = check_file(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path} line {line}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
-                        "convert the file to UTF-8, e.g. with iconv") from None
-    return split_lines(text)
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
+                                    "convert the file to UTF-8, e.g. with iconv") from None
+                yield line.removesuffix("\n").removesuffix("\r")
+    except (gzip.BadGzipFile, EOFError, OSError) as e:
+        raise DataError(f"{path}: cannot be read after line {number} ({e}): "
+                        f"{'is it a complete gzip file?' if opener is gzip.open else 'check the file'}") from None
 
 
 @dataclass
-class ParallelText:
-    """Aligned sentence pairs and what was dropped while reading them."""
+class ReadCounts:
+    """What reading the files found: lines, and pairs dropped for an empty side."""
 
-    source: list[str]
-    target: list[str]
-    dropped_empty: int = 0
-    """Pairs dropped because one side (or both) was empty."""
+    lines: int = 0
+    empty: int = 0
 
 
-def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> ParallelText:
-    """Read aligned files line by line; drop (and count) pairs with an empty side."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(f"{src_path} has {len(src):,} lines but {tgt_path} has {len(tgt):,}: "
-                        "the files must be aligned line by line")
-    keep_src, keep_tgt = [], []
-    for s, t in zip(src, tgt, strict=True):
-        s, t = s.strip(), t.strip()
-        if s and t:
-            keep_src.append(s)
-            keep_tgt.append(t)
-    if not keep_src:
-        raise DataError(f"{src_path} and {tgt_path} have no pair where both sides are non-empty")
-    return ParallelText(keep_src, keep_tgt, dropped_empty=len(src) - len(keep_src))
+def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
+                  counts: ReadCounts | None = None) -> Iterator[tuple[int, str | None, str]]:
+    """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
+
+    With sources, the two files are read in step; if one ends before the other, the error
+    names both line counts and where the shorter ended."""
+    counts = counts if counts is not None else ReadCounts()
+    any_src, any_tgt = sources is None, False  # a file with no non-blank line is "empty"
+    if sources is None:
+        for line, text in enumerate(iter_lines(targets)):
+            counts.lines += 1
+            text = text.strip()
+            any_tgt = any_tgt or bool(text)
+            if text:
+                yield line, None, text
+            else:
+                counts.empty += 1
+    else:
+        src_lines, tgt_lines = iter_lines(sources), iter_lines(targets)
+        missing = object()
+        for line, (s, t) in enumerate(itertools.zip_longest(src_lines, tgt_lines, fillvalue=missing)):
+            if s is missing or t is missing:
+                longer = tgt_lines if s is missing else src_lines
+                total = line + 1 + sum(1 for _ in longer)  # the shorter file ended after `line` lines
+                n_src, n_tgt = (line, total) if s is missing else (total, line)
+                raise DataError(f"{sources} has {n_src:,} lines but {targets} has {n_tgt:,}: "
+                                "the files must be aligned line by line")
+            counts.lines += 1
+            s, t = s.strip(), t.strip()
+            any_src, any_tgt = any_src or bool(s), any_tgt or bool(t)
+            if s and t:
+                yield line, s, t
+            else:
+                counts.empty += 1
+    for path, seen in ((sources, any_src), (targets, any_tgt)):
+        if path is not None and not seen:
+            raise DataError(f"{path} is empty: expected one sentence per line")
+    if counts.lines == counts.empty:
+        raise DataError(f"{sources} and {targets} have no pair where both sides are non-empty" if sources else
+                        f"{targets} has no non-empty line")
 
 
-def read_monolingual(path: str | os.PathLike) -> tuple[list[str], int]:
-    """Read a text file for a language model: the non-empty lines and how many empty ones were dropped."""
-    lines = read_lines(path)
-    kept = [line.strip() for line in lines if line.strip()]
-    return kept, len(lines) - len(kept)
+def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | None, side: str,
+                    sample: int, seed: int = 0) -> Iterator[str]:
+    """The texts a tokenizer is trained on, streamed: side "source", "target" or "both" (sources
+    then targets, for a shared vocabulary) of the kept examples. With sample > 0 and more kept
+    examples than that, `sample` of them chosen at random (seeded), in file order."""
+    keep = None
+    if sample:
+        n = sum(1 for _ in iter_examples(targets, sources))
+        if n > sample:
+            keep = set(random.Random(seed).sample(range(n), sample))
+    for which in (["source", "target"] if side == "both" else [side]):
+        if which == "source" and sources is None:
+            continue
+        for i, (_, s, t) in enumerate(iter_examples(targets, sources)):
+            if keep is None or i in keep:
+                yield s if which == "source" else t

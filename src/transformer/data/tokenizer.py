@@ -24,7 +24,6 @@ Decoding skips special tokens, <unk> included.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -63,12 +62,11 @@ class Tokenizer:
 
     def __init__(self, tokenizer: tokenizers.Tokenizer):
         self.tokenizer = tokenizer
-        spec = json.loads(tokenizer.to_str())
-        model, decoder = spec["model"]["type"], spec.get("decoder") or {}
-        self.kind = {"WordLevel": "char" if decoder.get("type") == "Fuse" else "word", "Unigram": "unigram",
+        model, decoder = type(tokenizer.model).__name__, type(tokenizer.decoder).__name__
+        self.kind = {"WordLevel": "char" if decoder == "Fuse" else "word", "Unigram": "unigram",
                      "BPE": "bpe"}.get(model, "other")
         """bpe, unigram, word, char (ours, or an imported one of that model), or other (WordPiece, ...)."""
-        self._join_words = model == "WordLevel" and not decoder
+        self._join_words = model == "WordLevel" and tokenizer.decoder is None
 
     def encode(self, text: str) -> list[int]:
         """Text -> token ids, without special tokens."""

@@ -9,11 +9,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..config import ModelConfig, RunConfig
 from ..data import corpus as C
-from ..data.batching import Batch, Example, batch_indices, collate, encode_examples
+from ..data import text as T
+from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
 from ..data.tokenizer import (
     UNK_ID,
     Tokenizer,
@@ -31,25 +30,13 @@ class TrainingData:
 
     source_tokenizer: Tokenizer
     target_tokenizer: Tokenizer
-    train: Sequence[Example]
-    """A data.corpus.Corpus (memory-mapped) or a list of examples."""
+    train: C.Corpus
+    """The training examples, memory-mapped (data.corpus)."""
     valid: list[Example]
     batch_tokens: int
     seed: int
     valid_references: list[str] = field(default_factory=list)
     """The validation target lines as read (indexed by Example.line): references for BLEU."""
-    sizes: np.ndarray = field(init=False)
-    tgt_lengths: np.ndarray = field(init=False)
-    src_lengths: np.ndarray | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.train, C.Corpus):
-            self.sizes, self.tgt_lengths, self.src_lengths = self.train.sizes, self.train.tgt_lengths, self.train.src_lengths
-        else:
-            self.sizes = np.array([e.size for e in self.train], dtype=np.int32)
-            self.tgt_lengths = np.array([len(e.tgt) for e in self.train], dtype=np.int32)
-            self.src_lengths = None if not self.train or self.train[0].src is None else \
-                np.array([len(e.src) for e in self.train], dtype=np.int32)
 
     @property
     def shared(self) -> bool:
@@ -62,11 +49,11 @@ class TrainingData:
 
     def train_batches(self, epoch: int) -> Sequence[list[int]]:
         """The epoch's batches (lists of example indices): a pure function of (seed, epoch)."""
-        return batch_indices(self.sizes, self.batch_tokens, self.seed, epoch)
+        return batch_indices(self.train.sizes, self.batch_tokens, self.seed, epoch)
 
     def target_tokens(self, indices: list[int]) -> int:
         """Target tokens the loss counts in a batch (each target plus its </s>)."""
-        return int(self.tgt_lengths[indices].sum()) + len(indices)
+        return int(self.train.tgt_lengths[indices].sum()) + len(indices)
 
     def collate(self, indices: list[int], model_config: ModelConfig, split: str = "train") -> Batch:
         examples = self.train if split == "train" else self.valid
@@ -78,16 +65,7 @@ class TrainingData:
             yield self.collate(indices, model_config, split="valid")
 
     def padding_share(self, batches: Sequence[list[int]]) -> float:
-        """Share of padded positions among all positions (both sides) of these batches, from the length arrays."""
-        real = padded = 0
-        for side in (self.tgt_lengths + 1, self.src_lengths):
-            if side is None:
-                continue
-            for batch in batches:
-                lengths = side[batch]
-                real += int(lengths.sum())
-                padded += int(lengths.max()) * len(batch)
-        return 1.0 - real / padded if padded else 0.0
+        return padding_share(batches, self.train.tgt_lengths, self.train.src_lengths)
 
 
 TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
@@ -96,10 +74,22 @@ TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer",
 def tokenizer_cache_key(config: RunConfig) -> dict:
     """What a tokenizer trained from the [data] files depends on."""
     d = config.data
-    files = [d.train_src, d.train_tgt] if d.is_translation else [d.train_text]
-    return {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in files], "vocab_size": d.vocab_size,
+    return {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in d.train_files if f], "vocab_size": d.vocab_size,
             "min_frequency": d.min_frequency, "shared": d.shared_vocab or not d.is_translation,
             "sample": d.tokenizer_sample}
+
+
+def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers of this kind trained on the training stream: one object for a
+    shared vocabulary (and for a language model, which has only targets)."""
+    d = config.data
+    targets, sources = d.train_files
+    texts = lambda side: T.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
+    if sources is None or d.shared_vocab:
+        tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency)
+        return tok, tok
+    return (train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency),
+            train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency))
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
@@ -115,13 +105,7 @@ def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tok
             return tokenizers
         except TokenizerError:
             pass  # damaged: train again
-    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
-    texts = lambda side: C.tokenizer_texts(targets, sources, side, d.tokenizer_sample)  # noqa: E731
-    if sources is None or d.shared_vocab:
-        src_tok = tgt_tok = train_tokenizer(d.tokenizer, texts("both"), d.vocab_size, d.min_frequency)
-    else:
-        src_tok = train_tokenizer(d.tokenizer, texts("source"), d.vocab_size, d.min_frequency)
-        tgt_tok = train_tokenizer(d.tokenizer, texts("target"), d.vocab_size, d.min_frequency)
+    src_tok, tgt_tok = _train_pair(config, d.tokenizer, d.tokenizer_sample)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     save_tokenizers(tmp, src_tok, tgt_tok)
     shutil.rmtree(path, ignore_errors=True)
@@ -132,10 +116,15 @@ def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tok
 def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
     """`transformer data prepare`: what `train` would build before its first step (the tokenizer,
     unless train.init_from gives one, and the training corpus's arrays), kept in the cache."""
-    d = config.data
     src_tok, tgt_tok = load_tokenizers(config.train.init_from) if config.train.init_from else \
         train_tokenizers(config, say)
-    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
+    return training_corpus(config, src_tok, tgt_tok, say)
+
+
+def training_corpus(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, say: Callable[[str], None]) -> C.Corpus:
+    """The config's training files prepared with these tokenizers (built, or opened from the cache)."""
+    d = config.data
+    targets, sources = d.train_files
     return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache, say=say)
 
 
@@ -143,24 +132,17 @@ def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None
     """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
     training data with its vocab_size and min_frequency, measured on its validation text (the
     training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
-    d = config.data
-    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
-    if d.is_translation and d.valid_src:
-        eval_sources, eval_targets = read_valid(d.valid_tgt, d.valid_src)
-    elif not d.is_translation and d.valid_text:
-        eval_sources, eval_targets = read_valid(d.valid_text, None)
-    else:
-        eval_sources, eval_targets = None, None
+    targets, sources = config.data.train_files
+    valid_targets, valid_sources = config.data.valid_files
+    eval_sources, eval_targets = read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
     rows = []
     for kind in ("word", "char", "bpe", "unigram"):
         say(f"training the {TOKENIZER_NAMES[kind]} ...")
-        shared = sources is None or d.shared_vocab
-        texts = lambda side: C.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
-        src_tok = train_tokenizer(kind, texts("both" if shared else "source"), d.vocab_size, d.min_frequency) \
-            if sources else None
-        tgt_tok = src_tok if shared and src_tok else train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency)
+        src_tok, tgt_tok = _train_pair(config, kind, sample)
+        if sources is None:
+            src_tok = None
         if eval_targets is None:
-            kept = list(itertools.islice(C.iter_examples(targets, sources), 2000))
+            kept = list(itertools.islice(T.iter_examples(targets, sources), 2000))
             eval_sources = [s for _, s, _ in kept] if sources else None
             eval_targets = [t for _, _, t in kept]
         row = {"tokenizer": kind, "vocab_size": tgt_tok.vocab_size}
@@ -176,7 +158,7 @@ def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None
 
 
 def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, list[str]]:
-    kept = list(C.iter_examples(targets, sources))
+    kept = list(T.iter_examples(targets, sources))
     return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
 
 
@@ -187,7 +169,6 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
 
     Under torchrun, rank 0 does the work while the others wait, then every rank maps the same files."""
     d, t = config.data, config.train
-    targets, sources = (d.train_tgt, d.train_src) if d.is_translation else (d.train_text, None)
 
     def get_tokenizers() -> tuple[Tokenizer, Tokenizer]:
         if resume:
@@ -207,17 +188,13 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         save_tokenizers(run_dir, src_tok, tgt_tok)
         return src_tok, tgt_tok
 
-    def corpus(quiet: bool = False) -> C.Corpus:
-        return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache,
-                                say=(lambda _: None) if quiet else say)
-
     if dist.is_main:
         src_tok, tgt_tok = get_tokenizers()
-        train = corpus()
+        train = training_corpus(config, src_tok, tgt_tok, say)
     D.barrier(dist)  # rank 0 has written the tokenizers and the arrays: the others read them
     if not dist.is_main:
         src_tok, tgt_tok = get_tokenizers()
-        train = corpus(quiet=True)
+        train = training_corpus(config, src_tok, tgt_tok, say=lambda _: None)
     dropped = train.dropped
     if dropped["empty"]:
         say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
@@ -225,9 +202,8 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         say(f"dropped {dropped['too_long']:,} training example(s) longer than data.max_len={d.max_len} tokens")
 
     valid, valid_targets = [], []
-    valid_files = (d.valid_tgt, d.valid_src) if d.is_translation else (d.valid_text, None)
-    if valid_files[0]:
-        valid_sources, valid_targets = read_valid(*valid_files)
+    if d.valid_files[0]:
+        valid_sources, valid_targets = read_valid(*d.valid_files)
         valid, too_long = encode_examples(valid_targets, tgt_tok, d.max_len, valid_sources,
                                           src_tok if valid_sources else None)
         if too_long:
