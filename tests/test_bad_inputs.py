@@ -317,8 +317,8 @@ def test_generate_odd_but_valid_prompts(m, capsys, prompt):
 
 @pytest.mark.parametrize("flags, phrase", [
     (["--text", "T", "--src", "T"], "give either --text (perplexity) or --src and --ref (BLEU, chrF), not both"),
-    ([], "give --src and --ref (BLEU, chrF) or --text (perplexity)"),
-    (["--src", "T"], "give --src and --ref (BLEU, chrF) or --text (perplexity)"),
+    ([], "give --src and --ref (BLEU, chrF), --text (perplexity) or --tsv (classification)"),
+    (["--src", "T"], "give --src and --ref (BLEU, chrF), --text (perplexity) or --tsv (classification)"),
     (["--beam", "0", "--src", "T", "--ref", "T"], "--beam 0: give a beam size of at least 1"),
 ], ids=["text-and-src", "neither", "src-without-ref", "beam-0"])
 def test_evaluate_bad_flags(m, capsys, flags, phrase):

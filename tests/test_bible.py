@@ -1,16 +1,21 @@
 """The Bible corpus: markup stripping, alignment, splits, and the real SWORD modules when installed."""
 
+import contextlib
+import io
 import sys
 
 import pytest
 
 from transformer.cli import main
 from transformer.data.bible import (
+    GENRE_OF,
+    GENRES,
     BibleError,
     align,
     build_bible_corpus,
     clean_osis,
     find_sword_dir,
+    genre_splits,
     misalignment,
     split_of,
     undo_drop_cap,
@@ -142,3 +147,120 @@ def test_real_spanish_english_corpus(tmp_path, capsys):
     assert not chapters["train"] & chapters["test"] and not chapters["train"] & chapters["valid"]
     provenance = (out / "PROVENANCE.md").read_text(encoding="utf-8")
     assert "Job 39" in provenance and "spaRV1909eb" in provenance and "Public Domain" in provenance
+
+
+# --------------------------------------------------------------------------------------------
+# The genre dataset
+
+
+def test_genre_table_has_8_labels_over_66_books_each_once():
+    assert [genre for genre, _ in GENRES] == ["Law", "History", "Wisdom and Poetry", "Major Prophets", "Minor Prophets",
+                                             "Gospels and Acts", "Epistles", "Revelation"]
+    assert sum(len(books) for _, books in GENRES) == len(GENRE_OF) == 66
+    assert (GENRE_OF["Deut"], GENRE_OF["Esth"], GENRE_OF["Song"], GENRE_OF["Dan"], GENRE_OF["Mal"],
+            GENRE_OF["Acts"], GENRE_OF["Jude"]) == ("Law", "History", "Wisdom and Poetry", "Major Prophets",
+                                                    "Minor Prophets", "Gospels and Acts", "Epistles")
+
+
+def test_genre_splits_label_skip_and_count():
+    verses = {**_chapter("Gen", 1, ["In the beginning", "and\tthe earth\n was ", ""]), **_chapter("Exod", 6, ["I am"]),
+              **_chapter("Tob", 1, ["Tobit", ""]), **_chapter("Rev", 22, ["Amen."])}
+    result = genre_splits(verses)
+    assert result.examples["train"] == [(("Gen", 1, 1), "Law", "In the beginning"),
+                                        (("Gen", 1, 2), "Law", "and the earth was"),
+                                        (("Rev", 22, 1), "Revelation", "Amen.")]
+    assert result.examples["test"] == [(("Exod", 6, 1), "Law", "I am")]  # split_of(("Exod", 6)) == "test"
+    assert result.empty_verses == [("Gen", 1, 3)]
+    assert result.skipped_books == {"Tob": 1}  # verses with text only
+
+
+def test_genre_missing_module_is_one_line_naming_its_package(tmp_path, capsys):
+    pytest.importorskip("pysword", reason="reading SWORD modules needs pysword (pip install -e '.[data]')")
+    (tmp_path / "mods.d").mkdir()
+    argv = ["data", "bible-genre", "--lang", "kjv", "--out", str(tmp_path / "out"), "--sword-dir", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "engKJV2006eb" in err and "apt-get install -y sword-text-kjv" in err
+
+
+@pytest.fixture(scope="module")
+def web_genres(tmp_path_factory):
+    """The genre dataset of the World English Bible, built once through the CLI: (dir, stdout, {split: [(id, label, text)]})."""
+    if not _installed():
+        pytest.skip("SWORD modules not installed: apt-get install -y sword-text-sparv sword-text-web sword-text-kjv")
+    out = tmp_path_factory.mktemp("bible-genre")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):  # capsys is per test; this fixture is per module
+        assert main(["data", "bible-genre", "--out", str(out)]) == 0
+    rows = {}
+    for split in ("train", "valid", "test"):
+        tsv = (out / f"{split}.tsv").read_text(encoding="utf-8").split("\n")
+        ids = (out / f"{split}.ids").read_text(encoding="utf-8").split("\n")
+        assert tsv[-1] == ids[-1] == ""  # every line ends with a newline
+        rows[split] = [(i, *line.split("\t")) for i, line in zip(ids[:-1], tsv[:-1], strict=True)]
+    return out, stdout.getvalue(), rows
+
+
+def _web_verse_slots() -> dict[str, int]:
+    """Verse numbers per book in the WEB's versification (NRSVA), without reading the text."""
+    from pysword.modules import SwordModules
+
+    modules = SwordModules(str(find_sword_dir()))
+    modules.parse_modules()
+    structure = modules.get_bible_from_module("engWEB2015eb").get_structure()
+    return {book.osis_name: sum(book.chapter_lengths) for books in structure.get_books().values() for book in books}
+
+
+@pytest.mark.slow
+def test_real_genre_files_are_label_tab_text(web_genres):
+    _, _, rows = web_genres
+    for split, examples in rows.items():
+        assert len(examples) > 500, split
+        for row in examples:
+            assert len(row) == 3, row  # one tab per line
+            _, label, text = row
+            assert label in GENRE_OF.values() and text and text == text.strip() and "<" not in text
+    train = {i: (label, text) for i, label, text in rows["train"]}
+    assert train["Gen.1.1"] == ("Law", "In the beginning, God created the heavens and the earth.")
+    assert train["Ps.23.1"] == ("Wisdom and Poetry", "A Psalm by David. Yahweh is my shepherd; I shall lack nothing.")
+
+
+@pytest.mark.slow
+def test_real_genre_table_covers_exactly_the_66_books_of_the_web(web_genres):
+    out, _, rows = web_genres
+    books = {i.split(".")[0] for examples in rows.values() for i, _, _ in examples}
+    assert books == set(GENRE_OF)
+    assert all(GENRE_OF[i.split(".")[0]] == label for examples in rows.values() for i, label, _ in examples)
+    assert set(GENRE_OF) < set(_web_verse_slots())  # the others are the WEB's deuterocanon, skipped and listed
+    provenance = (out / "PROVENANCE.md").read_text(encoding="utf-8")
+    assert "Books outside the 66, skipped: 14" in provenance and "Sir 1357" in provenance
+
+
+@pytest.mark.slow
+def test_real_genre_splits_are_the_translation_chapters(web_genres):
+    _, _, rows = web_genres
+    chapters = {}
+    for split, examples in rows.items():
+        for i, _, _ in examples:
+            book, chapter, _ = i.split(".")
+            assert split_of((book, int(chapter))) == split, i  # the chapter split of `data bible`
+            chapters.setdefault(split, set()).add((book, chapter))
+    assert not chapters["train"] & chapters["valid"] and not chapters["train"] & chapters["test"]
+    assert ("Exod", "6") in chapters["test"] and ("Rev", "13") in chapters["test"] and ("Ps", "16") in chapters["valid"]
+
+
+@pytest.mark.slow
+def test_real_genre_counts_add_up(web_genres):
+    out, stdout, rows = web_genres
+    counts = {split: len(examples) for split, examples in rows.items()}
+    assert stdout.startswith(f"wrote {out}: train {counts['train']:,}, valid {counts['valid']:,}, "
+                             f"test {counts['test']:,} verses (eng, 8 genres); dropped 9 empty verses")
+    # Every verse number of the 66 books is a line or one of the 9 empty verses (Acts 8:37, Rom 16:24, ...).
+    slots = _web_verse_slots()
+    assert sum(counts.values()) + 9 == sum(slots[book] for book in GENRE_OF) == 31_104
+    provenance = (out / "PROVENANCE.md").read_text(encoding="utf-8")
+    for genre, _ in GENRES:
+        per_split = [sum(label == genre for _, label, _ in rows[split]) for split in ("train", "valid", "test")]
+        assert f"| {genre} | " in provenance and " | ".join(f"{n:,}" for n in per_split) + " |" in provenance
+    total = " | ".join(f"{counts[s]:,}" for s in ("train", "valid", "test"))
+    assert f"| total | 66 books | {total} |" in provenance

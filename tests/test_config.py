@@ -17,7 +17,8 @@ from transformer.config import ConfigError, DecodeConfig, ModelConfig, paper_bas
         (dict(vocab_size=0), "vocab_size=0 is not valid: it must be an integer > 0"),
         (dict(eos_id=40000), "eos_id=40000 is outside the vocabulary (vocab_size=37000)"),
         (dict(arch="decoder", tgt_vocab_size=10), "tgt_vocab_size=10 is only for arch='encoder-decoder'"),
-        (dict(n_classes=2), "n_classes=2 needs pooler=true"),
+        (dict(n_classes=2), "n_classes=2 is for arch='encoder' classifiers"),
+        (dict(arch="encoder", pooling="max"), "pooling='max' is not valid"),
     ],
 )
 def test_invalid_values_are_named(changes, message):

@@ -115,7 +115,7 @@ def test_load_config_with_overrides_and_round_trip(tmp_path):
     ("train.max_steps=\"ten\"", r"train\.max_steps='ten' is not valid: it must be int"),
     ("data.vocab_size=100", r"data\.vocab_size=100 is too small"),
     ("model.vocab_size=300", r"model\.vocab_size is set by the trained tokenizer"),
-    ("model.arch=\"encoder\"", r"model\.arch='encoder' cannot learn translation"),
+    ("model.arch=\"encoder\"", r"model\.arch='encoder' cannot be trained with objective 'seq2seq'"),
     ("noequals", r"write section\.key=value"),
 ])
 def test_bad_config_values_are_one_line_errors(tmp_path, override, message):
@@ -449,7 +449,7 @@ def test_average_into_carries_the_last_checkpoints_tokenizer_and_decoding_defaul
 def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data, monkeypatch):
     """bf16 really is used: every loss (training and validation) sees bf16 logits, and the losses
     differ from an fp32 run with the same seed, by little (the same run, in lower precision)."""
-    import transformer.training.trainer as trainer
+    import transformer.training.objectives as trainer
 
     def lm(precision: str) -> RunConfig:
         return build_run_config({
@@ -505,7 +505,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
     config.toml and the checkpoints record it, the logits really are bf16 or fp32, and a resumed run
     keeps what its checkpoint recorded even where a new measurement would decide otherwise."""
     import transformer.precision
-    import transformer.training.trainer as trainer
+    import transformer.training.objectives as trainer
 
     seen = []
     loss = trainer.label_smoothed_cross_entropy

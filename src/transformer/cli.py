@@ -11,6 +11,7 @@ import argparse
 import difflib
 import math
 import sys
+from pathlib import Path
 
 from .config import ConfigError
 from .lines import LineError, format_lines, read_lines, stream_lines
@@ -114,6 +115,9 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     from .training.data import prepare_only
 
     config = load_config(args.config, args.set or [])
+    if config.objective == "classify":
+        raise UserError("data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
+                        "train_tsv is read whole when training starts (nothing to prepare)")
     corpus = prepare_only(config, say=print)
     dropped = corpus.dropped
     print(f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) in {corpus.path}; "
@@ -189,6 +193,17 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
           f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
           f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
+
+
+def cmd_data_bible_genre(args: argparse.Namespace) -> None:
+    """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD module."""
+    from .data.bible import GENRES, build_genre_corpus
+
+    report = build_genre_corpus(args.lang, args.out, args.sword_dir)
+    verses, skipped = report["verses"], report["skipped_books"]
+    print(f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test {verses['test']:,} verses "
+          f"({args.lang}, {len(GENRES)} genres); dropped {report['empty_verses']} empty verses and "
+          f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -352,23 +367,104 @@ def cmd_generate(args: argparse.Namespace) -> None:
                             on_truncate=lambda message: _note("generate", message)))
 
 
+def _classify(pipeline, lines: list[str], top_k: int, command: str) -> list:
+    """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on stderr."""
+    from .decoding.pipeline import truncation_note
+
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    cut: list[int] = []
+    results = pipeline.classify([lines[i] for i in kept], top_k=top_k, on_truncate=cut.extend)
+    if cut:
+        limit = pipeline.model.config.max_positions - 2
+        _note(command, truncation_note([kept[n - 1] + 1 for n in cut], len(lines), limit))
+    out: list = [None] * len(lines)
+    for i, result in zip(kept, results, strict=True):
+        out[i] = result
+    return out
+
+
+def cmd_classify(args: argparse.Namespace) -> None:
+    """Label each line of text (stdin or --input): label<TAB>probability per line, the top K pairs with --top-k K."""
+    _check_flags(args)
+    if args.top_k < 0:
+        raise UserError(f"--top-k {args.top_k}: give a number of labels (0 = all)")
+    if args.output not in (None, "-"):
+        _check_output(args.output)
+    pipeline = _load_pipeline(args, "classify")
+    lines = _read_text(args.input, "--input")
+    results = _classify(pipeline, lines, args.top_k, "classify")
+    _write_text(args.output, ["" if r is None else "\t".join(f"{label}\t{p:.4f}" for label, p in r) for r in results])
+
+
+def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
+    """Accuracy, macro-F1, per-class precision/recall and the confusion matrix on a label<TAB>text file."""
+    from .data.text import DataError, iter_labelled
+    from .evaluation.metrics import classification_scores
+
+    labels = pipeline.labels
+    if labels is None:
+        raise UserError(f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here")
+    try:
+        rows = list(iter_labelled(args.tsv))
+    except DataError as e:
+        raise UserError(str(e)) from None
+    index = {label: i for i, label in enumerate(labels)}
+    for line, label, _ in rows:
+        if label not in index:
+            raise UserError(f"{args.tsv} line {line + 1}: label {label!r} is not one of the model's "
+                            f"({', '.join(labels)})")
+    results = _classify(pipeline, [text for _, _, text in rows], 1, "evaluate")
+    predicted = [index[r[0][0]] for r in results]
+    scores = classification_scores(predicted, [index[label] for _, label, _ in rows], labels)
+    if args.output:
+        _write_text(args.output, [labels[p] for p in predicted])
+    print(f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} texts of {args.tsv})")
+    width = max(map(len, labels))
+    print(f"{'label':<{width}}  precision  recall      F1  support")
+    for row in scores.per_class():
+        print(f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  {row['f1']:6.4f}  {row['support']:7,}")
+    print("confusion matrix (rows: gold, columns: predicted, in the order above):")
+    for label, counts in zip(labels, scores.confusion, strict=True):
+        print(f"{label:<{width}}  " + " ".join(f"{n:6,}" for n in counts))
+    if args.plot:
+        from .viz.confusion import plot_confusion
+
+        plot_confusion(scores, args.plot, title=f"{Path(args.model_dir).name} on {Path(args.tsv).name}: "
+                                                 f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}")
+        print(f"wrote {args.plot}")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    """BLEU and chrF of translations against references, or perplexity of a language model on text."""
+    """BLEU and chrF of translations against references, perplexity of a language model on text, or a
+    classifier's accuracy on labelled text."""
     from .decoding.pipeline import truncation_note
     from .evaluation.metrics import bleu, chrf, text_perplexity
-    from .model.transformer import DecoderOnly, EncoderDecoder
+    from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     _check_flags(args)
+    if args.tsv:
+        if args.text or args.src or args.ref:
+            raise UserError("give --tsv (a classifier's accuracy) alone, without --text, --src or --ref")
+        if args.plot:
+            _check_plot(args.plot)
+        pipeline = _load_pipeline(args, "evaluate")
+        if not isinstance(pipeline.model, EncoderOnly):
+            raise UserError("--tsv is for classifiers: this model translates (--src, --ref) or is a language model (--text)")
+        return _evaluate_tsv(args, pipeline)
+    if args.plot:
+        raise UserError("--plot draws a classifier's confusion matrix: it goes with --tsv")
     if args.text and (args.src or args.ref):
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
-        raise UserError("give --src and --ref (BLEU, chrF) or --text (perplexity)")
+        raise UserError("give --src and --ref (BLEU, chrF), --text (perplexity) or --tsv (classification)")
     if args.output:
         _check_output(args.output)
     pipeline = _load_pipeline(args, "evaluate")
     if args.text and not isinstance(pipeline.model, DecoderOnly):
         raise UserError("this is a translation model: perplexity (--text) needs a language model; "
                         "use --src and --ref (BLEU, chrF)")
+    if isinstance(pipeline.model, EncoderOnly):
+        raise UserError("this is an encoder: evaluate a classifier with --tsv FILE (label<TAB>text lines)")
     if not args.text and not isinstance(pipeline.model, EncoderDecoder):
         raise UserError("this is a language model: use --text (perplexity), not --src and --ref")
     if args.text:
@@ -392,6 +488,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         _write_text(args.output, hypotheses)
     for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
         print(score)
+
+
+def _check_plot(path: str) -> None:
+    from pathlib import Path
+
+    if Path(path).suffix[1:].lower() not in ("png", "svg", "pdf"):
+        raise UserError(f"--plot {path}: the picture is written as .png, .svg or .pdf; give a file name with one of those")
+    if not Path(path).resolve().parent.is_dir():
+        raise UserError(f"--plot {path}: the directory {Path(path).parent} does not exist; create it first")
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -519,6 +624,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
     p.set_defaults(func=cmd_data_bible)
+    p = data.add_parser("bible-genre", help="verses labelled with their book's genre (8 classes), from one SWORD Bible module")
+    p.add_argument("--lang", default="eng", choices=texts, help="the text: eng (World English Bible, default), kjv (King James), spa (Reina-Valera 1909)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
+    p.set_defaults(func=cmd_data_bible_genre)
 
     p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
     p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
@@ -576,6 +686,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_precision_arg(p)
     p.set_defaults(func=cmd_translate)
 
+    p = sub.add_parser("classify", help="label lines of text with an encoder classifier's model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--input", help="file of texts, one per line (default: standard input)")
+    p.add_argument("--output", help="file for label<TAB>probability lines (default: standard output)")
+    p.add_argument("--top-k", dest="top_k", type=int, default=1,
+                   help="label/probability pairs per line, most likely first (default 1; 0 = all labels)")
+    _add_device_args(p)
+    _add_precision_arg(p)
+    p.set_defaults(func=cmd_classify)
+
     p = sub.add_parser("generate", help="continue a prompt with a language model directory")
     p.add_argument("model_dir")
     p.add_argument("--prompt", required=True, help="the text to continue (or the question, with --chat)")
@@ -595,7 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", help="source lines to translate")
     p.add_argument("--ref", help="reference translations, aligned with --src")
     p.add_argument("--text", help="text for perplexity (language models)")
-    p.add_argument("--output", help="also write the translations to this file")
+    p.add_argument("--tsv", help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, confusion matrix")
+    p.add_argument("--plot", help="with --tsv: draw the confusion matrix to this image (.png, .svg, .pdf)")
+    p.add_argument("--output", help="also write the translations (with --tsv: the predicted labels) to this file")
     _add_beam_args(p)
     _add_device_args(p)
     _add_precision_arg(p)

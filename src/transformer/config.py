@@ -122,9 +122,12 @@ class ModelConfig:
     mlm_head: bool = False
     """A masked-LM head on an encoder-only model (BERT pretraining)."""
     pooler: bool = False
-    """A pooled first-token dense + tanh layer on an encoder-only model (BERT's pooler)."""
+    """BERT's pooler: a dense + tanh layer on the pooled hidden state of an encoder-only model."""
+    pooling: str = "first"
+    """What the pooler and classifier read: "first" (the first token's state, [CLS]: BERT's, the
+    default) or "mean" (the mean over real tokens, as sentence-transformers and ViT variants do)."""
     n_classes: int = 0
-    """Classes of a classifier on the pooled output (0 = none; needs pooler=true)."""
+    """Classes of a classifier on the pooled output of an encoder-only model (0 = none)."""
     pad_id: int = 0
     """Padding token id; padding positions are never attended to on the source side."""
     bos_id: int = 2
@@ -179,8 +182,9 @@ class ModelConfig:
         _positive("n_classes", self.n_classes, allow_zero=True)
         if (self.mlm_head or self.pooler) and self.arch != "encoder":
             raise ConfigError(f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}")
-        if self.n_classes and not self.pooler:
-            raise ConfigError(f"n_classes={self.n_classes} needs pooler=true: the classifier reads the pooled output")
+        if self.n_classes and self.arch != "encoder":
+            raise ConfigError(f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}")
+        _choice("pooling", self.pooling, ("first", "mean"))
         for name in ("pad_id", "bos_id", "eos_id"):
             self._check_id(name, getattr(self, name))
         if self.decoder_start_id is not None:
@@ -320,7 +324,11 @@ class DataConfig:
     train_text: str | None = None
     """Training text of a language model (arch = "decoder"), one document or sentence per line."""
     valid_text: str | None = None
-    """Validation text of a language model (optional)."""
+    """Validation text of a language model or masked-LM (optional)."""
+    train_tsv: str | None = None
+    """Labelled training texts of a classifier: one `label<TAB>text` per line."""
+    valid_tsv: str | None = None
+    """Labelled validation texts (optional); every label must occur in train_tsv."""
     tokenizer: str = "bpe"
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
@@ -358,11 +366,19 @@ class DataConfig:
             raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
         if (self.valid_src is None) != (self.valid_tgt is None):
             raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
-        if self.train_src is not None and self.train_text is not None:
-            raise ConfigError("set data.train_src/train_tgt (translation) or data.train_text (language model), not both")
-        if self.train_src is None and self.train_text is None:
-            raise ConfigError("no training data: set data.train_src and data.train_tgt (translation) "
-                              "or data.train_text (language model)")
+        given = [name for name, value in (("train_src/train_tgt", self.train_src), ("train_text", self.train_text),
+                                          ("train_tsv", self.train_tsv)) if value is not None]
+        if len(given) > 1:
+            raise ConfigError(f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
+                              "train_src/train_tgt (translation), train_text (language model, masked-LM) "
+                              "or train_tsv (classification)")
+        if not given:
+            raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
+                              "data.train_text (language model, masked-LM) or data.train_tsv (classification)")
+        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv")):
+            if getattr(self, valid) is not None and getattr(self, train) is None:
+                raise ConfigError(f"data.{valid} is set but data.{train} is not: validation data must be of the "
+                                  "training data's kind")
 
     @property
     def is_translation(self) -> bool:
@@ -370,16 +386,22 @@ class DataConfig:
 
     @property
     def train_files(self) -> tuple[str, str | None]:
-        """(targets, sources) of the training data; sources None for a language model."""
-        return (self.train_tgt, self.train_src) if self.is_translation else (self.train_text, None)
+        """(targets, sources) of the training data; sources None for a language model (for a
+        classifier, the TSV file: its texts are the targets)."""
+        if self.is_translation:
+            return self.train_tgt, self.train_src
+        return (self.train_text or self.train_tsv), None
 
     @property
     def valid_files(self) -> tuple[str | None, str | None]:
         """(targets, sources) of the validation data; targets None when there is none."""
-        return (self.valid_tgt, self.valid_src) if self.is_translation else (self.valid_text, None)
+        if self.is_translation:
+            return self.valid_tgt, self.valid_src
+        return (self.valid_text or self.valid_tsv), None
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify")
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 
@@ -399,8 +421,17 @@ class TrainConfig:
     """Stop after this many passes over the data (0 = no limit)."""
     max_minutes: float = 0.0
     """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
+    objective: str | None = None
+    """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
+    "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text) or "classify" (a label per
+    text, arch = "encoder", on train_tsv). None: from the data and arch (see RunConfig.objective)."""
+    mlm_probability: float = 0.15
+    """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token, 10% stay."""
     init_from: str | None = None
-    """A model directory to fine-tune from (its tokenizer and model config are used)."""
+    """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
+    takes only its head from [model]: pooling, pooler; the head is new)."""
+    freeze_encoder: bool = False
+    """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
     schedule: str = "inverse_sqrt"
     """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to min_lr."""
     warmup_steps: int = 4000
@@ -448,6 +479,9 @@ class TrainConfig:
         for name in ("seed", "max_epochs", "warmup_steps", "num_threads", "bleu_samples"):
             _positive(f"train.{name}", getattr(self, name), allow_zero=True)
         _choice("train.schedule", self.schedule, SCHEDULES)
+        _choice("train.objective", self.objective, (None, *OBJECTIVES))
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"train.mlm_probability={self.mlm_probability!r} is not valid: it must be in (0, 1)")
         _choice("train.precision", self.precision, PRECISIONS)
         _choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _probability("train.label_smoothing", self.label_smoothing)
@@ -478,16 +512,34 @@ class RunConfig:
     decode: DecodeConfig = DecodeConfig()
 
     def __post_init__(self) -> None:
+        d, objective = self.data, self.objective
+        needs = {"seq2seq": ("train_src", "encoder-decoder"), "lm": ("train_text", "decoder"),
+                 "mlm": ("train_text", "encoder"), "classify": ("train_tsv", "encoder")}[objective]
+        if getattr(d, needs[0]) is None:
+            raise ConfigError(f"train.objective={objective!r} trains on data.{needs[0]}"
+                              + ("/train_tgt" if needs[0] == "train_src" else "") + ": set it")
+        if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
+            raise ConfigError("train.freeze_encoder is for objective = \"classify\" with train.init_from "
+                              "(a pretrained encoder under a new head)")
         if self.train.init_from is None:
-            if self.data.is_translation and self.model.arch != "encoder-decoder":
-                raise ConfigError(f"model.arch={self.model.arch!r} cannot learn translation from data.train_src/train_tgt: "
-                                  "use arch = \"encoder-decoder\"")
-            if not self.data.is_translation and self.model.arch != "decoder":
-                raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained as a language model on data.train_text: "
-                                  "use arch = \"decoder\"")
+            if self.model.arch != needs[1]:
+                raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
+                                  f"(data.{needs[0]}): use arch = \"{needs[1]}\"")
             if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned"):
                 raise ConfigError(f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
                                   "lower data.max_len or raise model.max_positions")
+
+    @property
+    def objective(self) -> str:
+        """train.objective, or when unset: seq2seq for aligned files, classify for a TSV, and for
+        train_text lm (arch = "decoder") or mlm (arch = "encoder")."""
+        if self.train.objective is not None:
+            return self.train.objective
+        if self.data.is_translation:
+            return "seq2seq"
+        if self.data.train_tsv is not None:
+            return "classify"
+        return "mlm" if self.model.arch == "encoder" else "lm"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         model = self.model.to_dict()

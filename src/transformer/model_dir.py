@@ -7,6 +7,9 @@ import-hf read and write.
     tokenizer.src.json + tokenizer.tgt.json                       (data/tokenizer.py)
     decode.json          decoding defaults (beam, length penalty, bos)
     chat_template.json   {"chat_template", "bos_token", "eos_token"} of imported chat models
+    labels.json          a classifier's class names, in the order of its outputs
+    special_tokens.json  an encoder's special tokens by role: pad_token, unk_token, cls_token,
+                         sep_token, mask_token (Hugging Face's names; data/tokenizer.EncoderTokens)
 
 This module sits above `model/` and `data/`, so that neither imports the other: `model/io.py`
 knows configs and weights only, `data/tokenizer.py` knows tokenizer files only.
@@ -19,20 +22,23 @@ import os
 from pathlib import Path
 
 from .config import ConfigError, DecodeConfig
-from .data.tokenizer import has_tokenizer, load_tokenizers, save_tokenizers
+from .data.tokenizer import SPECIAL_TOKENS_FILE, has_tokenizer, load_tokenizers, save_tokenizers
 from .files import atomic_write_text
 from .model.io import ModelFileError, load_model, save_weights
 from .model.transformer import Model
 
 DECODE_FILE = "decode.json"
 CHAT_TEMPLATE_FILE = "chat_template.json"
+LABELS_FILE = "labels.json"
 
-__all__ = ["CHAT_TEMPLATE_FILE", "DECODE_FILE", "has_tokenizer", "load_chat_template", "load_decode_config",
-           "load_model", "load_tokenizers", "save_model"]
+__all__ = ["CHAT_TEMPLATE_FILE", "DECODE_FILE", "LABELS_FILE", "SPECIAL_TOKENS_FILE", "has_tokenizer",
+           "load_chat_template", "load_decode_config", "load_labels", "load_model", "load_special_tokens",
+           "load_tokenizers", "model_files", "save_model"]
 
 
 def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: DecodeConfig | None = None,
-               chat: dict | None = None) -> Path:
+               chat: dict | None = None, labels: list[str] | None = None,
+               special_tokens: dict[str, str] | None = None) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given.
 
@@ -40,6 +46,7 @@ def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: De
     (tokenizer.src.json + tokenizer.tgt.json; the same object twice means shared). Anything with
     a `save(file)` method works (`transformer.data.tokenizer.Tokenizer`).
     decode: the decoding defaults, written as decode.json. chat: the chat template record.
+    labels: a classifier's class names (labels.json). special_tokens: an encoder's {role: token}.
     """
     path = save_weights(model, path)
     if tokenizer is not None:
@@ -49,7 +56,50 @@ def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: De
         atomic_write_text(path / DECODE_FILE, json.dumps(decode.to_dict(), indent=2) + "\n")
     if chat is not None:
         atomic_write_text(path / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n")
+    if labels is not None:
+        n_classes = getattr(model.config, "n_classes", 0)
+        if len(labels) != n_classes:
+            raise ValueError(f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per class")
+        atomic_write_text(path / LABELS_FILE, json.dumps(list(labels), indent=1, ensure_ascii=False) + "\n")
+    if special_tokens is not None:
+        atomic_write_text(path / SPECIAL_TOKENS_FILE, json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n")
     return path
+
+
+def model_files(path: str | os.PathLike) -> dict:
+    """What save_model takes besides the model and tokenizer, as a model directory holds it:
+    decode, chat, labels, special_tokens (for copying a directory's extras onto another)."""
+    return {"decode": load_decode_config(path), "chat": load_chat_template(path), "labels": load_labels(path),
+            "special_tokens": load_special_tokens(path)}
+
+
+def _read_json(file: Path, what: str):
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelFileError(f"{file} is not valid JSON ({e}): {what}") from None
+
+
+def load_labels(path: str | os.PathLike) -> list[str] | None:
+    """A classifier's class names (labels.json), or None when the directory has none."""
+    file = Path(path) / LABELS_FILE
+    if not file.is_file():
+        return None
+    labels = _read_json(file, "it should be a list of class names")
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise ModelFileError(f"{file} is not a list of class names (strings): fix it or retrain")
+    return labels
+
+
+def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
+    """An encoder's special tokens by role (special_tokens.json), or None when the directory has none."""
+    file = Path(path) / SPECIAL_TOKENS_FILE
+    if not file.is_file():
+        return None
+    record = _read_json(file, "it should map roles (cls_token, ...) to tokens")
+    if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
+        raise ModelFileError(f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it")
+    return record
 
 
 def load_decode_config(path: str | os.PathLike) -> DecodeConfig:

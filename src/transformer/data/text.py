@@ -124,3 +124,41 @@ def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | Non
         for i, (_, s, t) in enumerate(iter_examples(targets, sources)):
             if keep is None or i in keep:
                 yield s if which == "source" else t
+
+
+def iter_labelled(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
+    """(line, label, text) for each line of a `label<TAB>text` file (plain or .gz); 0-based lines.
+
+    The label is what precedes the first tab, the text the rest (stripped; tabs inside it stay).
+    Blank lines are skipped. A line without a tab, with an empty label or an empty text is a
+    DataError naming the file and its 1-based line."""
+    any_line = False
+    for line, raw in enumerate(iter_lines(path)):
+        if not raw.strip():
+            continue
+        label, tab, text = raw.partition("\t")
+        label, text = label.strip(), text.strip()
+        where = f"{path} line {line + 1}"
+        if not tab:
+            raise DataError(f"{where}: no tab: each line must be label<TAB>text")
+        if not label:
+            raise DataError(f"{where}: the label (before the tab) is empty: each line must be label<TAB>text")
+        if not text:
+            raise DataError(f"{where}: the text (after the tab) is empty: each line must be label<TAB>text")
+        any_line = True
+        yield line, label, text
+    if not any_line:
+        raise DataError(f"{path} has no label<TAB>text line")
+
+
+def labelled_texts(path: str | os.PathLike, sample: int, seed: int = 0) -> Iterator[str]:
+    """The texts of a label<TAB>text file (a tokenizer's training stream): all, or `sample` of
+    them chosen at random (seeded), in file order."""
+    keep = None
+    if sample:
+        n = sum(1 for _ in iter_labelled(path))
+        if n > sample:
+            keep = set(random.Random(seed).sample(range(n), sample))
+    for i, (_, _, text) in enumerate(iter_labelled(path)):
+        if keep is None or i in keep:
+            yield text

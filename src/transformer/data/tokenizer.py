@@ -17,6 +17,10 @@ Four kinds (`[data] tokenizer`), all NFC-normalised, all with the special tokens
   than BPE's: data.max_len must be set for it.
 Decoding skips special tokens, <unk> included.
 
+The encoder family (masked-LM, classifiers) trains the same kinds with BERT's special tokens
+instead, ENCODER_SPECIALS: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, so pad, bos ([CLS]) and eos
+([SEP]) keep the ids the ModelConfig defaults name; a text is fed as [CLS] text [SEP].
+
 `encode` adds no special tokens: the data pipeline adds <s>/</s> where the model needs them
 (see `data.batching`). A model directory holds `tokenizer.json` (one shared vocabulary) or
 `tokenizer.src.json` + `tokenizer.tgt.json` (separate source and target vocabularies).
@@ -35,6 +39,7 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, tra
 from ..files import atomic_write_text
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+ENCODER_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SHARED_FILE = "tokenizer.json"
 SOURCE_FILE = "tokenizer.src.json"
@@ -61,6 +66,10 @@ class Tokenizer:
     """A thin wrapper over a `tokenizers.Tokenizer`: ids in, ids out, no special tokens added."""
 
     def __init__(self, tokenizer: tokenizers.Tokenizer):
+        # ids in, ids out: an imported tokenizer.json may pad to a fixed length or truncate silently
+        # (all-MiniLM-L6-v2's pads and cuts at 128); lengths are the data pipeline's business
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
         self.tokenizer = tokenizer
         model, decoder = type(tokenizer.model).__name__, type(tokenizer.decoder).__name__
         self.kind = {"WordLevel": "char" if decoder == "Fuse" else "word", "Unigram": "unigram",
@@ -116,34 +125,33 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size})"
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
+def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+              specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
     """Train a byte-level BPE tokenizer (Sennrich et al. 2016; GPT-2's byte alphabet) on `texts`.
 
     All 256 byte symbols are in the vocabulary, so any string can be encoded; the specials
-    take ids 0-3. The vocabulary has at most `vocab_size` entries (fewer on little text).
+    take the first ids. The vocabulary has at most `vocab_size` entries (fewer on little text).
     """
-    if vocab_size < MIN_VOCAB:
+    if vocab_size < 256 + len(specials):
         raise TokenizerError(f"vocab_size={vocab_size} is too small: a byte-level BPE needs at least "
-                             f"{MIN_VOCAB} (256 bytes + 4 special tokens)")
-    tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+                             f"{256 + len(specials)} (256 bytes + {len(specials)} special tokens)")
+    tok = tokenizers.Tokenizer(models.BPE(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=list(specials),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    for index, token in enumerate(SPECIAL_TOKENS):
-        assert tok.token_to_id(token) == index, f"special token {token} did not get id {index}"
-    return Tokenizer(tok)
+    return _check_specials(tok, specials)
 
 
-def _check_specials(tok: tokenizers.Tokenizer) -> Tokenizer:
-    for index, token in enumerate(SPECIAL_TOKENS):
+def _check_specials(tok: tokenizers.Tokenizer, specials: tuple[str, ...]) -> Tokenizer:
+    for index, token in enumerate(specials):
         assert tok.token_to_id(token) == index, f"special token {token} did not get id {index}"
     return Tokenizer(tok)
 
@@ -154,50 +162,53 @@ def _counting(texts: Iterable[str], seen: list[int]) -> Iterable[str]:
         yield text
 
 
-def train_word(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
+def train_word(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+               specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
     """Word-level: the vocab_size - 4 most frequent words and punctuation marks (see the module doc)."""
-    _check_vocab("word", vocab_size, len(SPECIAL_TOKENS) + 1)
-    tok = tokenizers.Tokenizer(models.WordLevel(unk_token="<unk>"))
+    _check_vocab("word", vocab_size, len(specials) + 1)
+    tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+ | [^\w\s]+
     seen = [0]
     tok.train_from_iterator(_counting(texts, seen), trainer=trainers.WordLevelTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False))
-    _check_trained(tok, seen[0], "word")
-    return _check_specials(tok)
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(specials), show_progress=False))
+    _check_trained(tok, seen[0], "word", specials)
+    return _check_specials(tok, specials)
 
 
-def train_char(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
+def train_char(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+               specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
     """Character-level: every character seen at least min_frequency times; vocab_size must hold them all."""
-    _check_vocab("char", vocab_size, len(SPECIAL_TOKENS) + 1)
-    tok = tokenizers.Tokenizer(models.WordLevel(unk_token="<unk>"))
+    _check_vocab("char", vocab_size, len(specials) + 1)
+    tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
     seen = [0]
     tok.train_from_iterator(_counting(texts, seen), trainer=trainers.WordLevelTrainer(
-        vocab_size=1 << 30, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False))
-    _check_trained(tok, seen[0], "char")
-    chars = tok.get_vocab_size() - len(SPECIAL_TOKENS)
-    if chars + len(SPECIAL_TOKENS) > vocab_size:
+        vocab_size=1 << 30, min_frequency=min_frequency, special_tokens=list(specials), show_progress=False))
+    _check_trained(tok, seen[0], "char", specials)
+    chars = tok.get_vocab_size() - len(specials)
+    if chars + len(specials) > vocab_size:
         raise TokenizerError(f"data.vocab_size={vocab_size} is too small for a character vocabulary: the text has "
                              f"{chars:,} characters seen at least {min_frequency} time(s); set data.vocab_size to "
-                             f"{chars + len(SPECIAL_TOKENS):,} or more (or raise data.min_frequency)")
-    return _check_specials(tok)
+                             f"{chars + len(specials):,} or more (or raise data.min_frequency)")
+    return _check_specials(tok, specials)
 
 
-def train_unigram(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
+def train_unigram(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+                  specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
     """SentencePiece-style Unigram (Kudo 2018) over "▁"-marked words; min_frequency is not used by it."""
-    _check_vocab("unigram", vocab_size, len(SPECIAL_TOKENS) + 2)
+    _check_vocab("unigram", vocab_size, len(specials) + 2)
     tok = tokenizers.Tokenizer(models.Unigram())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     seen = [0]
     tok.train_from_iterator(_counting(texts, seen), trainer=trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), unk_token="<unk>", show_progress=False))
-    _check_trained(tok, seen[0], "unigram")
-    return _check_specials(tok)
+        vocab_size=vocab_size, special_tokens=list(specials), unk_token=specials[1], show_progress=False))
+    _check_trained(tok, seen[0], "unigram", specials)
+    return _check_specials(tok, specials)
 
 
 def _check_vocab(kind: str, vocab_size: int, least: int) -> None:
@@ -205,17 +216,19 @@ def _check_vocab(kind: str, vocab_size: int, least: int) -> None:
         raise TokenizerError(f"data.vocab_size={vocab_size} is too small for a {kind} tokenizer: give at least {least}")
 
 
-def _check_trained(tok: tokenizers.Tokenizer, texts: int, kind: str) -> None:
-    if texts == 0 or tok.get_vocab_size() <= len(SPECIAL_TOKENS):
+def _check_trained(tok: tokenizers.Tokenizer, texts: int, kind: str, specials: tuple[str, ...]) -> None:
+    if texts == 0 or tok.get_vocab_size() <= len(specials):
         raise TokenizerError(f"no text to train the {kind} tokenizer on: the training data is empty")
 
 
-def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> Tokenizer:
-    """Train a tokenizer of this kind ("bpe", "unigram", "word", "char"; see the module doc)."""
+def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+                    specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+    """Train a tokenizer of this kind ("bpe", "unigram", "word", "char"; see the module doc) whose
+    first ids are `specials` (SPECIAL_TOKENS, or ENCODER_SPECIALS for the encoder family)."""
     trainers_ = {"bpe": train_bpe, "unigram": train_unigram, "word": train_word, "char": train_char}
     if kind not in trainers_:
         raise TokenizerError(f"tokenizer {kind!r} is not one of {', '.join(KINDS)}")
-    return trainers_[kind](texts, vocab_size, min_frequency)
+    return trainers_[kind](texts, vocab_size, min_frequency, specials)
 
 
 def save_tokenizers(path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None) -> None:
@@ -243,3 +256,37 @@ def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]
     if (path / SOURCE_FILE).is_file() and (path / TARGET_FILE).is_file():
         return Tokenizer.load(path / SOURCE_FILE), Tokenizer.load(path / TARGET_FILE)
     raise TokenizerError(f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}")
+
+
+SPECIAL_TOKENS_FILE = "special_tokens.json"
+ENCODER_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
+"""The roles an encoder's special tokens play (Hugging Face's names), in ENCODER_SPECIALS' order."""
+
+
+class EncoderTokens:
+    """The ids of an encoder's special tokens: [PAD], [UNK], [CLS] (first), [SEP] (last), [MASK].
+
+    From a model directory's record (special_tokens.json: role -> token, as `record()` writes it),
+    or, without one, from BERT's names in the vocabulary (ours and imported BERT/MiniLM use them)."""
+
+    def __init__(self, tokenizer: Tokenizer, record: dict[str, str] | None = None):
+        record = record or dict(zip(ENCODER_ROLES, ENCODER_SPECIALS, strict=True))
+        self.names = {role: record.get(role) for role in ENCODER_ROLES}
+        ids = {role: tokenizer.token_to_id(name) if name else None for role, name in self.names.items()}
+        missing = [self.names[r] or r for r in ("pad_token", "cls_token", "sep_token") if ids[r] is None]
+        if missing:
+            raise TokenizerError(f"the tokenizer has no {', '.join(missing)} token: an encoder reads [CLS] text [SEP] "
+                                 "(train it with objective mlm or classify, or import a BERT-style model)")
+        self.pad, self.unk, self.cls, self.sep, self.mask = (ids[r] for r in ENCODER_ROLES)
+
+    def record(self) -> dict[str, str]:
+        """What a model directory records (special_tokens.json)."""
+        return {role: name for role, name in self.names.items() if name is not None}
+
+    @property
+    def ids(self) -> set[int]:
+        """Every special id (never masked, never predicted)."""
+        return {i for i in (self.pad, self.unk, self.cls, self.sep, self.mask) if i is not None}
+
+    def wrap(self, ids: list[int]) -> list[int]:
+        return [self.cls, *ids, self.sep]

@@ -1,7 +1,8 @@
 """Text in, text out: a model directory loaded with its tokenizer(s) and decoding defaults.
 
 `Pipeline.load(dir)` is what `transformer translate`, `generate` and `evaluate` use:
-`translate(lines)` for encoder-decoder models, `generate(prompt)` for language models.
+`translate(lines)` for encoder-decoder models, `generate(prompt)` for language models,
+`classify(lines)` for encoder classifiers (a text is fed as [CLS] text [SEP]).
 Sources are encoded without special tokens (as in training); prompts start with <s> when the
 model's decoding defaults say so (our language models are trained that way; imported models
 follow their tokenizer).
@@ -26,9 +27,17 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
+from ..data.tokenizer import EncoderTokens
 from ..model.quantize import set_inference_precision
-from ..model.transformer import DecoderOnly, EncoderDecoder, Model
-from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
+from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, Model
+from ..model_dir import (
+    load_chat_template,
+    load_decode_config,
+    load_labels,
+    load_model,
+    load_special_tokens,
+    load_tokenizers,
+)
 from ..precision import PrecisionChoice, inference_precision
 from .beam import beam_search
 from .greedy import greedy_search
@@ -51,6 +60,10 @@ class Pipeline:
     """{"chat_template", "bos_token", "eos_token"} when the model came with a chat template."""
     precision: PrecisionChoice = PrecisionChoice("fp32", "as trained")
     """The precision the model runs in, and why (see Pipeline.load)."""
+    labels: list[str] | None = None
+    """A classifier's class names (labels.json)."""
+    special_tokens: dict | None = None
+    """An encoder's special tokens by role (special_tokens.json)."""
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu", precision: str | None = None) -> Pipeline:
@@ -62,7 +75,8 @@ class Pipeline:
         cfg = model.config
         choice = inference_precision(precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size)
         model = set_inference_precision(model, choice.precision)
-        return cls(model, source, target, decode, load_chat_template(path), choice)
+        return cls(model, source, target, decode, load_chat_template(path), choice, load_labels(path),
+                   load_special_tokens(path))
 
     @property
     def max_source_tokens(self) -> int | None:
@@ -118,6 +132,49 @@ class Pipeline:
                 else:
                     outputs[i] = self.target_tokenizer.decode(row).strip()
         return outputs
+
+    @torch.no_grad()
+    def classify(self, lines: list[str], top_k: int = 1, batch_tokens: int = 4000, truncate: bool = True,
+                 on_truncate: Callable[[list[int]], None] | None = None) -> list[list[tuple[str, float]]]:
+        """The top_k (label, probability) pairs of each line, most likely first (top_k 0: all labels).
+        A text longer than the encoder takes keeps its first max_positions - 2 tokens ([CLS] and [SEP]
+        take the rest); the 1-based numbers of such lines go to on_truncate (else a warning);
+        truncate=False raises PipelineError instead."""
+        model = self.model
+        if not isinstance(model, EncoderOnly) or model.pooler is None or model.pooler.classifier is None:
+            raise PipelineError("this model is not a classifier: classify needs an encoder trained with "
+                                "objective = \"classify\"")
+        labels = self.labels or [str(i) for i in range(model.config.n_classes)]
+        if len(labels) != model.config.n_classes:
+            raise PipelineError(f"labels.json names {len(labels)} labels but the model has {model.config.n_classes} classes")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ConfigError(f"top_k={top_k!r} is not valid: give a number of labels (0 = all)")
+        lines = _as_lines(lines)
+        tokens = EncoderTokens(self.source_tokenizer, self.special_tokens)
+        limit = None if model.config.positional in ("none", "rope") else model.config.max_positions - 2
+        encoded = self.source_tokenizer.encode_batch(lines)
+        cut = [n for n, ids in enumerate(encoded, start=1) if limit is not None and len(ids) > limit]
+        if cut and not truncate:
+            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1])} tokens, more than the model's "
+                                f"{limit} (max_positions - 2 for [CLS] and [SEP]): shorten it")
+        if cut:
+            (on_truncate or (lambda c: warnings.warn(truncation_note(c, len(lines), limit), stacklevel=3)))(cut)
+        rows = [tokens.wrap(ids[:limit] if limit is not None else ids) for ids in encoded]
+        device = next(model.parameters()).device
+        k = len(labels) if top_k == 0 else min(top_k, len(labels))
+        out: list = [None] * len(rows)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        for batch in _batches_by_tokens(order, [len(r) for r in rows], batch_tokens):
+            width = max(len(rows[i]) for i in batch)
+            ids = torch.full((len(batch), width), tokens.pad, dtype=torch.long)
+            for j, i in enumerate(batch):
+                ids[j, :len(rows[i])] = torch.tensor(rows[i])
+            mask = torch.arange(width)[None, :] < torch.tensor([len(rows[i]) for i in batch])[:, None]
+            probs = model.classify(ids.to(device), mask.to(device)).float().softmax(-1)
+            values, indices = probs.topk(k, dim=-1)
+            for j, i in enumerate(batch):
+                out[i] = [(labels[c], float(v)) for v, c in zip(values[j].tolist(), indices[j].tolist(), strict=True)]
+        return out
 
     def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):
         """Token ids in, ids out under settings s: greedy when s.beam_size is 1, else beam search

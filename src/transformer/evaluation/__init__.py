@@ -1,5 +1,15 @@
-"""Evaluation: sacreBLEU BLEU and chrF on plain strings, perplexity."""
+"""Evaluation: sacreBLEU BLEU and chrF on plain strings, perplexity, classification scores."""
 
-from .metrics import MetricScore, bleu, chrf, model_nll, perplexity, text_perplexity
+from .metrics import (
+    ClassificationScores,
+    MetricScore,
+    bleu,
+    chrf,
+    classification_scores,
+    model_nll,
+    perplexity,
+    text_perplexity,
+)
 
-__all__ = ["MetricScore", "bleu", "chrf", "model_nll", "perplexity", "text_perplexity"]
+__all__ = ["ClassificationScores", "MetricScore", "bleu", "chrf", "classification_scores", "model_nll", "perplexity",
+           "text_perplexity"]

@@ -125,3 +125,51 @@ def text_perplexity(model: torch.nn.Module, lines: Sequence[str], encode: Callab
     """Perplexity of a language model over lines of text; encode turns a line into ids (with <s> first)."""
     nll, n = model_nll(model, [encode(line) for line in lines if line.strip()], batch_size=batch_size)
     return perplexity(nll, n)
+
+
+@dataclass(frozen=True)
+class ClassificationScores:
+    """Accuracy, macro-F1, per-class precision / recall / F1 / support, and the confusion matrix."""
+
+    labels: list[str]
+    confusion: list[list[int]]
+    """confusion[i][j]: examples of class i (gold) predicted as class j."""
+
+    @property
+    def total(self) -> int:
+        return sum(map(sum, self.confusion))
+
+    @property
+    def accuracy(self) -> float:
+        return sum(self.confusion[i][i] for i in range(len(self.labels))) / max(self.total, 1)
+
+    def per_class(self) -> list[dict[str, float]]:
+        """For each class: precision, recall, f1 (0 where undefined) and support (gold count)."""
+        rows = []
+        for i, label in enumerate(self.labels):
+            tp = self.confusion[i][i]
+            gold = sum(self.confusion[i])
+            predicted = sum(row[i] for row in self.confusion)
+            p = tp / predicted if predicted else 0.0
+            r = tp / gold if gold else 0.0
+            rows.append({"label": label, "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0,
+                         "support": gold, "predicted": predicted})
+        return rows
+
+    @property
+    def macro_f1(self) -> float:
+        """The mean F1 over the classes that occur in the gold labels or the predictions (as scikit-learn's
+        f1_score(average="macro") without a label list)."""
+        present = [row["f1"] for row in self.per_class() if row["support"] or row["predicted"]]
+        return sum(present) / len(present) if present else 0.0
+
+
+def classification_scores(predicted: Sequence[int], gold: Sequence[int], labels: Sequence[str]) -> ClassificationScores:
+    """Scores of predicted class indices against gold ones (indices into labels)."""
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold labels: give one each")
+    n = len(labels)
+    confusion = [[0] * n for _ in range(n)]
+    for p, g in zip(predicted, gold, strict=True):
+        confusion[g][p] += 1
+    return ClassificationScores(list(labels), confusion)

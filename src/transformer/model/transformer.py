@@ -256,21 +256,30 @@ class MaskedLMHead(nn.Module):
 
 
 class PooledClassifier(nn.Module):
-    """BERT's pooler (dense + tanh on the first token) and an optional classifier on top."""
+    """Pool the hidden states (the first token's, [CLS], or the mean over real tokens), then BERT's
+    pooler (dense + tanh, optional) and a classifier (optional) on top."""
 
-    def __init__(self, d_model: int, n_classes: int, dropout: float):
+    def __init__(self, d_model: int, n_classes: int, dropout: float, pooling: str = "first", dense: bool = True):
         super().__init__()
-        self.dense = nn.Linear(d_model, d_model)
+        self.pooling = pooling
+        self.dense = nn.Linear(d_model, d_model) if dense else None
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_classes) if n_classes else None
 
-    def pool(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, L, C) -> (B, C)."""
-        return torch.tanh(self.dense(hidden[:, 0]))
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L, C), mask (B, L) True at real tokens (None = all real) -> (B, C)."""
+        if self.pooling == "first":
+            pooled = hidden[:, 0]
+        elif mask is None:
+            pooled = hidden.mean(dim=1)
+        else:
+            weights = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return torch.tanh(self.dense(pooled)) if self.dense is not None else pooled
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, L, C) -> (B, n_classes) logits, or the pooled (B, C) when there is no classifier."""
-        pooled = self.pool(hidden)
+        pooled = self.pool(hidden, mask)
         return pooled if self.classifier is None else self.classifier(self.dropout(pooled))
 
 
@@ -290,6 +299,13 @@ class EncoderOnly(nn.Module):
         """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C)."""
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.encoder(ids, attention_mask, token_type_ids, need_weights)
+
+    def classify(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes)."""
+        if self.pooler is None or self.pooler.classifier is None:
+            raise ValueError("this encoder has no classifier (n_classes = 0): train one with objective = \"classify\"")
+        mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
+        return self.pooler(self.encoder(ids, mask), mask)
 
 
 Model = EncoderDecoder | EncoderOnly | DecoderOnly
@@ -393,7 +409,8 @@ def build_model(cfg: ModelConfig) -> Model:
         case "encoder":
             tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
             mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps) if cfg.mlm_head else None
-            pooler = PooledClassifier(cfg.d_model, cfg.n_classes, cfg.dropout) if cfg.pooler else None
+            pooler = PooledClassifier(cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler) \
+                if cfg.pooler or cfg.n_classes else None
             model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler)
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 from ..files import atomic_write, atomic_write_text
 from ..model.io import WEIGHTS_FILE, ModelFileError, load_model
 from ..model.transformer import Model
-from ..model_dir import has_tokenizer, load_decode_config, load_tokenizers, save_model
+from ..model_dir import has_tokenizer, load_tokenizers, model_files, save_model
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
@@ -82,14 +82,15 @@ def step_dirs(run_dir: str | os.PathLike) -> list[Path]:
 
 
 def save_checkpoint(run_dir: str | os.PathLike, step: int, model: Model, optimizer: torch.optim.Optimizer,
-                    state: dict[str, Any], tokenizer=None, decode=None, keep_last: int = 5) -> Path:
-    """Write checkpoints/step-NNNNNN atomically, then delete all but the newest keep_last."""
+                    state: dict[str, Any], keep_last: int = 5, **files) -> Path:
+    """Write checkpoints/step-NNNNNN atomically, then delete all but the newest keep_last.
+    files: what save_model writes besides the weights (tokenizer, decode, labels, special_tokens)."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
     tmp = root / f".step-{step:06d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tmp, tokenizer=tokenizer, decode=decode)
+    save_model(model, tmp, **files)
     tensors, meta = optimizer_to_tensors(optimizer)
     atomic_write(tmp / OPTIMIZER_FILE, lambda f: save_file(tensors, f, metadata={"format": "pt"}))
     atomic_write_text(tmp / STATE_FILE, json.dumps({**state, "optimizer": meta}, indent=1) + "\n")
@@ -186,10 +187,11 @@ def stored_dtype(path: str | os.PathLike) -> torch.dtype | None:
 
 
 def average_into(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:
-    """Average checkpoints into the model directory `out`, with the last one's tokenizer and decoding defaults."""
+    """Average checkpoints into the model directory `out`, with the last one's tokenizer, decoding
+    defaults, labels and special tokens."""
     model = average_checkpoints(paths)
     tokenizer = None
     if has_tokenizer(paths[-1]):
         src, tgt = load_tokenizers(paths[-1])
         tokenizer = src if src is tgt else (src, tgt)
-    return save_model(model, out, tokenizer=tokenizer, decode=load_decode_config(paths[-1]))
+    return save_model(model, out, tokenizer=tokenizer, **model_files(paths[-1]))

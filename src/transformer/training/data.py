@@ -14,6 +14,8 @@ from ..data import corpus as C
 from ..data import text as T
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
 from ..data.tokenizer import (
+    ENCODER_SPECIALS,
+    SPECIAL_TOKENS,
     UNK_ID,
     Tokenizer,
     TokenizerError,
@@ -71,12 +73,22 @@ class TrainingData:
 TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
 
 
+def special_tokens(config: RunConfig) -> tuple[str, ...]:
+    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's objectives."""
+    return ENCODER_SPECIALS if config.objective in ("mlm", "classify") else SPECIAL_TOKENS
+
+
 def tokenizer_cache_key(config: RunConfig) -> dict:
     """What a tokenizer trained from the [data] files depends on."""
     d = config.data
-    return {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in d.train_files if f], "vocab_size": d.vocab_size,
-            "min_frequency": d.min_frequency, "shared": d.shared_vocab or not d.is_translation,
-            "sample": d.tokenizer_sample}
+    key = {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in d.train_files if f],
+           "vocab_size": d.vocab_size, "min_frequency": d.min_frequency,
+           "shared": d.shared_vocab or not d.is_translation, "sample": d.tokenizer_sample}
+    if special_tokens(config) != SPECIAL_TOKENS:
+        key["specials"] = list(special_tokens(config))
+    if d.train_tsv:
+        key["labelled"] = True
+    return key
 
 
 def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, Tokenizer]:
@@ -84,12 +96,16 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     shared vocabulary (and for a language model, which has only targets)."""
     d = config.data
     targets, sources = d.train_files
-    texts = lambda side: T.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
+    specials = special_tokens(config)
+    if d.train_tsv:
+        texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
+    else:
+        texts = lambda side: T.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
     if sources is None or d.shared_vocab:
-        tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency)
+        tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency, specials)
         return tok, tok
-    return (train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency),
-            train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency))
+    return (train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
+            train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials))
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
@@ -122,10 +138,12 @@ def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
 
 
 def training_corpus(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, say: Callable[[str], None]) -> C.Corpus:
-    """The config's training files prepared with these tokenizers (built, or opened from the cache)."""
+    """The config's training files prepared with these tokenizers (built, or opened from the cache).
+    A masked-LM text takes [CLS] and [SEP] (one more than a language model's <s>): one less to its max_len."""
     d = config.data
     targets, sources = d.train_files
-    return C.prepare_corpus(targets, tgt_tok, d.max_len, sources, src_tok if sources else None, d.cache, say=say)
+    max_len = d.max_len - (config.objective == "mlm")
+    return C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say)
 
 
 def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None) -> list[dict]:
@@ -162,38 +180,42 @@ def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, lis
     return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
 
 
+def run_tokenizers(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
+                   resume: bool = False) -> tuple[Tokenizer, Tokenizer]:
+    """The run's (source, target) tokenizers: the run dir's on resume (and on ranks other than 0,
+    which call this after rank 0 has), init_from's, or trained on the files; written to run_dir."""
+    d, t = config.data, config.train
+    if resume:
+        try:
+            return load_tokenizers(run_dir)
+        except TokenizerError as e:
+            raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
+                                 f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
+    if not dist.is_main:
+        return load_tokenizers(run_dir)
+    if t.init_from:
+        src_tok, tgt_tok = load_tokenizers(t.init_from)
+    else:
+        src_tok, tgt_tok = train_tokenizers(config, say)
+        say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}" +
+            ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)"))
+    save_tokenizers(run_dir, src_tok, tgt_tok)
+    return src_tok, tgt_tok
+
+
 def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
                  resume: bool = False) -> TrainingData:
-    """Tokenizers (the run dir's on resume, init_from's, or trained on the files), the training
-    corpus prepared into memory-mapped arrays (or reused, see data.corpus), validation encoded.
+    """Tokenizers (see run_tokenizers), the training corpus prepared into memory-mapped arrays
+    (or reused, see data.corpus), validation encoded.
 
     Under torchrun, rank 0 does the work while the others wait, then every rank maps the same files."""
     d, t = config.data, config.train
-
-    def get_tokenizers() -> tuple[Tokenizer, Tokenizer]:
-        if resume:
-            try:
-                return load_tokenizers(run_dir)
-            except TokenizerError as e:
-                raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
-                                     f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
-        if not dist.is_main:
-            return load_tokenizers(run_dir)
-        if t.init_from:
-            src_tok, tgt_tok = load_tokenizers(t.init_from)
-        else:
-            src_tok, tgt_tok = train_tokenizers(config, say)
-            say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}" +
-                ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)"))
-        save_tokenizers(run_dir, src_tok, tgt_tok)
-        return src_tok, tgt_tok
-
     if dist.is_main:
-        src_tok, tgt_tok = get_tokenizers()
+        src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
         train = training_corpus(config, src_tok, tgt_tok, say)
     D.barrier(dist)  # rank 0 has written the tokenizers and the arrays: the others read them
     if not dist.is_main:
-        src_tok, tgt_tok = get_tokenizers()
+        src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
         train = training_corpus(config, src_tok, tgt_tok, say=lambda _: None)
     dropped = train.dropped
     if dropped["empty"]:
@@ -204,7 +226,8 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
     valid, valid_targets = [], []
     if d.valid_files[0]:
         valid_sources, valid_targets = read_valid(*d.valid_files)
-        valid, too_long = encode_examples(valid_targets, tgt_tok, d.max_len, valid_sources,
+        max_len = d.max_len - (config.objective == "mlm")
+        valid, too_long = encode_examples(valid_targets, tgt_tok, max_len, valid_sources,
                                           src_tok if valid_sources else None)
         if too_long:
             say(f"dropped {too_long:,} validation example(s) longer than data.max_len={d.max_len} tokens")

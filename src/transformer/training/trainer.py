@@ -3,7 +3,7 @@ gradient accumulation, mixed precision, validation, checkpoints, exact resume, d
 
 A run directory holds the resolved `config.toml`, `metrics.jsonl` (one JSON record per step
 and per validation), the tokenizer, `checkpoints/step-NNNNNN/`, and the model directories
-`best/` (lowest validation loss, not BLEU) and `last/`. Translation runs also log the BLEU and
+`best/` (lowest validation loss, not BLEU; a classifier's: highest accuracy) and `last/`. Translation runs also log the BLEU and
 exact-match share of greedy output on a fixed validation sample (train.bleu_samples).
 
 Exact resume: the batches of an epoch are a pure function of (seed, epoch); a checkpoint
@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.io import ModelFileError, load_model
-from ..model.transformer import Model, build_model
+from ..model.transformer import Model
 from ..model_dir import save_model
 from ..precision import PrecisionChoice, resolve_precision
 from . import distributed as D
@@ -43,10 +43,8 @@ from .checkpoint import (
     set_rng_state,
     step_dirs,
 )
-from .data import TrainingData, prepare_data
-from .loss import label_smoothed_cross_entropy
+from .objectives import Objective, prepare_objective
 from .schedule import inverse_sqrt, warmup_cosine
-from .validation import evaluate_bleu
 
 
 class TrainError(ValueError):
@@ -57,9 +55,15 @@ class TrainError(ValueError):
 class TrainResult:
     run_dir: Path
     steps: int
-    best_valid_loss: float | None
+    best: float | None
+    """The best validation score: the loss, or a classifier's accuracy (best_key says which); None without validation."""
     last_dir: Path
     best_dir: Path
+    best_key: str = "valid_loss"
+
+    @property
+    def best_valid_loss(self) -> float | None:
+        return self.best if self.best_key == "valid_loss" else None
 
 
 def learning_rate(config: RunConfig, d_model: int, step: int) -> float:
@@ -67,36 +71,6 @@ def learning_rate(config: RunConfig, d_model: int, step: int) -> float:
     if t.schedule == "inverse_sqrt":
         return inverse_sqrt(step, d_model, t.warmup_steps, t.lr_factor)
     return warmup_cosine(step, t.lr, t.warmup_steps, t.max_steps, t.min_lr)
-
-
-def forward(model: torch.nn.Module, batch) -> torch.Tensor:
-    """Logits (B, T, V) for a batch (teacher forcing)."""
-    if batch.src is not None:
-        return model(batch.src, batch.tgt_in, src_mask=batch.src_mask)
-    return model(batch.tgt_in)
-
-
-def autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-@torch.no_grad()
-def evaluate_loss(model: Model, data: TrainingData, config: RunConfig, device: torch.device) -> dict[str, float]:
-    """Validation: smoothed loss, NLL per token and perplexity over data.valid (batches in length order)."""
-    was_training = model.training
-    model.eval()
-    loss = nll = tokens = 0.0
-    for batch in data.valid_batches(config.train.batch_tokens, model.config):
-        batch = batch.to(device)
-        with autocast(device, config.train.precision):
-            logits = forward(model, batch)
-        sums = label_smoothed_cross_entropy(logits, batch.tgt_out, config.train.label_smoothing, model.config.pad_id)
-        loss, nll, tokens = loss + sums.loss.item(), nll + sums.nll.item(), tokens + sums.n_tokens
-    model.train(was_training)
-    return {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
 
 
 class Progress:
@@ -196,25 +170,27 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         atomic_write_text(run_dir / "config.toml", config.to_toml())
     D.barrier(dist)
 
-    data = prepare_data(config, run_dir, dist, say, resume=resume)
+    task = prepare_objective(config, run_dir, dist, say, resume=resume)
 
     # Model: resumed, fine-tuned from init_from, or new (same seed on every rank; DDP also broadcasts rank 0's).
     torch.manual_seed(t.seed)
+    # best_valid_loss: the best of the objective's best_key (named so for checkpoints that predate classify)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "position": 0, "best_valid_loss": None, "elapsed_s": 0.0}
     if resume:
         try:
             model = load_model(checkpoints[-1], device=device)
         except ModelFileError as e:  # a damaged checkpoint: the one before it can still be resumed
             raise ModelFileError(f"{e}; or delete {checkpoints[-1]} to resume from the checkpoint before it") from None
-    elif t.init_from:
-        model = load_model(t.init_from, device=device)
+        if t.freeze_encoder:
+            for p in model.encoder.parameters():
+                p.requires_grad_(False)
     else:
-        cfg = config.model.replace(vocab_size=data.source_tokenizer.vocab_size,
-                                   tgt_vocab_size=None if data.shared else data.target_tokenizer.vocab_size)
-        model = build_model(cfg).to(device)
+        model = task.new_model().to(device)
     model.train()
+    task.bind(model)
     mcfg = model.config
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps,
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=0.0, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps,
                                   weight_decay=t.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=t.precision == "fp16")
     if resume:
@@ -232,7 +208,9 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     else:
         torch.manual_seed(t.seed + dist.rank)  # dropout differs across ranks
     n_params = sum(p.numel() for p in model.parameters())
-    say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters, vocabulary {mcfg.vocab_size}; device {device}, "
+    frozen = n_params - sum(p.numel() for p in trainable)
+    say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{f' ({frozen / 1e6:.2f}M frozen)' if frozen else ''}, "
+        f"vocabulary {mcfg.vocab_size}; objective {task.name}; device {device}, "
         f"{dist.world_size} process(es), precision {choice.describe()}")
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -240,12 +218,12 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     net = ddp if ddp is not None else model
     per_step = t.accumulate * dist.world_size
     step, epoch, position = state["step"], state["epoch"], state["position"]
-    batches = data.train_batches(epoch)
+    batches = task.batches(epoch)
     if len(batches) < per_step:
         raise TrainError(f"the training data makes {len(batches)} batches of {t.batch_tokens} tokens, fewer than one "
                          f"step needs (accumulate x processes = {per_step}): lower train.batch_tokens")
     if not resume:
-        say(f"epoch 0: {len(batches)} batches, padding {data.padding_share(batches):.1%} of positions")
+        say(f"epoch 0: {len(batches)} batches, padding {task.padding_share(batches):.1%} of positions")
     metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if main else None
     progress = Progress(t.max_steps, step, t.log_every, log, main)
     best = state["best_valid_loss"]
@@ -259,22 +237,20 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
 
     def validate() -> dict[str, float] | None:
         nonlocal best, last_valid_s, validated_at
-        if not data.valid:
+        if not task.has_valid:
             return None
         validated_at = step
         began = time.monotonic()
         result = None
         if main:
-            result = {**evaluate_loss(model, data, config, device), **evaluate_bleu(model, data, config)}
+            result = task.validate(model, device)
             record = {"step": step, "split": "valid", **result}
             metrics.write(json.dumps(record) + "\n")
             metrics.flush()
-            scores = f"  BLEU {result['valid_bleu']:.2f}  exact {result['valid_exact']:.1%}" if "valid_bleu" in result else ""
-            progress.write(f"step {step}  valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
-                           f"ppl {result['valid_ppl']:.2f}{scores}")
-            if best is None or result["valid_loss"] < best:
-                best = result["valid_loss"]
-                _save_model_dir(model, run_dir / "best", data, config)
+            progress.write(f"step {step}  {task.describe(result)}")
+            if task.improved(result, best):
+                best = result[task.best_key]
+                _save_model_dir(model, run_dir / "best", task)
         D.barrier(dist)
         last_valid_s = time.monotonic() - began
         return result
@@ -285,8 +261,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             snapshot = {"step": step, "epoch": epoch, "position": position, "best_valid_loss": best,
                         "precision": t.precision,
                         "elapsed_s": elapsed(), "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
-            save_checkpoint(run_dir, step, model, optimizer, snapshot, tokenizer=data.tokenizers,
-                            decode=config.decode, keep_last=t.keep_last)
+            save_checkpoint(run_dir, step, model, optimizer, snapshot, keep_last=t.keep_last, **task.save_files())
         D.barrier(dist)
 
     stop_reason = "max_steps"
@@ -297,41 +272,42 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
                 if t.max_epochs and epoch >= t.max_epochs:
                     stop_reason = "max_epochs"
                     break
-                batches = data.train_batches(epoch)
+                batches = task.batches(epoch)
                 continue
             group = batches[position: position + per_step]
+            keys = [(epoch, position + k) for k in range(len(group))]  # what seeds a batch's noise (mlm)
             position += per_step
-            global_tokens = sum(data.target_tokens(b) for b in group)
+            global_units = sum(task.units(b, key) for b, key in zip(group, keys, strict=True))
             lr = learning_rate(config, mcfg.d_model, step + 1)
             for g in optimizer.param_groups:
                 g["lr"] = lr
-            sums = [0.0, 0.0, 0.0]
-            mine = group[dist.rank::dist.world_size]
-            for j, indices in enumerate(mine):
-                batch = data.collate(indices, mcfg).to(device)
+            sums = [0.0, 0.0, 0.0, 0.0]
+            mine = list(zip(group, keys, strict=True))[dist.rank::dist.world_size]
+            for j, (indices, key) in enumerate(mine):
+                batch = task.collate(indices, key).to(device)
                 sync = ddp is None or j == len(mine) - 1
                 with contextlib.nullcontext() if sync else ddp.no_sync():
-                    with autocast(device, t.precision):
-                        logits = forward(net, batch)
-                    out = label_smoothed_cross_entropy(logits, batch.tgt_out, t.label_smoothing, mcfg.pad_id)
+                    out = task.loss(net, model, batch, device)
                     # DDP averages gradients over ranks; scaling by world_size makes the result a sum
-                    # over all ranks' tokens divided by the global token count.
-                    scaler.scale(out.loss * (dist.world_size / global_tokens)).backward()
+                    # over all ranks' units (tokens, texts) divided by the global count.
+                    scaler.scale(out.loss * (dist.world_size / global_units)).backward()
                 sums[0] += out.loss.item()
                 sums[1] += out.nll.item()
-                sums[2] += out.n_tokens
+                sums[2] += out.units
+                sums[3] += out.tokens
             if t.clip_norm > 0:
                 scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+                torch.nn.utils.clip_grad_norm_(trainable, t.clip_norm)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            loss_sum, nll_sum, n_tok = D.all_reduce_sum(sums, dist)
+            loss_sum, nll_sum, n_units, n_tok = D.all_reduce_sum(sums, dist)
             now = time.monotonic()
             tick_tokens += n_tok
-            record = {"step": step, "split": "train", "epoch": epoch, "loss": loss_sum / n_tok, "nll": nll_sum / n_tok,
-                      "ppl": math.exp(min(nll_sum / n_tok, 50.0)), "lr": lr, "tokens": int(n_tok),
+            record = {"step": step, "split": "train", "epoch": epoch, "loss": loss_sum / n_units,
+                      "nll": nll_sum / n_units, "ppl": math.exp(min(nll_sum / n_units, 50.0)), "lr": lr,
+                      "tokens": int(n_tok), **({"units": int(n_units)} if n_units != n_tok else {}),
                       "tokens_per_s": tick_tokens / max(now - tick, 1e-9), "elapsed_s": elapsed()}
             tick, tick_tokens = now, 0.0
             if main:
@@ -352,16 +328,17 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         if not step_dirs(run_dir) or step_dirs(run_dir)[-1].name != f"step-{step:06d}":
             checkpoint()
         if main:
-            _save_model_dir(model, run_dir / "last", data, config)
+            _save_model_dir(model, run_dir / "last", task)
             if final is None:  # no validation data: best is the last model
-                _save_model_dir(model, run_dir / "best", data, config)
+                _save_model_dir(model, run_dir / "best", task)
     finally:
         progress.close()
         if metrics is not None:
             metrics.close()
     say(f"stopped at step {step} ({stop_reason}) after {elapsed():.0f}s; "
-        f"best validation loss {best if best is None else round(best, 4)}; model: {run_dir / 'best'}")
-    return TrainResult(run_dir, step, best, run_dir / "last", run_dir / "best")
+        f"best validation {task.best_key.removeprefix('valid_')} {best if best is None else round(best, 4)}; "
+        f"model: {run_dir / 'best'}")
+    return TrainResult(run_dir, step, best, run_dir / "last", run_dir / "best", task.best_key)
 
 
 def _precision(config: RunConfig, device: torch.device, resumed: dict[str, Any] | None,
@@ -376,10 +353,10 @@ def _precision(config: RunConfig, device: torch.device, resumed: dict[str, Any] 
     return D.gather_objects(choice, dist)[0]
 
 
-def _save_model_dir(model: Model, path: Path, data: TrainingData, config: RunConfig) -> None:
+def _save_model_dir(model: Model, path: Path, task: Objective) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tmp, tokenizer=data.tokenizers, decode=config.decode)
+    save_model(model, tmp, **task.save_files())
     replace_dir(tmp, path)
 
 

@@ -99,6 +99,9 @@ def config_to_hf(cfg: ModelConfig):
     require(cfg.bias, "bias", cfg.bias, family, "BERT's layers have biases")
     require(not cfg.scale_embedding, "scale_embedding", cfg.scale_embedding, family, "BERT does not scale embeddings")
     require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "BERT has no grouped-query attention")
+    require(cfg.pooling == "first", "pooling", cfg.pooling, family, "BERT pools the first token ([CLS])")
+    require(cfg.pooler or not cfg.n_classes, "pooler", cfg.pooler, family,
+            "BertForSequenceClassification's classifier reads the pooler's output")
     if cfg.mlm_head and cfg.pooler:
         require(cfg.n_classes == 2, "n_classes", cfg.n_classes, family,
                 "a model with both heads is BertForPreTraining, whose pooled classifier has 2 classes")

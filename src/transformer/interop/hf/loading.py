@@ -119,6 +119,7 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
     source has one, the chat template (with the bos/eos token strings it refers to) as
     chat_template.json when it has one, and a README.md saying where the model came from.
     """
+    from ...data.tokenizer import ENCODER_ROLES
     from ...files import atomic_write, atomic_write_text
     from ...model_dir import CHAT_TEMPLATE_FILE, save_model
     from . import from_hf
@@ -133,8 +134,17 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
         chat = {"chat_template": source.chat_template,
                 "bos_token": getattr(source.tokenizer, "bos_token", None),
                 "eos_token": getattr(source.tokenizer, "eos_token", None)}
-    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)), chat=chat)
-    files = ["config.json", "model.safetensors", "decode.json"] + ([CHAT_TEMPLATE_FILE] if chat else [])
+    specials = labels = None
+    if model.config.arch == "encoder":  # [CLS] text [SEP]: the roles classify and fine-tuning read
+        specials = {role: getattr(source.tokenizer, role, None) for role in ENCODER_ROLES}
+        specials = {role: token for role, token in specials.items() if isinstance(token, str)} or None
+        id2label = getattr(source.model.config, "id2label", None) or {}
+        if model.config.n_classes and len(id2label) == model.config.n_classes:
+            labels = [str(id2label[i]) for i in range(model.config.n_classes)]
+    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)), chat=chat, labels=labels,
+               special_tokens=specials)
+    files = (["config.json", "model.safetensors", "decode.json"] + ([CHAT_TEMPLATE_FILE] if chat else [])
+             + (["labels.json"] if labels else []) + (["special_tokens.json"] if specials else []))
     backend = getattr(source.tokenizer, "backend_tokenizer", None)
     if backend is not None:
         atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))

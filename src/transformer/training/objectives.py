@@ -1,0 +1,481 @@
+"""What a run learns: each objective's data, batches, model, loss and validation, behind one interface
+that the loop (trainer.py) drives.
+
+- seq2seq (translation, §5) and lm (next token): teacher forcing, label-smoothed cross entropy over
+  target tokens; validation loss, perplexity and (translation) greedy BLEU; best/ by loss.
+- mlm (BERT's masked-LM): [CLS] text [SEP], tokens chosen and corrupted as data.noising says,
+  cross entropy on the chosen positions only; validation on a fixed masking of the validation
+  texts: loss, perplexity and masked-token accuracy; best/ by loss.
+- classify: [CLS] text [SEP] -> pooled -> classes, cross entropy per text; validation accuracy and
+  macro-F1; best/ by accuracy.
+
+The loss is summed over a step's units (target tokens, chosen tokens or texts) and divided by
+their count over the whole step (all accumulated batches, all processes). Masking draws from a
+generator seeded by (seed, epoch, batch), never the global one, so a resumed run masks as the
+uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..config import ConfigError, RunConfig
+from ..data.batching import batch_indices, padding_share
+from ..data.noising import IGNORE, mask_tokens
+from ..data.text import DataError, iter_labelled
+from ..data.tokenizer import EncoderTokens, Tokenizer
+from ..evaluation.metrics import classification_scores
+from ..model.io import load_config, load_model
+from ..model.transformer import EncoderOnly, Model, build_model, tie_weights
+from ..model_dir import load_labels, load_special_tokens
+from . import distributed as D
+from .checkpoint import step_dirs
+from .data import TrainingData, prepare_data, run_tokenizers
+from .loss import label_smoothed_cross_entropy
+from .validation import evaluate_bleu
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@dataclass
+class StepSums:
+    """A batch's summed loss (to optimise) and NLL (to report), the units they are summed over, and
+    the input tokens it processed (for tokens/s)."""
+
+    loss: torch.Tensor
+    nll: torch.Tensor
+    units: int
+    tokens: int
+    logits: torch.Tensor | None = None
+    """mlm and classify: the (detached) logits the loss was taken on, for validation's accuracy."""
+
+
+class Objective:
+    """The interface the loop uses; see the module doc for the four objectives."""
+
+    name = ""
+    best_key, higher_is_better = "valid_loss", False
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.model_config = None  # set by bind(), once the model exists
+
+    # data
+    def batches(self, epoch: int) -> Sequence[list[int]]:
+        raise NotImplementedError
+
+    def padding_share(self, batches: Sequence[list[int]]) -> float:
+        raise NotImplementedError
+
+    def units(self, indices: list[int], key: tuple[int, int]) -> int:
+        """What the loss of this batch is summed over; key = (epoch, batch number) as given to collate."""
+        raise NotImplementedError
+
+    def collate(self, indices: list[int], key: tuple[int, int]):
+        raise NotImplementedError
+
+    @property
+    def has_valid(self) -> bool:
+        raise NotImplementedError
+
+    # model
+    def new_model(self) -> Model:
+        """A fresh model for the run, or the one train.init_from names (with a new head where the objective needs one)."""
+        raise NotImplementedError
+
+    def bind(self, model: Model) -> None:
+        self.model_config = model.config
+
+    def loss(self, net: torch.nn.Module, model: Model, batch, device: torch.device) -> StepSums:
+        raise NotImplementedError
+
+    def validate(self, model: Model, device: torch.device) -> dict[str, float]:
+        raise NotImplementedError
+
+    def describe(self, result: dict[str, float]) -> str:
+        return f"valid loss {result['valid_loss']:.4f}  ppl {result['valid_ppl']:.2f}"
+
+    def improved(self, result: dict[str, float], best: float | None) -> bool:
+        value = result[self.best_key]
+        return best is None or (value > best if self.higher_is_better else value < best)
+
+    def save_files(self) -> dict:
+        """What save_model writes besides the weights: tokenizer(s) and the objective's records."""
+        raise NotImplementedError
+
+
+def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
+                      resume: bool = False) -> Objective:
+    """The run's objective with its data prepared (tokenizers trained or loaded, corpora built)."""
+    objective = config.objective
+    if config.train.init_from and not resume:
+        _check_init_from(config)
+    if objective == "classify":
+        return Classify(config, run_dir, dist, say, resume)
+    data = prepare_data(config, run_dir, dist, say, resume)
+    return MaskedLM(config, data, _init_dir(config, run_dir, resume)) if objective == "mlm" else Seq2Seq(config, data)
+
+
+def _check_init_from(config: RunConfig) -> None:
+    """init_from must be a model of the family the objective trains."""
+    cfg = load_config(config.train.init_from)
+    needs = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder"}[config.objective]
+    if cfg.arch != needs:
+        raise ConfigError(f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: objective "
+                          f"{config.objective!r} needs arch={needs!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# seq2seq and lm
+
+
+class Seq2Seq(Objective):
+    """Translation (encoder-decoder) or next-token language modelling (decoder-only)."""
+
+    def __init__(self, config: RunConfig, data: TrainingData):
+        super().__init__(config)
+        self.name = config.objective
+        self.data = data
+
+    def batches(self, epoch):
+        return self.data.train_batches(epoch)
+
+    def padding_share(self, batches):
+        return self.data.padding_share(batches)
+
+    def units(self, indices, key):
+        return self.data.target_tokens(indices)
+
+    def collate(self, indices, key):
+        return self.data.collate(indices, self.model_config)
+
+    @property
+    def has_valid(self):
+        return bool(self.data.valid)
+
+    def new_model(self):
+        if self.config.train.init_from:
+            return load_model(self.config.train.init_from)
+        data = self.data
+        cfg = self.config.model.replace(vocab_size=data.source_tokenizer.vocab_size,
+                                        tgt_vocab_size=None if data.shared else data.target_tokenizer.vocab_size)
+        return build_model(cfg)
+
+    def loss(self, net, model, batch, device):
+        with autocast(device, self.config.train.precision):
+            logits = _forward(net, batch)
+        out = label_smoothed_cross_entropy(logits, batch.tgt_out, self.config.train.label_smoothing, model.config.pad_id)
+        return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
+
+    @torch.no_grad()
+    def validate(self, model, device):
+        was_training = model.training
+        model.eval()
+        loss = nll = tokens = 0.0
+        for batch in self.data.valid_batches(self.config.train.batch_tokens, model.config):
+            out = self.loss(model, model, batch.to(device), device)
+            loss, nll, tokens = loss + out.loss.item(), nll + out.nll.item(), tokens + out.units
+        model.train(was_training)
+        result = {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+        return {**result, **evaluate_bleu(model, self.data, self.config)}
+
+    def describe(self, result):
+        scores = f"  BLEU {result['valid_bleu']:.2f}  exact {result['valid_exact']:.1%}" if "valid_bleu" in result else ""
+        return f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  ppl {result['valid_ppl']:.2f}{scores}"
+
+    def save_files(self):
+        return {"tokenizer": self.data.tokenizers, "decode": self.config.decode}
+
+
+def _forward(model: torch.nn.Module, batch) -> torch.Tensor:
+    """Logits (B, T, V) for a batch (teacher forcing)."""
+    if batch.src is not None:
+        return model(batch.src, batch.tgt_in, src_mask=batch.src_mask)
+    return model(batch.tgt_in)
+
+
+# ------------------------------------------------------------------------------------------------
+# The encoder family
+
+
+@dataclass
+class EncoderBatch:
+    """[CLS] text [SEP] rows, right-padded: ids and mask (B, L); MLM labels (B, L) or class labels (B,)."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    labels: torch.Tensor
+    units: int
+    tokens: int
+
+    def to(self, device) -> EncoderBatch:
+        return EncoderBatch(self.ids.to(device), self.mask.to(device), self.labels.to(device), self.units, self.tokens)
+
+
+def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad rows of ids: (ids, mask), both (B, L), mask True at real tokens."""
+    ids = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    return ids, torch.arange(ids.size(1))[None, :] < lengths[:, None]
+
+
+def encoder_model(config: RunConfig, tokenizer: Tokenizer, tokens: EncoderTokens, heads: dict) -> EncoderOnly:
+    """A fresh encoder from [model] with these heads, or train.init_from's encoder under them.
+
+    From init_from every tensor the new model has under the same name and shape is copied, except a
+    classifier's, which is always new (so are heads the pretrained model lacks)."""
+    init_from = config.train.init_from
+    if init_from is None:
+        cfg = config.model.replace(vocab_size=tokenizer.vocab_size, pad_id=tokens.pad, bos_id=tokens.cls,
+                                   eos_id=tokens.sep, **heads)
+        return build_model(cfg)
+    init = load_model(init_from)
+    if tokenizer.vocab_size > init.config.vocab_size:
+        raise ConfigError(f"train.init_from={init_from}: its tokenizer has {tokenizer.vocab_size:,} tokens but the model's "
+                          f"vocab_size is {init.config.vocab_size:,}: the tokenizer and weights do not belong together")
+    model = build_model(init.config.replace(**heads))
+    theirs, mine = init.state_dict(), model.state_dict()
+    for name, tensor in theirs.items():
+        if name in mine and tensor.shape != mine[name].shape and not name.startswith("pooler.classifier."):
+            raise ConfigError(f"train.init_from={init_from}: {name} has shape {tuple(tensor.shape)}, the new model "
+                              f"{tuple(mine[name].shape)}")
+    copied = {name: tensor for name, tensor in theirs.items()
+              if name in mine and not name.startswith("pooler.classifier.")}
+    model.load_state_dict(copied, strict=False)
+    tie_weights(model)
+    return model
+
+
+class _EncoderObjective(Objective):
+    def __init__(self, config: RunConfig, tokenizer: Tokenizer, init_dir: Path | None):
+        super().__init__(config)
+        self.tokenizer = tokenizer
+        self.tokens = EncoderTokens(tokenizer, load_special_tokens(init_dir) if init_dir else None)
+
+    def save_files(self):
+        return {"tokenizer": self.tokenizer, "decode": self.config.decode, "special_tokens": self.tokens.record()}
+
+
+def _init_dir(config: RunConfig, run_dir: Path, resume: bool) -> Path | None:
+    """Where the run's special-token record comes from: the pretrained model's (init_from), or the
+    newest checkpoint's on resume; None: the tokenizer was trained here with ENCODER_SPECIALS."""
+    if resume and step_dirs(run_dir):
+        return step_dirs(run_dir)[-1]
+    return Path(config.train.init_from) if config.train.init_from else None
+
+
+class MaskedLM(_EncoderObjective):
+    """BERT's masked-LM pretraining on one text per line (data.train_text)."""
+
+    name = "mlm"
+
+    def __init__(self, config: RunConfig, data: TrainingData, init_dir: Path | None = None):
+        super().__init__(config, data.target_tokenizer, init_dir)
+        if self.tokens.mask is None:
+            raise ConfigError("the tokenizer has no [MASK] token: masked-LM pretraining needs one "
+                              "(train the tokenizer here, or start from a BERT-style model)")
+        self.data = data
+        self.sizes = data.train.sizes + 1  # [CLS] ids [SEP]: one more than the corpus's <s> ids
+        self.special = torch.tensor(sorted(self.tokens.ids))
+        self._cache: dict[tuple[int, int], EncoderBatch] = {}
+
+    def batches(self, epoch):
+        return batch_indices(self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch)
+
+    def padding_share(self, batches):
+        return padding_share(batches, self.data.train.tgt_lengths + 1)
+
+    def _mask(self, rows: list[list[int]], seed: int) -> EncoderBatch:
+        ids, mask = pad_rows([self.tokens.wrap(r) for r in rows], self.tokens.pad)
+        generator = torch.Generator().manual_seed(seed)
+        vocab = self.model_config.vocab_size if self.model_config else self.tokenizer.vocab_size
+        inputs, labels = mask_tokens(ids, self.special, self.tokens.mask, vocab, self.config.train.mlm_probability,
+                                     generator)
+        return EncoderBatch(inputs, mask, labels, int((labels != IGNORE).sum()), int(mask.sum()))
+
+    def collate(self, indices, key):
+        if key not in self._cache:
+            if len(self._cache) > 64:  # only the current step's batches are ever asked for again
+                self._cache.clear()
+            seed = (self.config.train.seed * 1_000_003 + key[0]) * 1_000_003 + key[1]
+            self._cache[key] = self._mask([self.data.train[i].tgt for i in indices], seed)
+        return self._cache[key]
+
+    def units(self, indices, key):
+        return self.collate(indices, key).units
+
+    @property
+    def has_valid(self):
+        return bool(self.data.valid)
+
+    def new_model(self):
+        return encoder_model(self.config, self.tokenizer, self.tokens, dict(mlm_head=True, pooler=False, n_classes=0))
+
+    def loss(self, net, model, batch, device):
+        chosen = batch.labels != IGNORE  # (B, L)
+        with autocast(device, self.config.train.precision):
+            hidden = net(batch.ids, attention_mask=batch.mask)  # (B, L, C)
+            logits = model.mlm_head(hidden[chosen])  # (N, V): the head runs on the chosen positions only
+        target = batch.labels[chosen]
+        nll = F.cross_entropy(logits.float(), target, reduction="sum")
+        eps = self.config.train.label_smoothing
+        loss = F.cross_entropy(logits.float(), target, reduction="sum", label_smoothing=eps) if eps else nll
+        return StepSums(loss, nll, batch.units, batch.tokens, logits.detach())
+
+    @torch.no_grad()
+    def validate(self, model, device):
+        """On one fixed masking of the validation texts (the same at every validation)."""
+        was_training = model.training
+        model.eval()
+        loss = nll = correct = units = 0.0
+        sizes = [e.size + 1 for e in self.data.valid]
+        order = batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False)
+        for number, indices in enumerate(order):
+            batch = self._mask([self.data.valid[i].tgt for i in indices], seed=number).to(device)
+            out = self.loss(model, model, batch, device)
+            loss, nll, units = loss + out.loss.item(), nll + out.nll.item(), units + out.units
+            correct += int((out.logits.argmax(-1) == batch.labels[batch.labels != IGNORE]).sum())
+        model.train(was_training)
+        return {"valid_loss": loss / units, "valid_nll": nll / units, "valid_ppl": math.exp(min(nll / units, 50.0)),
+                "valid_accuracy": correct / units}
+
+    def describe(self, result):
+        return (f"valid loss {result['valid_loss']:.4f}  ppl {result['valid_ppl']:.2f}  "
+                f"masked-token accuracy {result['valid_accuracy']:.1%}")
+
+
+class Classify(_EncoderObjective):
+    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a classifier."""
+
+    name = "classify"
+    best_key, higher_is_better = "valid_accuracy", True
+
+    def __init__(self, config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None], resume: bool):
+        d = config.data
+        if dist.is_main:
+            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
+        D.barrier(dist)
+        if not dist.is_main:
+            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
+        super().__init__(config, tok, _init_dir(config, run_dir, resume))
+        if resume:
+            labels = load_labels(step_dirs(run_dir)[-1])
+        else:
+            labels = sorted({label for _, label, _ in iter_labelled(d.train_tsv)})
+        if len(labels) < 2:
+            raise DataError(f"{d.train_tsv} has {len(labels)} label ({', '.join(labels)}): a classifier needs at least 2")
+        self.labels = labels
+        self.train_ids, self.train_labels, dropped = self._read(d.train_tsv)
+        if not self.train_ids:
+            raise DataError(f"no text of {d.train_tsv} is at most data.max_len={d.max_len} tokens with [CLS] and [SEP]: "
+                            "raise data.max_len")
+        if dropped:
+            say(f"dropped {dropped:,} training text(s) longer than data.max_len={d.max_len} tokens with [CLS] and [SEP]")
+        self.valid_ids, self.valid_labels = [], []
+        if d.valid_tsv:
+            self.valid_ids, self.valid_labels, dropped = self._read(d.valid_tsv)
+            if dropped:
+                say(f"dropped {dropped:,} validation text(s) longer than data.max_len={d.max_len} tokens")
+        self.sizes = np.fromiter(map(len, self.train_ids), np.int64, len(self.train_ids))
+        counts = np.bincount(self.train_labels, minlength=len(labels))
+        say(f"data: {len(self.train_ids):,} training and {len(self.valid_ids):,} validation texts; {len(labels)} labels "
+            f"(training counts: {', '.join(f'{name} {n:,}' for name, n in zip(labels, counts, strict=True))})")
+
+    def _read(self, path: str) -> tuple[list[list[int]], np.ndarray, int]:
+        index = {label: i for i, label in enumerate(self.labels)}
+        lines, texts, labels = [], [], []
+        for line, label, text in iter_labelled(path):
+            if label not in index:
+                raise DataError(f"{path} line {line + 1}: label {label!r} does not occur in the training data "
+                                f"({self.config.data.train_tsv}): a classifier can only predict the labels it was trained on")
+            lines.append(line)
+            texts.append(text)
+            labels.append(index[label])
+        rows, kept, dropped = [], [], 0
+        limit = self.config.data.max_len - 2
+        for start in range(0, len(texts), 10_000):
+            for i, ids in enumerate(self.tokenizer.encode_batch(texts[start:start + 10_000]), start):
+                if len(ids) > limit:
+                    dropped += 1
+                else:
+                    rows.append(self.tokens.wrap(ids))
+                    kept.append(labels[i])
+        return rows, np.asarray(kept, dtype=np.int64), dropped
+
+    def batches(self, epoch):
+        return batch_indices(self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch)
+
+    def padding_share(self, batches):
+        return padding_share(batches, self.sizes - 1)
+
+    def units(self, indices, key):
+        return len(indices)
+
+    def collate(self, indices, key=None, rows=None, labels=None):
+        rows = self.train_ids if rows is None else rows
+        labels = self.train_labels if labels is None else labels
+        ids, mask = pad_rows([rows[i] for i in indices], self.tokens.pad)
+        return EncoderBatch(ids, mask, torch.as_tensor(labels[indices]), len(indices), int(mask.sum()))
+
+    @property
+    def has_valid(self):
+        return bool(self.valid_ids)
+
+    def new_model(self):
+        m = self.config.model
+        heads = dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
+        model = encoder_model(self.config, self.tokenizer, self.tokens, heads)
+        if self.config.train.freeze_encoder:
+            for p in model.encoder.parameters():
+                p.requires_grad_(False)
+        return model
+
+    def loss(self, net, model, batch, device):
+        with autocast(device, self.config.train.precision):
+            hidden = net(batch.ids, attention_mask=batch.mask)
+            logits = model.pooler(hidden, batch.mask).float()  # (B, n_classes)
+        nll = F.cross_entropy(logits, batch.labels, reduction="sum")
+        eps = self.config.train.label_smoothing
+        loss = F.cross_entropy(logits, batch.labels, reduction="sum", label_smoothing=eps) if eps else nll
+        return StepSums(loss, nll, batch.units, batch.tokens, logits.detach())
+
+    @torch.no_grad()
+    def validate(self, model, device):
+        was_training = model.training
+        model.eval()
+        loss = nll = 0.0
+        predicted, gold = [], []
+        sizes = [len(r) for r in self.valid_ids]
+        for indices in batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False):
+            batch = self.collate(indices, rows=self.valid_ids, labels=self.valid_labels).to(device)
+            out = self.loss(model, model, batch, device)
+            loss, nll = loss + out.loss.item(), nll + out.nll.item()
+            predicted += out.logits.argmax(-1).tolist()
+            gold += batch.labels.tolist()
+        model.train(was_training)
+        scores = classification_scores(predicted, gold, self.labels)
+        n = len(gold)
+        return {"valid_loss": loss / n, "valid_nll": nll / n, "valid_ppl": math.exp(min(nll / n, 50.0)),
+                "valid_accuracy": scores.accuracy, "valid_macro_f1": scores.macro_f1}
+
+    def describe(self, result):
+        return (f"valid loss {result['valid_loss']:.4f}  accuracy {result['valid_accuracy']:.2%}  "
+                f"macro-F1 {result['valid_macro_f1']:.4f}")
+
+    def save_files(self):
+        return {**super().save_files(), "labels": self.labels}
