@@ -310,3 +310,30 @@ def test_fine_tuning_imported_minilm_keeps_its_wordpiece_tokenizer(task, tmp_pat
     assert model.config.d_model == 384 and model.config.n_classes == 3
     assert load_labels(result.best_dir) == ["animal", "fruit", "tool"]
     assert len(Pipeline.load(result.best_dir).classify(["a cat"])) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["mlm", "classify"])
+def test_torchrun_two_processes_match_one_process(task, tmp_path, kind):
+    """The heads run outside the DDP-wrapped forward: 2 gloo processes x 1 batch per step still give
+    the losses of 1 process accumulating 2 batches (mlm: the same masks, seeded per batch)."""
+    import os
+    import subprocess
+    import sys
+
+    config = _config(task, kind, cache=tmp_path / "cache", max_steps=4, valid_every=100, save_every=100)
+    file = tmp_path / "ddp.toml"
+    file.write_text(config.to_toml())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from transformer.config import load_config
+
+    train(load_config(file, ["train.accumulate=2"]), tmp_path / "one", log=lambda _: None)
+    losses = lambda run: {r["step"]: r["loss"] for r in _records(run) if r["split"] == "train"}  # noqa: E731
+    ddp, one = losses(tmp_path / "ddp"), losses(tmp_path / "one")
+    assert sorted(ddp) == sorted(one) == [1, 2, 3, 4]
+    for step in one:
+        assert ddp[step] == pytest.approx(one[step], rel=1e-4), step
