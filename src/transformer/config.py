@@ -57,6 +57,34 @@ def from_values(cls: type, values: dict[str, Any], section: str) -> Any:
 
 
 ARCHS = ("encoder-decoder", "encoder", "decoder")
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """The image front end of an encoder (ViT): `[model.vision]`. Images are channels x image_size x
+    image_size; see transformer.model.patches."""
+
+    image_size: int = 28
+    """Height and width of the images, in pixels (square)."""
+    patch_size: int = 4
+    """Side of the square patches; image_size must be a multiple of it."""
+    channels: int = 1
+    """Colour channels: 1 (grayscale) or 3 (RGB)."""
+    positions: str = "learned"
+    """learned (ViT's), sinusoidal2d (fixed, row and column) or none."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, "model.vision")
+        for name in ("image_size", "patch_size", "channels"):
+            _positive(f"model.vision.{name}", getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ConfigError(f"model.vision.image_size={self.image_size} is not divisible by patch_size="
+                              f"{self.patch_size}: the patches must tile the image")
+        _choice("model.vision.positions", self.positions, ("learned", "sinusoidal2d", "none"))
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
 POSITIONALS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
 
@@ -98,7 +126,8 @@ class ModelConfig:
     final_norm: bool | None = None
     """A norm after the last layer of each stack (None = on for pre-norm, off for post-norm)."""
     positional: str = "sinusoidal"
-    """sinusoidal (§3.5), learned, rope (rotary, on queries and keys) or none."""
+    """sinusoidal (§3.5), learned, rope (rotary, on queries and keys) or none (an image encoder takes
+    model.vision.positions instead)."""
     max_positions: int = 1024
     """Longest sequence the position encoding covers."""
     rope_base: float = 10000.0
@@ -138,8 +167,14 @@ class ModelConfig:
     """First decoder input of an encoder-decoder (None = bos_id; Marian uses its pad id)."""
     attention_impl: str = "fused"
     """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V."""
+    vision: VisionConfig | None = None
+    """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder" only)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.vision, dict):  # from JSON / TOML
+            object.__setattr__(self, "vision", from_values(VisionConfig, self.vision, "model.vision"))
+        if self.vision is not None and not isinstance(self.vision, VisionConfig):
+            raise ConfigError(f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig")
         _check_types(self, None)
         _choice("arch", self.arch, ARCHS)
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
@@ -182,6 +217,14 @@ class ModelConfig:
         _positive("n_classes", self.n_classes, allow_zero=True)
         if (self.mlm_head or self.pooler) and self.arch != "encoder":
             raise ConfigError(f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}")
+        if self.vision is not None:
+            if self.arch != "encoder":
+                raise ConfigError(f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}")
+            if self.mlm_head or self.n_token_types:
+                raise ConfigError("an image encoder (model.vision) has no masked-LM head or token types: "
+                                  "leave mlm_head and n_token_types at false and 0")
+            if self.vision.n_patches + 1 > self.max_positions:
+                raise ConfigError(f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}")
         if self.n_classes and self.arch != "encoder":
             raise ConfigError(f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}")
         _choice("pooling", self.pooling, ("first", "mean"))
@@ -302,6 +345,8 @@ def _check_types(obj: Any, section: str | None) -> None:
         if value is None and "None" in parts:
             continue
         allowed = tuple(t for p in parts if p in kinds for t in kinds[p])
+        if not allowed:  # a nested config (VisionConfig): it checks itself
+            continue
         ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
         if not ok:
             want = " or ".join(p for p in parts if p != "None")
@@ -568,6 +613,8 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # a nested config, as an inline table
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
     raise TypeError(f"cannot write {value!r} to TOML")
 
 
@@ -657,5 +704,6 @@ def cpu_tiny(vocab_size: int = 64, **changes: Any) -> ModelConfig:
 PRESETS = {"base": paper_base, "big": paper_big, "cpu-small": cpu_small, "cpu-tiny": cpu_tiny}
 
 __all__ = ["ConfigError", "DataConfig", "DecodeConfig", "ModelConfig", "PRESETS", "RunConfig", "TrainConfig",
+           "VisionConfig",
            "load_config", "cpu_small", "cpu_tiny", "paper_base", "paper_big",
            "unknown_key_error"]

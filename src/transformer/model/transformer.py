@@ -18,6 +18,7 @@ from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
 from .linear import linear
 from .masks import as_token_mask, attention_mask, causal_mask, padding_mask, positions_from_mask
+from .patches import PatchEmbedding
 from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
 
 
@@ -80,6 +81,29 @@ class Encoder(nn.Module):
         weights = []
         for layer in self.layers:
             x, w = layer(x, attn_mask, positions, need_weights)
+            weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return (x, weights) if need_weights else x
+
+
+class ImageEncoder(nn.Module):
+    """The encoder with a patch front end (ViT): PatchEmbedding, N encoder layers, an optional final norm.
+
+    No padding: every image has 1 + N positions ([CLS] and the patches)."""
+
+    def __init__(self, patches: PatchEmbedding, layers: list[EncoderLayer], final_norm: nn.Module | None):
+        super().__init__()
+        self.patches = patches
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(self, pixels: torch.Tensor, need_weights: bool = False):
+        """pixels (B, C, H, W) -> (B, 1 + N, D); with need_weights also a list of (B, H, 1 + N, 1 + N) per layer."""
+        x = self.patches(pixels)
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, None, None, need_weights)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -296,14 +320,21 @@ class EncoderOnly(nn.Module):
 
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, need_weights: bool = False):
-        """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C)."""
+        """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C).
+        An image encoder (config.vision) takes pixels (B, C, H, W) instead of ids, and no mask."""
+        if isinstance(self.encoder, ImageEncoder):
+            if attention_mask is not None or token_type_ids is not None:
+                raise ValueError("an image encoder takes pixels only: no attention_mask or token_type_ids")
+            return self.encoder(ids, need_weights)
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.encoder(ids, attention_mask, token_type_ids, need_weights)
 
     def classify(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes)."""
+        """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes); or pixels (B, C, H, W) of an image encoder."""
         if self.pooler is None or self.pooler.classifier is None:
             raise ValueError("this encoder has no classifier (n_classes = 0): train one with objective = \"classify\"")
+        if isinstance(self.encoder, ImageEncoder):
+            return self.pooler(self(ids))
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.pooler(self.encoder(ids, mask), mask)
 
@@ -358,6 +389,15 @@ def _encoder(cfg: ModelConfig, tokens: nn.Embedding) -> Encoder:
                    _norm(cfg) if cfg.use_final_norm else None)
 
 
+def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
+    v = cfg.vision
+    pre = cfg.norm_position == "pre"
+    layers = [EncoderLayer(_attention(cfg, None), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
+              for _ in range(cfg.n_encoder_layers)]
+    patches = PatchEmbedding(v.image_size, v.patch_size, v.channels, cfg.d_model, v.positions, cfg.dropout)
+    return ImageEncoder(patches, layers, _norm(cfg) if cfg.use_final_norm else None)
+
+
 def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
     rotary = _rotary(cfg)
     pre = cfg.norm_position == "pre"
@@ -407,11 +447,14 @@ def build_model(cfg: ModelConfig) -> Model:
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
             model = DecoderOnly(cfg, _decoder(cfg, tokens, cross=False), lm_head)
         case "encoder":
-            tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps) if cfg.mlm_head else None
             pooler = PooledClassifier(cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler) \
                 if cfg.pooler or cfg.n_classes else None
-            model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler)
+            if cfg.vision is not None:
+                model = EncoderOnly(cfg, _image_encoder(cfg), None, pooler)
+            else:
+                tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+                mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps) if cfg.mlm_head else None
+                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler)
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")
     init_weights(model, cfg)

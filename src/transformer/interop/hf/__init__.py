@@ -1,4 +1,4 @@
-"""Hugging Face weights in and out: BERT, GPT-2, Llama and Marian, with identical outputs.
+"""Hugging Face weights in and out: BERT, GPT-2, Llama, Marian and ViT, with identical outputs.
 
     model = from_hf(hf_model_or_path)          # our EncoderOnly / DecoderOnly / EncoderDecoder
     hf_model = to_hf(model)                    # the matching transformers model
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ...model.transformer import Model
-from . import bert, gpt2, llama, marian
+from . import bert, gpt2, llama, marian, vit
 from .common import HFConversionError
 
 
@@ -46,14 +46,18 @@ def _convert(hf_model) -> Model:
             return llama.from_hf(hf_model)
         case "bert":
             return bert.from_hf(hf_model)
+        case "vit":
+            return vit.from_hf(hf_model)
         case _:
             raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
-                                    "from_hf converts marian, gpt2, llama and bert models")
+                                    "from_hf converts marian, gpt2, llama, bert and vit models")
 
 
 def to_hf(model: Model):
-    """Our model -> the matching transformers model (Marian, GPT-2, Llama or BERT) with the same outputs."""
+    """Our model -> the matching transformers model (Marian, GPT-2, Llama, BERT or ViT) with the same outputs."""
     cfg = model.config
+    if cfg.vision is not None:
+        return vit.to_hf(model)
     match cfg.arch:
         case "encoder-decoder":
             return marian.to_hf(model)

@@ -1,0 +1,90 @@
+"""Images to sequences (the Vision Transformer, Dosovitskiy et al. 2021): non-overlapping P x P
+patches, each flattened and projected to d_model by one linear layer, a learned [CLS] vector in
+front, position information added, dropout.
+
+Legend: B batch, C channels, H = W image size, P patch size, G = H / P patches per side,
+N = G * G patches, D d_model.
+
+The projection is a linear layer on the flattened patch (channel, row, column order), which is
+exactly a stride-P convolution with a P x P kernel (ViT's and Hugging Face's `Conv2d`): the
+convolution's weight (D, C, P, P) reshaped to (D, C * P * P) is this layer's weight.
+Positions: "learned" (ViT's: one vector per position, [CLS] included), "sinusoidal2d" (fixed:
+half the dimensions encode the patch's row, half its column, each with §3.5's sinusoids; [CLS]
+gets zeros) or "none".
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .positional import sinusoidal_table
+
+POSITIONS = ("learned", "sinusoidal2d", "none")
+
+
+def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
+    """(1 + grid * grid, D): zeros for [CLS], then for the patch at (row, column) in row-major order
+    the 1-D sinusoids of the row in the first D/2 dimensions and of the column in the last D/2."""
+    if d_model % 4:
+        raise ValueError(f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of row and column)")
+    half = sinusoidal_table(grid, d_model // 2)  # (G, D/2)
+    rows = half.repeat_interleave(grid, dim=0)  # (N, D/2): row r for patches r*G .. r*G + G - 1
+    cols = half.repeat(grid, 1)  # (N, D/2)
+    return torch.cat([torch.zeros(1, d_model), torch.cat([rows, cols], dim=1)])
+
+
+class PatchEmbedding(nn.Module):
+    """(B, C, H, W) pixels -> (B, 1 + N, D): [CLS] and the projected patches, plus positions, then dropout."""
+
+    def __init__(self, image_size: int, patch_size: int, channels: int, d_model: int, positions: str,
+                 dropout: float):
+        super().__init__()
+        if image_size % patch_size:
+            raise ValueError(f"image_size={image_size} is not divisible by patch_size={patch_size}: "
+                             "the patches must tile the image")
+        self.image_size, self.patch_size, self.channels = image_size, patch_size, channels
+        self.grid = image_size // patch_size
+        self.projection = nn.Linear(channels * patch_size * patch_size, d_model)
+        self.cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02)
+        n = 1 + self.grid * self.grid
+        self.kind = positions
+        if positions == "learned":
+            self.positions = nn.Parameter(torch.randn(1, n, d_model) * 0.02)
+        elif positions == "sinusoidal2d":
+            self.register_buffer("positions", sinusoidal_2d(self.grid, d_model).unsqueeze(0), persistent=False)
+        else:
+            self.positions = None
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def n_patches(self) -> int:
+        return self.grid * self.grid
+
+    def patches(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, N, C * P * P): row-major patches, each flattened channel, row, column."""
+        b, c, h, w = self.check(pixels)
+        g, p = self.grid, self.patch_size
+        x = pixels.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5)  # (B, G, G, C, P, P)
+        return x.reshape(b, g * g, c * p * p)
+
+    def check(self, pixels: torch.Tensor) -> tuple[int, int, int, int]:
+        """A clear error naming the expected and the given shape instead of a reshape error."""
+        expected = f"(B, {self.channels}, {self.image_size}, {self.image_size})"
+        if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
+            shape = tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+            raise ValueError(f"images must be a {expected} tensor of pixels, got {shape}")
+        b, c, h, w = pixels.shape
+        if c != self.channels or h != self.image_size or w != self.image_size:
+            raise ValueError(f"images of shape {tuple(pixels.shape)} do not fit this model: it takes {expected} "
+                             f"(channels={self.channels}, image_size={self.image_size}); resize or convert them")
+        if not pixels.is_floating_point():
+            raise ValueError(f"pixels are {pixels.dtype}: pass floats (e.g. uint8 / 255)")
+        return b, c, h, w
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        x = self.projection(self.patches(pixels).to(self.projection.weight.dtype))  # (B, N, D)
+        x = torch.cat([self.cls.expand(x.size(0), -1, -1).to(x.dtype), x], dim=1)  # (B, 1 + N, D)
+        if self.positions is not None:
+            x = x + self.positions.to(x.dtype)
+        return self.dropout(x)
