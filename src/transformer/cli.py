@@ -206,6 +206,17 @@ def cmd_data_bible_genre(args: argparse.Namespace) -> None:
           f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)")
 
 
+def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
+    """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see transformer.data.images)."""
+    from .data.images import build_fashion_mnist
+
+    if args.valid < 10 or args.valid >= 60000:
+        raise UserError(f"--valid {args.valid}: give a number of validation images between 10 and 59,999")
+    counts = build_fashion_mnist(args.out, args.source, args.valid, args.seed)
+    print(f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed {args.seed}), "
+          f"test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see {args.out}/README.md)")
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     """Spanish -> English on the Bible, end to end (see transformer.demo)."""
     from .demo import DemoError, run_demo
@@ -629,6 +640,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
     p.set_defaults(func=cmd_data_bible_genre)
+
+    p = data.add_parser("fashion-mnist", help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) as "
+                                               "train/valid/test.safetensors")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--source", default=None, help="folder of the four IDX files (default /usr/share/datasets/fashion-mnist)")
+    p.add_argument("--valid", type=int, default=5000, help="training images held out for validation, stratified (default 5000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the validation draw (default 0)")
+    p.set_defaults(func=cmd_data_fashion_mnist)
 
     p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
     p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
