@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -152,3 +154,122 @@ def test_our_vit_exports_and_what_vit_cannot_express_is_refused():
                             "vision.positions")):
         with pytest.raises(HFConversionError, match=f"{field}=.* cannot be exported as ViT"):
             to_hf(build_model(vit(**changes)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Training on images
+
+
+@pytest.fixture(scope="module")
+def quadrants(tmp_path_factory):
+    """Which quadrant of an 8 x 8 image is bright: 4 classes, as a prepared train and valid split."""
+    import numpy as np
+
+    from transformer.data.images import save_split
+
+    root = tmp_path_factory.mktemp("quadrants")
+    rng = np.random.default_rng(0)
+    names = ["top-left", "top-right", "bottom-left", "bottom-right"]
+    for split, n in (("train", 400), ("valid", 80)):
+        x = rng.integers(0, 60, (n, 1, 8, 8), dtype=np.uint8)
+        y = rng.integers(0, 4, n)
+        for i, q in enumerate(y):
+            r, c = divmod(int(q), 2)
+            x[i, 0, 4 * r:4 * r + 4, 4 * c:4 * c + 4] += 180
+        save_split(root / f"{split}.safetensors", x, y, names)
+    return root
+
+
+def _image_config(root, **train):
+    from transformer.config import build_run_config
+
+    return build_run_config({
+        "model": {"arch": "encoder", "d_model": 32, "n_heads": 2, "n_encoder_layers": 1, "d_ff": 64, "dropout": 0.0,
+                  "norm_position": "pre", "activation": "gelu",
+                  "vision": {"image_size": 8, "patch_size": 4, "channels": 1}},
+        "data": {"train_images": str(root / "train.safetensors"), "valid_images": str(root / "valid.safetensors"),
+                 "random_crop": 1},
+        "train": {"batch_tokens": 200, "max_steps": 300, "warmup_steps": 10, "schedule": "cosine", "lr": 3e-3,
+                  "label_smoothing": 0.0, "valid_every": 300, "save_every": 300, "precision": "fp32", **train},
+    })
+
+
+@pytest.fixture(scope="module")
+def quadrant_model(quadrants, tmp_path_factory):
+    from transformer.training.trainer import train
+
+    return train(_image_config(quadrants), tmp_path_factory.mktemp("runs") / "vit", log=lambda _: None)
+
+
+def test_a_tiny_image_task_is_learned_to_100_percent(quadrant_model):
+    from transformer.decoding.pipeline import Pipeline
+    from transformer.model_dir import load_labels
+
+    assert quadrant_model.best_key == "valid_accuracy" and quadrant_model.best == 1.0
+    assert load_labels(quadrant_model.best_dir) == ["top-left", "top-right", "bottom-left", "bottom-right"]
+    pipe = Pipeline.load(quadrant_model.best_dir)
+    image = torch.zeros(1, 1, 8, 8, dtype=torch.uint8)
+    image[0, 0, 4:, :4] = 250
+    assert pipe.classify_images(image)[0][0][0] == "bottom-left"
+
+
+def test_image_classify_and_evaluate_cli(quadrant_model, quadrants, tmp_path, capsys):
+    from PIL import Image
+
+    from transformer.cli import main
+    from transformer.data.images import load_images
+
+    valid = load_images(quadrants / "valid.safetensors", 1, 8)
+    for i in range(8):
+        folder = tmp_path / "images" / valid.names[int(valid.labels[i])]
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(valid.images[i, 0].numpy()).save(folder / f"{i}.png")
+    out = tmp_path / "out.tsv"
+    assert main(["classify", str(quadrant_model.best_dir), "--input", str(tmp_path / "images"), "--output", str(out)]) == 0
+    rows = [line.split("\t") for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and all(Path(file).parent.name == label for file, label, _ in rows)
+    assert main(["evaluate", str(quadrant_model.best_dir), "--images", str(quadrants / "valid.safetensors"),
+                 "--plot", str(tmp_path / "cm.png")]) == 0
+    assert "accuracy 100.00%  macro-F1 1.0000  (80 images of" in capsys.readouterr().out
+    assert main(["evaluate", str(quadrant_model.best_dir), "--tsv", str(out)]) == 2
+    assert "this is an image classifier: use --images" in capsys.readouterr().err
+
+
+def test_augmentation_crops_and_flips_deterministically():
+    from transformer.data.images import augment
+
+    images = torch.arange(2 * 1 * 4 * 4, dtype=torch.uint8).reshape(2, 1, 4, 4)
+    same = augment(images, 0, False, torch.Generator().manual_seed(0))
+    assert torch.equal(same, images)
+    flipped = augment(images, 0, True, torch.Generator().manual_seed(0))
+    for i in range(2):
+        assert torch.equal(flipped[i], images[i]) or torch.equal(flipped[i], images[i].flip(-1))
+    cropped = augment(images, 1, False, torch.Generator().manual_seed(3))
+    assert cropped.shape == images.shape
+    padded = torch.nn.functional.pad(images, (1, 1, 1, 1))
+    for i in range(2):  # each crop is a 4 x 4 window of the zero-padded image
+        assert any(torch.equal(cropped[i], padded[i, :, y:y + 4, x:x + 4]) for y in range(3) for x in range(3))
+    again = augment(images, 1, True, torch.Generator().manual_seed(3))
+    assert torch.equal(again, augment(images, 1, True, torch.Generator().manual_seed(3)))
+
+
+def test_image_training_resumes_exactly(quadrants, tmp_path):
+    from transformer.training.trainer import train
+
+    full = train(_image_config(quadrants, max_steps=6, save_every=3, valid_every=100), tmp_path / "full",
+                 log=lambda _: None)
+    train(_image_config(quadrants, max_steps=3, save_every=3, valid_every=100), tmp_path / "resumed", log=lambda _: None)
+    train(_image_config(quadrants, max_steps=6, save_every=3, valid_every=100), tmp_path / "resumed", resume=True,
+          log=lambda _: None)
+    import json
+
+    losses = lambda run: [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()  # noqa: E731
+                          if json.loads(line)["split"] == "train"]
+    assert losses(tmp_path / "resumed") == pytest.approx(losses(full.run_dir), rel=1e-6)
+
+
+def test_image_data_and_model_must_go_together(quadrants):
+    from transformer.config import build_run_config
+
+    with pytest.raises(ConfigError, match=r"data.train_images needs an image encoder \(\[model.vision\]\)"):
+        build_run_config({"model": {"arch": "encoder"}, "data": {"train_images": str(quadrants / "train.safetensors")}})

@@ -402,9 +402,38 @@ def cmd_classify(args: argparse.Namespace) -> None:
     if args.output not in (None, "-"):
         _check_output(args.output)
     pipeline = _load_pipeline(args, "classify")
-    lines = _read_text(args.input, "--input")
+    pairs = lambda r: "\t".join(f"{label}\t{p:.4f}" for label, p in r)  # noqa: E731
+    if pipeline.model.config.vision is not None:
+        if not args.input:
+            raise UserError("give the images to classify: --input FILE... or a folder of them")
+        files = _image_files(args.input)
+        results = pipeline.classify_images(files, top_k=args.top_k)
+        _write_text(args.output, [f"{file}\t{pairs(r)}" for file, r in zip(files, results, strict=True)])
+        return
+    if args.input and len(args.input) > 1:
+        raise UserError(f"--input takes one text file for a text classifier, not {len(args.input)}")
+    lines = _read_text(args.input[0] if args.input else None, "--input")
     results = _classify(pipeline, lines, args.top_k, "classify")
-    _write_text(args.output, ["" if r is None else "\t".join(f"{label}\t{p:.4f}" for label, p in r) for r in results])
+    _write_text(args.output, ["" if r is None else pairs(r) for r in results])
+
+
+def _image_files(paths: list[str]) -> list[str]:
+    """Image files named, and those inside named folders (recursively, sorted)."""
+    from .data.images import IMAGE_SUFFIXES
+
+    files = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            if not found:
+                raise UserError(f"--input {name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
+            files += found
+        elif path.is_file():
+            files.append(name)
+        else:
+            raise UserError(f"--input {name} not found")
+    return files
 
 
 def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
@@ -427,9 +456,32 @@ def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
     results = _classify(pipeline, [text for _, _, text in rows], 1, "evaluate")
     predicted = [index[r[0][0]] for r in results]
     scores = classification_scores(predicted, [index[label] for _, label, _ in rows], labels)
+    _report(args, scores, predicted, f"texts of {args.tsv}", args.tsv)
+
+
+def _evaluate_images(args: argparse.Namespace, pipeline) -> None:
+    """The same report as --tsv on labelled images (a prepared split or a folder of class folders)."""
+    from .data.images import load_images
+    from .evaluation.metrics import classification_scores
+
+    v = pipeline.model.config.vision
+    labels = pipeline.labels or [str(i) for i in range(pipeline.model.config.n_classes)]
+    data = load_images(args.images, v.channels, v.image_size)
+    index = {label: i for i, label in enumerate(labels)}
+    unknown = [name for name in data.names if name not in index]
+    if unknown:
+        raise UserError(f"{args.images}: label {unknown[0]!r} is not one of the model's ({', '.join(labels)})")
+    gold = [index[data.names[i]] for i in data.labels.tolist()]
+    predicted = [index[r[0][0]] for r in pipeline.classify_images(data.images)]
+    _report(args, classification_scores(predicted, gold, labels), predicted, f"images of {args.images}", args.images)
+
+
+def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, source: str) -> None:
+    """Accuracy, macro-F1, the per-class table and the confusion matrix (and --output, --plot)."""
+    labels = scores.labels
     if args.output:
         _write_text(args.output, [labels[p] for p in predicted])
-    print(f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} texts of {args.tsv})")
+    print(f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} {what})")
     width = max(map(len, labels))
     print(f"{'label':<{width}}  precision  recall      F1  support")
     for row in scores.per_class():
@@ -440,7 +492,7 @@ def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
     if args.plot:
         from .viz.confusion import plot_confusion
 
-        plot_confusion(scores, args.plot, title=f"{Path(args.model_dir).name} on {Path(args.tsv).name}: "
+        plot_confusion(scores, args.plot, title=f"{Path(args.model_dir).name} on {Path(source).name}: "
                                                  f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}")
         print(f"wrote {args.plot}")
 
@@ -453,17 +505,21 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     _check_flags(args)
-    if args.tsv:
-        if args.text or args.src or args.ref:
-            raise UserError("give --tsv (a classifier's accuracy) alone, without --text, --src or --ref")
+    if args.tsv or args.images:
+        flag = "--tsv" if args.tsv else "--images"
+        if args.text or args.src or args.ref or (args.tsv and args.images):
+            raise UserError(f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the other")
         if args.plot:
             _check_plot(args.plot)
         pipeline = _load_pipeline(args, "evaluate")
-        if not isinstance(pipeline.model, EncoderOnly):
-            raise UserError("--tsv is for classifiers: this model translates (--src, --ref) or is a language model (--text)")
-        return _evaluate_tsv(args, pipeline)
+        if not isinstance(pipeline.model, EncoderOnly) or pipeline.model.config.n_classes == 0:
+            raise UserError(f"{flag} is for classifiers: this model is not one")
+        if (pipeline.model.config.vision is None) != bool(args.tsv):
+            raise UserError("this is an image classifier: use --images" if args.tsv else
+                            "this is a text classifier: use --tsv")
+        return _evaluate_tsv(args, pipeline) if args.tsv else _evaluate_images(args, pipeline)
     if args.plot:
-        raise UserError("--plot draws a classifier's confusion matrix: it goes with --tsv")
+        raise UserError("--plot draws a classifier's confusion matrix: it goes with --tsv or --images")
     if args.text and (args.src or args.ref):
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
@@ -707,8 +763,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("classify", help="label lines of text with an encoder classifier's model directory")
     p.add_argument("model_dir")
-    p.add_argument("--input", help="file of texts, one per line (default: standard input)")
-    p.add_argument("--output", help="file for label<TAB>probability lines (default: standard output)")
+    p.add_argument("--input", nargs="+", help="file of texts, one per line (default: standard input); for an image "
+                                                "classifier, image files or folders of them")
+    p.add_argument("--output", help="file for label<TAB>probability lines (images: file<TAB>label<TAB>probability; "
+                                    "default: standard output)")
     p.add_argument("--top-k", dest="top_k", type=int, default=1,
                    help="label/probability pairs per line, most likely first (default 1; 0 = all labels)")
     _add_device_args(p)
@@ -735,7 +793,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="reference translations, aligned with --src")
     p.add_argument("--text", help="text for perplexity (language models)")
     p.add_argument("--tsv", help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, confusion matrix")
-    p.add_argument("--plot", help="with --tsv: draw the confusion matrix to this image (.png, .svg, .pdf)")
+    p.add_argument("--images", help="labelled images (a prepared .safetensors split or a folder of class folders): "
+                                     "an image classifier's accuracy, macro-F1, per-class scores, confusion matrix")
+    p.add_argument("--plot", help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)")
     p.add_argument("--output", help="also write the translations (with --tsv: the predicted labels) to this file")
     _add_beam_args(p)
     _add_device_args(p)

@@ -374,6 +374,15 @@ class DataConfig:
     """Labelled training texts of a classifier: one `label<TAB>text` per line."""
     valid_tsv: str | None = None
     """Labelled validation texts (optional); every label must occur in train_tsv."""
+    train_images: str | None = None
+    """Labelled training images of an image classifier (model.vision): a prepared split (.safetensors,
+    from transformer data fashion-mnist) or a folder of class folders DIR/<label>/*.png|jpg."""
+    valid_images: str | None = None
+    """Labelled validation images (optional), as train_images; every label must occur there."""
+    random_crop: int = 0
+    """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 = off)."""
+    horizontal_flip: bool = False
+    """Images: mirror left-right with probability 1/2."""
     tokenizer: str = "bpe"
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
@@ -412,15 +421,18 @@ class DataConfig:
         if (self.valid_src is None) != (self.valid_tgt is None):
             raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
         given = [name for name, value in (("train_src/train_tgt", self.train_src), ("train_text", self.train_text),
-                                          ("train_tsv", self.train_tsv)) if value is not None]
+                                          ("train_tsv", self.train_tsv), ("train_images", self.train_images))
+                 if value is not None]
         if len(given) > 1:
             raise ConfigError(f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
-                              "train_src/train_tgt (translation), train_text (language model, masked-LM) "
-                              "or train_tsv (classification)")
+                              "train_src/train_tgt (translation), train_text (language model, masked-LM), "
+                              "train_tsv (text classification) or train_images (image classification)")
         if not given:
             raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
-                              "data.train_text (language model, masked-LM) or data.train_tsv (classification)")
-        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv")):
+                              "data.train_text (language model, masked-LM), data.train_tsv (text classification) "
+                              "or data.train_images (image classification)")
+        _positive("data.random_crop", self.random_crop, allow_zero=True)
+        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv"), ("train_images", "valid_images")):
             if getattr(self, valid) is not None and getattr(self, train) is None:
                 raise ConfigError(f"data.{valid} is set but data.{train} is not: validation data must be of the "
                                   "training data's kind")
@@ -559,7 +571,11 @@ class RunConfig:
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
         needs = {"seq2seq": ("train_src", "encoder-decoder"), "lm": ("train_text", "decoder"),
-                 "mlm": ("train_text", "encoder"), "classify": ("train_tsv", "encoder")}[objective]
+                 "mlm": ("train_text", "encoder"),
+                 "classify": ("train_images" if d.train_images else "train_tsv", "encoder")}[objective]
+        if (d.train_images is not None) != (self.model.vision is not None) and self.train.init_from is None:
+            raise ConfigError("data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
+                              "data.train_images: set both or neither")
         if getattr(d, needs[0]) is None:
             raise ConfigError(f"train.objective={objective!r} trains on data.{needs[0]}"
                               + ("/train_tgt" if needs[0] == "train_src" else "") + ": set it")
@@ -570,7 +586,8 @@ class RunConfig:
             if self.model.arch != needs[1]:
                 raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
                                   f"(data.{needs[0]}): use arch = \"{needs[1]}\"")
-            if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned"):
+            if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned") \
+                    and self.model.vision is None:
                 raise ConfigError(f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
                                   "lower data.max_len or raise model.max_positions")
 
@@ -582,7 +599,7 @@ class RunConfig:
             return self.train.objective
         if self.data.is_translation:
             return "seq2seq"
-        if self.data.train_tsv is not None:
+        if self.data.train_tsv is not None or self.data.train_images is not None:
             return "classify"
         return "mlm" if self.model.arch == "encoder" else "lm"
 

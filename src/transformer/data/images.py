@@ -221,3 +221,28 @@ def read_image(file: str | os.PathLike, mode: str, image_size: int) -> np.ndarra
         raise ImageError(f"{file} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
                          f"{image_size} x {image_size}: resize it")
     return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
+
+
+def to_pixels(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images (0-255) -> float pixels in [-1, 1] (x / 127.5 - 1: Hugging Face ViT's processor,
+    rescale 1/255 then normalise with mean 0.5 and std 0.5), what the image encoder reads."""
+    return images.float() / 127.5 - 1.0
+
+
+def augment(images: torch.Tensor, pad: int, flip: bool, generator: torch.Generator) -> torch.Tensor:
+    """Random crop with padding (pad zeros on each side, crop back to the size at a random offset per
+    image) and random horizontal flips (each image with probability 1/2), on uint8 (B, C, H, W)."""
+    b, _, h, w = images.shape
+    if pad:
+        padded = torch.nn.functional.pad(images, (pad, pad, pad, pad))
+        dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+        dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+        rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None]  # (B, 1, H, 1)
+        cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :]  # (B, 1, 1, W)
+        batch = torch.arange(b)[:, None, None, None]
+        channel = torch.arange(images.size(1))[None, :, None, None]
+        images = padded[batch, channel, rows, cols]
+    if flip:
+        mirror = torch.rand(b, generator=generator) < 0.5
+        images = torch.where(mirror[:, None, None, None], images.flip(-1), images)
+    return images

@@ -70,7 +70,9 @@ class Pipeline:
         """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's (default fp32)."""
         path = Path(path)
         model = load_model(path, device)
-        source, target = load_tokenizers(path)
+        source = target = None
+        if model.config.vision is None:  # an image encoder reads pixels: it has no tokenizer
+            source, target = load_tokenizers(path)
         decode = load_decode_config(path)
         cfg = model.config
         choice = inference_precision(precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size)
@@ -174,6 +176,35 @@ class Pipeline:
             values, indices = probs.topk(k, dim=-1)
             for j, i in enumerate(batch):
                 out[i] = [(labels[c], float(v)) for v, c in zip(values[j].tolist(), indices[j].tolist(), strict=True)]
+        return out
+
+    @torch.no_grad()
+    def classify_images(self, images, top_k: int = 1, batch_size: int = 256) -> list[list[tuple[str, float]]]:
+        """The top_k (label, probability) pairs of each image, most likely first (top_k 0: all labels).
+        images: uint8 (N, C, H, W) pixels 0-255, or a list of image files (read as model.vision says)."""
+        import numpy as np
+
+        from ..data.images import read_image, to_pixels
+
+        model = self.model
+        v = model.config.vision
+        if v is None or model.pooler is None or model.pooler.classifier is None:
+            raise PipelineError("this model is not an image classifier: classify_images needs an image encoder "
+                                "(model.vision) trained with objective = \"classify\"")
+        if not isinstance(images, torch.Tensor):
+            mode = "L" if v.channels == 1 else "RGB"
+            images = torch.from_numpy(np.stack([read_image(f, mode, v.image_size) for f in images]))
+        if images.dtype != torch.uint8:
+            raise PipelineError(f"images are {images.dtype}: pass uint8 pixels 0-255 (or image files)")
+        labels = self.labels or [str(i) for i in range(model.config.n_classes)]
+        k = len(labels) if top_k == 0 else min(top_k, len(labels))
+        device = next(model.parameters()).device
+        out = []
+        for start in range(0, len(images), batch_size):
+            probs = model.classify(to_pixels(images[start:start + batch_size]).to(device)).float().softmax(-1)
+            values, indices = probs.topk(k, dim=-1)
+            out += [[(labels[c], float(p)) for p, c in zip(vs, cs, strict=True)]
+                    for vs, cs in zip(values.tolist(), indices.tolist(), strict=True)]
         return out
 
     def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):

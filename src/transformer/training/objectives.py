@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from ..config import ConfigError, RunConfig
 from ..data.batching import batch_indices, padding_share
+from ..data.images import augment, load_images, to_pixels
 from ..data.noising import IGNORE, mask_tokens
 from ..data.text import DataError, iter_labelled
 from ..data.tokenizer import EncoderTokens, Tokenizer
@@ -123,6 +124,8 @@ def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: C
     objective = config.objective
     if config.train.init_from and not resume:
         _check_init_from(config)
+    if objective == "classify" and config.data.train_images:
+        return ImageClassify(config, run_dir, say, resume)
     if objective == "classify":
         return Classify(config, run_dir, dist, say, resume)
     data = prepare_data(config, run_dir, dist, say, resume)
@@ -359,11 +362,45 @@ class MaskedLM(_EncoderObjective):
                 f"masked-token accuracy {result['valid_accuracy']:.1%}")
 
 
-class Classify(_EncoderObjective):
-    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a classifier."""
+class _Labelled:
+    """What text and image classifiers share: the loss on class logits, validation accuracy and
+    macro-F1, best/ by accuracy."""
 
     name = "classify"
     best_key, higher_is_better = "valid_accuracy", True
+
+    def class_loss(self, logits: torch.Tensor, labels: torch.Tensor, units: int, tokens: int) -> StepSums:
+        logits = logits.float()
+        nll = F.cross_entropy(logits, labels, reduction="sum")
+        eps = self.config.train.label_smoothing
+        loss = F.cross_entropy(logits, labels, reduction="sum", label_smoothing=eps) if eps else nll
+        return StepSums(loss, nll, units, tokens, logits.detach())
+
+    @torch.no_grad()
+    def validate(self, model, device):
+        was_training = model.training
+        model.eval()
+        loss = nll = 0.0
+        predicted, gold = [], []
+        for batch in self.valid_batches():
+            batch = batch.to(device)
+            out = self.loss(model, model, batch, device)
+            loss, nll = loss + out.loss.item(), nll + out.nll.item()
+            predicted += out.logits.argmax(-1).tolist()
+            gold += batch.labels.tolist()
+        model.train(was_training)
+        scores = classification_scores(predicted, gold, self.labels)
+        n = len(gold)
+        return {"valid_loss": loss / n, "valid_nll": nll / n, "valid_ppl": math.exp(min(nll / n, 50.0)),
+                "valid_accuracy": scores.accuracy, "valid_macro_f1": scores.macro_f1}
+
+    def describe(self, result):
+        return (f"valid loss {result['valid_loss']:.4f}  accuracy {result['valid_accuracy']:.2%}  "
+                f"macro-F1 {result['valid_macro_f1']:.4f}")
+
+
+class Classify(_Labelled, _EncoderObjective):
+    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a classifier."""
 
     def __init__(self, config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None], resume: bool):
         d = config.data
@@ -448,34 +485,123 @@ class Classify(_EncoderObjective):
     def loss(self, net, model, batch, device):
         with autocast(device, self.config.train.precision):
             hidden = net(batch.ids, attention_mask=batch.mask)
-            logits = model.pooler(hidden, batch.mask).float()  # (B, n_classes)
-        nll = F.cross_entropy(logits, batch.labels, reduction="sum")
-        eps = self.config.train.label_smoothing
-        loss = F.cross_entropy(logits, batch.labels, reduction="sum", label_smoothing=eps) if eps else nll
-        return StepSums(loss, nll, batch.units, batch.tokens, logits.detach())
+            logits = model.pooler(hidden, batch.mask)  # (B, n_classes)
+        return self.class_loss(logits, batch.labels, batch.units, batch.tokens)
 
-    @torch.no_grad()
-    def validate(self, model, device):
-        was_training = model.training
-        model.eval()
-        loss = nll = 0.0
-        predicted, gold = [], []
+    def valid_batches(self):
         sizes = [len(r) for r in self.valid_ids]
         for indices in batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False):
-            batch = self.collate(indices, rows=self.valid_ids, labels=self.valid_labels).to(device)
-            out = self.loss(model, model, batch, device)
-            loss, nll = loss + out.loss.item(), nll + out.nll.item()
-            predicted += out.logits.argmax(-1).tolist()
-            gold += batch.labels.tolist()
-        model.train(was_training)
-        scores = classification_scores(predicted, gold, self.labels)
-        n = len(gold)
-        return {"valid_loss": loss / n, "valid_nll": nll / n, "valid_ppl": math.exp(min(nll / n, 50.0)),
-                "valid_accuracy": scores.accuracy, "valid_macro_f1": scores.macro_f1}
-
-    def describe(self, result):
-        return (f"valid loss {result['valid_loss']:.4f}  accuracy {result['valid_accuracy']:.2%}  "
-                f"macro-F1 {result['valid_macro_f1']:.4f}")
+            yield self.collate(indices, rows=self.valid_ids, labels=self.valid_labels)
 
     def save_files(self):
         return {**super().save_files(), "labels": self.labels}
+
+
+# ------------------------------------------------------------------------------------------------
+# Images
+
+
+@dataclass
+class ImageBatch:
+    """Pixels (B, C, H, W) scaled to [-1, 1] (data.images.to_pixels) and class labels (B,)."""
+
+    pixels: torch.Tensor
+    labels: torch.Tensor
+    units: int
+    tokens: int
+
+    def to(self, device) -> ImageBatch:
+        return ImageBatch(self.pixels.to(device), self.labels.to(device), self.units, self.tokens)
+
+
+class ImageClassify(_Labelled, Objective):
+    """A label per image (data.train_images), through the image encoder (model.vision) and a classifier.
+
+    Batches hold train.batch_tokens // (1 + patches) images (the positions the encoder sees), in an
+    order shuffled per epoch from (seed, epoch); augmentation (data.random_crop, data.horizontal_flip)
+    draws from a generator seeded per batch, so a resumed run sees the same images."""
+
+    def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None], resume: bool):
+        super().__init__(config)
+        d = config.data
+        vision = config.model.vision if not config.train.init_from else load_config(config.train.init_from).vision
+        if vision is None:
+            raise ConfigError(f"train.init_from={config.train.init_from} is not an image encoder: it has no model.vision")
+        self.vision = vision
+        train = load_images(d.train_images, vision.channels, vision.image_size)
+        self.labels = load_labels(step_dirs(run_dir)[-1]) if resume else train.names
+        if len(self.labels) < 2:
+            raise DataError(f"{d.train_images} has {len(self.labels)} label: a classifier needs at least 2")
+        self.train_images, self.train_labels = train.images, train.labels
+        self.valid_images = self.valid_labels = None
+        if d.valid_images:
+            valid = load_images(d.valid_images, vision.channels, vision.image_size)
+            index = {name: i for i, name in enumerate(self.labels)}
+            unknown = sorted(set(valid.names) - set(index))
+            if unknown:
+                raise DataError(f"{d.valid_images}: label {unknown[0]!r} does not occur in the training images "
+                                f"({d.train_images}): a classifier can only predict the labels it was trained on")
+            remap = torch.tensor([index[name] for name in valid.names], dtype=torch.long)
+            self.valid_images, self.valid_labels = valid.images, remap[valid.labels]
+        self.per_batch = max(1, config.train.batch_tokens // (vision.n_patches + 1))
+        counts = torch.bincount(self.train_labels, minlength=len(self.labels)).tolist()
+        say(f"data: {len(self.train_labels):,} training and {0 if self.valid_labels is None else len(self.valid_labels):,} "
+            f"validation images of {vision.channels} x {vision.image_size} x {vision.image_size}, {len(self.labels)} labels; "
+            f"{self.per_batch} images per batch (training counts: "
+            + ", ".join(f"{name} {n:,}" for name, n in zip(self.labels, counts, strict=True)) + ")")
+
+    def batches(self, epoch):
+        g = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + epoch)
+        order = torch.randperm(len(self.train_labels), generator=g)
+        n = len(order) // self.per_batch  # whole batches only: the rest waits for another epoch's order
+        return [order[k * self.per_batch:(k + 1) * self.per_batch].tolist() for k in range(n)]
+
+    def padding_share(self, batches):
+        return 0.0
+
+    def units(self, indices, key):
+        return len(indices)
+
+    def collate(self, indices, key):
+        d = self.config.data
+        images = self.train_images[indices]
+        if d.random_crop or d.horizontal_flip:
+            seed = (self.config.train.seed * 1_000_003 + key[0]) * 1_000_003 + key[1]
+            images = augment(images, d.random_crop, d.horizontal_flip, torch.Generator().manual_seed(seed))
+        return self._batch(images, self.train_labels[indices])
+
+    def _batch(self, images: torch.Tensor, labels: torch.Tensor) -> ImageBatch:
+        return ImageBatch(to_pixels(images), labels, len(labels), len(labels) * (self.vision.n_patches + 1))
+
+    @property
+    def has_valid(self):
+        return self.valid_labels is not None and len(self.valid_labels) > 0
+
+    def valid_batches(self):
+        for start in range(0, len(self.valid_labels), self.per_batch):
+            yield self._batch(self.valid_images[start:start + self.per_batch],
+                              self.valid_labels[start:start + self.per_batch])
+
+    def new_model(self):
+        m = self.config.model
+        heads = dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
+        if self.config.train.init_from is None:  # no tokens: vocabulary and special ids unused
+            return build_model(m.replace(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, **heads))
+        init = load_model(self.config.train.init_from)
+        model = build_model(init.config.replace(**heads))
+        mine = model.state_dict()
+        model.load_state_dict({k: v for k, v in init.state_dict().items()
+                               if k in mine and v.shape == mine[k].shape and not k.startswith("pooler.classifier.")},
+                              strict=False)
+        if self.config.train.freeze_encoder:
+            for p in model.encoder.parameters():
+                p.requires_grad_(False)
+        return model
+
+    def loss(self, net, model, batch, device):
+        with autocast(device, self.config.train.precision):
+            logits = model.pooler(net(batch.pixels))
+        return self.class_loss(logits, batch.labels, batch.units, batch.tokens)
+
+    def save_files(self):
+        return {"decode": self.config.decode, "labels": self.labels}

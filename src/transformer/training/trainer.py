@@ -210,7 +210,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     n_params = sum(p.numel() for p in model.parameters())
     frozen = n_params - sum(p.numel() for p in trainable)
     say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{f' ({frozen / 1e6:.2f}M frozen)' if frozen else ''}, "
-        f"vocabulary {mcfg.vocab_size}; objective {task.name}; device {device}, "
+        f"{_inputs(mcfg)}; objective {task.name}; device {device}, "
         f"{dist.world_size} process(es), precision {choice.describe()}")
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
@@ -351,6 +351,12 @@ def _precision(config: RunConfig, device: torch.device, resumed: dict[str, Any] 
     m = config.model
     choice = resolve_precision(requested, device, m.d_model, m.d_ff, config.data.vocab_size) if dist.is_main else None
     return D.gather_objects(choice, dist)[0]
+
+
+def _inputs(cfg) -> str:
+    v = cfg.vision
+    return f"vocabulary {cfg.vocab_size}" if v is None else \
+        f"{v.n_patches} patches of {v.patch_size} x {v.patch_size} x {v.channels} per image"
 
 
 def _save_model_dir(model: Model, path: Path, task: Objective) -> None:
