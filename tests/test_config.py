@@ -46,3 +46,18 @@ def test_decode_config_checks():
         DecodeConfig(length_penalty_kind="exp")
     with pytest.raises(ConfigError, match="top_p=0 is not valid"):
         DecodeConfig(top_p=0)
+
+
+def test_set_reaches_a_nested_table(tmp_path):
+    from transformer.config import load_config
+
+    file = tmp_path / "vit.toml"
+    file.write_text('[model]\narch = "encoder"\nd_model = 64\n[model.vision]\nimage_size = 28\npatch_size = 4\n'
+                    '[data]\ntrain_images = "x.safetensors"\n')
+    config = load_config(file, ["model.vision.patch_size=7", "model.vision.positions=\"none\""])
+    assert config.model.vision.patch_size == 7 and config.model.vision.positions == "none"
+    assert config.model.vision.image_size == 28  # the rest of the table stays
+    with pytest.raises(ConfigError, match="unknown key model.vision.patch .*did you mean 'patch_size'"):
+        load_config(file, ["model.vision.patch=7"])
+    with pytest.raises(ConfigError, match="model.d_model is not a table"):
+        load_config(file, ["model.d_model.x=7"])

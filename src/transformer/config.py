@@ -685,7 +685,13 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
         raise ConfigError(f"{file} is not valid TOML: {e}") from None
     for text in overrides:
         section, key, value = parse_override(text)
-        values.setdefault(section, {})[key] = value
+        table = values.setdefault(section, {})
+        *parents, last = key.split(".")  # model.vision.patch_size: a key of the nested [model.vision] table
+        for name in parents:
+            table = table.setdefault(name, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
+        table[last] = value
     try:
         return build_run_config(values, source=str(file))
     except (ConfigError, TypeError) as e:
