@@ -273,3 +273,37 @@ def test_image_data_and_model_must_go_together(quadrants):
 
     with pytest.raises(ConfigError, match=r"data.train_images needs an image encoder \(\[model.vision\]\)"):
         build_run_config({"model": {"arch": "encoder"}, "data": {"train_images": str(quadrants / "train.safetensors")}})
+
+
+def test_attention_rollout_is_the_product_of_residual_mixed_head_means():
+    from transformer.viz.image_attention import rollout
+
+    torch.manual_seed(0)
+    layers = [torch.rand(2, 5, 5).softmax(-1) for _ in range(3)]
+    expected = torch.eye(5)
+    for w in layers:
+        a = 0.5 * w.mean(0) + 0.5 * torch.eye(5)
+        expected = (a / a.sum(-1, keepdim=True)) @ expected
+    torch.testing.assert_close(rollout(layers), expected)
+    torch.testing.assert_close(rollout(layers).sum(-1), torch.ones(5))  # still a distribution per row
+    uniform = [torch.full((1, 4, 4), 0.25)]
+    torch.testing.assert_close(rollout(uniform), 0.5 * torch.full((4, 4), 0.25) + 0.5 * torch.eye(4))
+
+
+def test_attention_cli_draws_an_image_encoder(quadrant_model, tmp_path, capsys):
+    from PIL import Image
+
+    from transformer.cli import main
+
+    pixels = torch.zeros(8, 8, dtype=torch.uint8)
+    pixels[:4, 4:] = 250
+    Image.fromarray(pixels.numpy()).save(tmp_path / "q.png")
+    out = tmp_path / "att.png"
+    assert main(["attention", str(quadrant_model.best_dir), "--image", str(tmp_path / "q.png"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "[CLS] attention per head, layer 0 of 0-0, and the rollout" in printed and "model: top-right" in printed
+    assert out.stat().st_size > 2000
+    assert main(["attention", str(quadrant_model.best_dir), "--text", "hi", "--out", str(out)]) == 2
+    assert "this is an image encoder: give --image FILE" in capsys.readouterr().err
+    assert main(["attention", str(quadrant_model.best_dir), "--out", str(out)]) == 2
+    assert "give --text (a sentence or prompt) or --image" in capsys.readouterr().err

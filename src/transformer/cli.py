@@ -589,12 +589,38 @@ def cmd_attention(args: argparse.Namespace) -> None:
             head = int(head)
         except ValueError:
             raise UserError(f"--head {head}: give a head number (from 0), mean or all") from None
+    if (args.text is None) == (args.image is None):
+        raise UserError("give --text (a sentence or prompt) or --image (for an image encoder), one of the two")
     pipeline = Pipeline.load(args.model_dir, _setup_device(args))
+    if args.image is not None:
+        return _image_attention(args, pipeline)
+    if pipeline.model.config.vision is not None:
+        raise UserError("this is an image encoder: give --image FILE, not --text")
     m = attention_map(pipeline, args.text, layer=args.layer, kind=args.kind, head=head, beam_size=args.beam_size)
     plot_attention(m.weights, m.columns, m.rows, args.out, title=m.title)
     print(f"wrote {args.out}: {m.title}")
     if m.kind != "encoder":
         print(f"output: {m.output_text}")
+
+
+def _image_attention(args: argparse.Namespace, pipeline) -> None:
+    import torch
+
+    from .data.images import read_image, to_pixels
+    from .viz.image_attention import image_attention, plot_image_attention
+
+    v = pipeline.model.config.vision
+    if v is None:
+        raise UserError("this model reads text: give --text, not --image")
+    image = torch.from_numpy(read_image(args.image, "L" if v.channels == 1 else "RGB", v.image_size))
+    device = next(pipeline.model.parameters()).device
+    maps = image_attention(pipeline.model, to_pixels(image[None]).to(device), args.layer, pipeline.labels)
+    guess = ", ".join(f"{label} {p:.1%}" for label, p in maps.probabilities)
+    title = f"{Path(args.image).name}: [CLS] attention, layer {maps.layer} of 0-{maps.n_layers - 1}, and rollout" + \
+        (f"\nmodel: {guess}" if guess else "")
+    plot_image_attention(image, maps, args.out, title=title)
+    print(f"wrote {args.out}: [CLS] attention per head, layer {maps.layer} of 0-{maps.n_layers - 1}, and the "
+          f"rollout over all layers" + (f"; model: {guess}" if guess else ""))
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -804,7 +830,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attention", help="plot a heatmap of the attention weights while decoding a text")
     p.add_argument("model_dir")
-    p.add_argument("--text", required=True, help="the sentence to translate (or the prompt, for a language model)")
+    p.add_argument("--text", help="the sentence to translate (or the prompt, for a language model)")
+    p.add_argument("--image", help="an image file, for an image encoder: [CLS] attention per head and the rollout")
     p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
     p.add_argument("--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)")
     p.add_argument("--head", default="mean", help="head number (from 0), mean or all (one panel per head; default mean)")

@@ -220,7 +220,7 @@ def read_image(file: str | os.PathLike, mode: str, image_size: int) -> np.ndarra
     if pixels.shape[0] != image_size or pixels.shape[1] != image_size:
         raise ImageError(f"{file} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
                          f"{image_size} x {image_size}: resize it")
-    return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
+    return np.array(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1))  # a writable copy
 
 
 def to_pixels(images: torch.Tensor) -> torch.Tensor:
