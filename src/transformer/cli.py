@@ -558,9 +558,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _check_plot(path: str) -> None:
-    from pathlib import Path
+    from .viz import FORMATS
 
-    if Path(path).suffix[1:].lower() not in ("png", "svg", "pdf"):
+    if Path(path).suffix[1:].lower() not in FORMATS:
         raise UserError(f"--plot {path}: the picture is written as .png, .svg or .pdf; give a file name with one of those")
     if not Path(path).resolve().parent.is_dir():
         raise UserError(f"--plot {path}: the directory {Path(path).parent} does not exist; create it first")
@@ -575,7 +575,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from .decoding.pipeline import Pipeline
-    from .viz.attention import FORMATS, attention_map, plot_attention
+    from .viz import FORMATS
+    from .viz.attention import attention_map, plot_attention
 
     _check_flags(args)
     if Path(args.out).is_dir():

@@ -459,6 +459,8 @@ class DataConfig:
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 OBJECTIVES = ("seq2seq", "lm", "mlm", "classify")
+OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder"}
+"""The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 
@@ -570,9 +572,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
-        needs = {"seq2seq": ("train_src", "encoder-decoder"), "lm": ("train_text", "decoder"),
-                 "mlm": ("train_text", "encoder"),
-                 "classify": ("train_images" if d.train_images else "train_tsv", "encoder")}[objective]
+        needs = ({"seq2seq": "train_src", "lm": "train_text", "mlm": "train_text",
+                  "classify": "train_images" if d.train_images else "train_tsv"}[objective], OBJECTIVE_ARCHS[objective])
         if (d.train_images is not None) != (self.model.vision is not None) and self.train.init_from is None:
             raise ConfigError("data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
                               "data.train_images: set both or neither")

@@ -156,6 +156,13 @@ def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
     return out
 
 
+def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad rows of ids: (ids, mask), both (B, L), mask True at real tokens."""
+    ids = _pad(rows, pad_id)
+    lengths = torch.tensor([len(r) for r in rows])
+    return ids, torch.arange(ids.size(1))[None, :] < lengths[:, None]
+
+
 def collate(examples: list[Example], pad_id: int, start_id: int, eos_id: int) -> Batch:
     """Right-pad a list of examples into a Batch with shifted targets (see the module doc)."""
     tgt_in = _pad([[start_id] + e.tgt for e in examples], pad_id)  # (B, T)
@@ -163,7 +170,5 @@ def collate(examples: list[Example], pad_id: int, start_id: int, eos_id: int) ->
     n_tokens = sum(len(e.tgt) + 1 for e in examples)
     if examples[0].src is None:
         return Batch(None, None, tgt_in, tgt_out, n_tokens)
-    src = _pad([e.src for e in examples], pad_id)  # (B, S)
-    lengths = torch.tensor([len(e.src) for e in examples])
-    src_mask = torch.arange(src.size(1))[None, :] < lengths[:, None]  # (B, S)
+    src, src_mask = pad_rows([e.src for e in examples], pad_id)  # (B, S) each
     return Batch(src, src_mask, tgt_in, tgt_out, n_tokens)

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
+from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
 from ..model.quantize import set_inference_precision
 from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, Model
@@ -167,11 +168,7 @@ class Pipeline:
         out: list = [None] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         for batch in _batches_by_tokens(order, [len(r) for r in rows], batch_tokens):
-            width = max(len(rows[i]) for i in batch)
-            ids = torch.full((len(batch), width), tokens.pad, dtype=torch.long)
-            for j, i in enumerate(batch):
-                ids[j, :len(rows[i])] = torch.tensor(rows[i])
-            mask = torch.arange(width)[None, :] < torch.tensor([len(rows[i]) for i in batch])[:, None]
+            ids, mask = pad_rows([rows[i] for i in batch], tokens.pad)
             probs = model.classify(ids.to(device), mask.to(device)).float().softmax(-1)
             values, indices = probs.topk(k, dim=-1)
             for j, i in enumerate(batch):

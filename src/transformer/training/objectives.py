@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..config import ConfigError, RunConfig
-from ..data.batching import batch_indices, padding_share
+from ..config import OBJECTIVE_ARCHS, ConfigError, RunConfig
+from ..data.batching import batch_indices, pad_rows, padding_share
 from ..data.images import augment, load_images, to_pixels
 from ..data.noising import IGNORE, mask_tokens
 from ..data.text import DataError, iter_labelled
@@ -135,7 +135,7 @@ def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: C
 def _check_init_from(config: RunConfig) -> None:
     """init_from must be a model of the family the objective trains."""
     cfg = load_config(config.train.init_from)
-    needs = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder"}[config.objective]
+    needs = OBJECTIVE_ARCHS[config.objective]
     if cfg.arch != needs:
         raise ConfigError(f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: objective "
                           f"{config.objective!r} needs arch={needs!r}")
@@ -228,20 +228,8 @@ class EncoderBatch:
         return EncoderBatch(self.ids.to(device), self.mask.to(device), self.labels.to(device), self.units, self.tokens)
 
 
-def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad rows of ids: (ids, mask), both (B, L), mask True at real tokens."""
-    ids = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-    lengths = torch.tensor([len(r) for r in rows])
-    return ids, torch.arange(ids.size(1))[None, :] < lengths[:, None]
-
-
 def encoder_model(config: RunConfig, tokenizer: Tokenizer, tokens: EncoderTokens, heads: dict) -> EncoderOnly:
-    """A fresh encoder from [model] with these heads, or train.init_from's encoder under them.
-
-    From init_from every tensor the new model has under the same name and shape is copied, except a
-    classifier's, which is always new (so are heads the pretrained model lacks)."""
+    """A fresh encoder from [model] with these heads, or train.init_from's encoder under them (see pretrained_under)."""
     init_from = config.train.init_from
     if init_from is None:
         cfg = config.model.replace(vocab_size=tokenizer.vocab_size, pad_id=tokens.pad, bos_id=tokens.cls,
@@ -251,14 +239,21 @@ def encoder_model(config: RunConfig, tokenizer: Tokenizer, tokens: EncoderTokens
     if tokenizer.vocab_size > init.config.vocab_size:
         raise ConfigError(f"train.init_from={init_from}: its tokenizer has {tokenizer.vocab_size:,} tokens but the model's "
                           f"vocab_size is {init.config.vocab_size:,}: the tokenizer and weights do not belong together")
+    return pretrained_under(init, heads, init_from)
+
+
+def pretrained_under(init: EncoderOnly, heads: dict, init_from: str) -> EncoderOnly:
+    """The pretrained encoder `init` rebuilt with these heads: every tensor the new model has under the
+    same name is copied (a shape mismatch is an error), except a classifier's, which is always new
+    (so are heads the pretrained model lacks)."""
     model = build_model(init.config.replace(**heads))
     theirs, mine = init.state_dict(), model.state_dict()
-    for name, tensor in theirs.items():
-        if name in mine and tensor.shape != mine[name].shape and not name.startswith("pooler.classifier."):
-            raise ConfigError(f"train.init_from={init_from}: {name} has shape {tuple(tensor.shape)}, the new model "
-                              f"{tuple(mine[name].shape)}")
     copied = {name: tensor for name, tensor in theirs.items()
               if name in mine and not name.startswith("pooler.classifier.")}
+    for name, tensor in copied.items():
+        if tensor.shape != mine[name].shape:
+            raise ConfigError(f"train.init_from={init_from}: {name} has shape {tuple(tensor.shape)}, the new model "
+                              f"{tuple(mine[name].shape)}")
     model.load_state_dict(copied, strict=False)
     tie_weights(model)
     return model
@@ -369,6 +364,11 @@ class _Labelled:
     name = "classify"
     best_key, higher_is_better = "valid_accuracy", True
 
+    def heads(self) -> dict:
+        """A new classifier over self.labels, pooled as [model] says."""
+        m = self.config.model
+        return dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
+
     def class_loss(self, logits: torch.Tensor, labels: torch.Tensor, units: int, tokens: int) -> StepSums:
         logits = logits.float()
         nll = F.cross_entropy(logits, labels, reduction="sum")
@@ -474,13 +474,7 @@ class Classify(_Labelled, _EncoderObjective):
         return bool(self.valid_ids)
 
     def new_model(self):
-        m = self.config.model
-        heads = dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
-        model = encoder_model(self.config, self.tokenizer, self.tokens, heads)
-        if self.config.train.freeze_encoder:
-            for p in model.encoder.parameters():
-                p.requires_grad_(False)
-        return model
+        return encoder_model(self.config, self.tokenizer, self.tokens, self.heads())
 
     def loss(self, net, model, batch, device):
         with autocast(device, self.config.train.precision):
@@ -583,20 +577,10 @@ class ImageClassify(_Labelled, Objective):
                               self.valid_labels[start:start + self.per_batch])
 
     def new_model(self):
-        m = self.config.model
-        heads = dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
-        if self.config.train.init_from is None:  # no tokens: vocabulary and special ids unused
-            return build_model(m.replace(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, **heads))
-        init = load_model(self.config.train.init_from)
-        model = build_model(init.config.replace(**heads))
-        mine = model.state_dict()
-        model.load_state_dict({k: v for k, v in init.state_dict().items()
-                               if k in mine and v.shape == mine[k].shape and not k.startswith("pooler.classifier.")},
-                              strict=False)
-        if self.config.train.freeze_encoder:
-            for p in model.encoder.parameters():
-                p.requires_grad_(False)
-        return model
+        init_from = self.config.train.init_from
+        if init_from is None:  # no tokens: vocabulary and special ids unused
+            return build_model(self.config.model.replace(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, **self.heads()))
+        return pretrained_under(load_model(init_from), self.heads(), init_from)
 
     def loss(self, net, model, batch, device):
         with autocast(device, self.config.train.precision):

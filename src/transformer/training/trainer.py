@@ -181,11 +181,10 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             model = load_model(checkpoints[-1], device=device)
         except ModelFileError as e:  # a damaged checkpoint: the one before it can still be resumed
             raise ModelFileError(f"{e}; or delete {checkpoints[-1]} to resume from the checkpoint before it") from None
-        if t.freeze_encoder:
-            for p in model.encoder.parameters():
-                p.requires_grad_(False)
     else:
         model = task.new_model().to(device)
+    if t.freeze_encoder:  # a pretrained encoder under a new head: only the head learns
+        model.encoder.requires_grad_(False)
     model.train()
     task.bind(model)
     mcfg = model.config

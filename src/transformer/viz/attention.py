@@ -17,11 +17,10 @@ import torch
 
 from ..decoding.pipeline import Pipeline, PipelineError
 from ..decoding.step import inference
-from ..files import atomic_write
 from ..model.transformer import DecoderOnly, EncoderDecoder
+from . import figure_format, save_figure
 
 KINDS = ("cross", "self", "encoder")
-FORMATS = ("png", "svg", "pdf")
 
 
 @dataclass
@@ -206,10 +205,7 @@ def plot_attention(weights, x_labels: list[str], y_labels: list[str], out: str |
         raise ValueError(f"x_labels has {len(x_labels)} labels but the weights have {s} columns: give one label per column")
     if len(y_labels) != t:
         raise ValueError(f"y_labels has {len(y_labels)} labels but the weights have {t} rows: give one label per row")
-    out = Path(out)
-    fmt = out.suffix[1:].lower()
-    if fmt not in FORMATS:
-        raise ValueError(f"{out}: the heatmap is written as .png, .svg or .pdf; give a file name with one of those")
+    figure_format(out)  # before the work
 
     import matplotlib
 
@@ -238,9 +234,4 @@ def plot_attention(weights, x_labels: list[str], y_labels: list[str], out: str |
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title, fontsize=9)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        atomic_write(out, lambda tmp: fig.savefig(tmp, format=fmt))
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(fig, out)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..evaluation.metrics import ClassificationScores
-from ..files import atomic_write
+from . import save_figure
 
 
 def plot_confusion(scores: ClassificationScores, out: str | os.PathLike, title: str | None = None) -> Path:
@@ -36,7 +36,4 @@ def plot_confusion(scores: ClassificationScores, out: str | os.PathLike, title: 
         ax.set_title(title, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the gold row")
     fig.tight_layout()
-    fmt = out.suffix[1:].lower() or "png"
-    atomic_write(out, lambda tmp: fig.savefig(tmp, format=fmt))
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from . import save_figure
+
 
 def read_metrics(run_dir: str | os.PathLike) -> tuple[list[dict], list[dict]]:
     """(train records, validation records) of a run's metrics.jsonl."""
@@ -47,8 +49,4 @@ def plot_training_curves(run_dir: str | os.PathLike, out: str | os.PathLike, tit
     ax.legend(handles, labels, loc="upper right")
     ax.set_title(title or f"training curves: {Path(run_dir).name}")
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)

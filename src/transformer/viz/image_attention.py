@@ -14,10 +14,8 @@ from pathlib import Path
 
 import torch
 
-from ..files import atomic_write
 from ..model.transformer import EncoderOnly
-
-FORMATS = ("png", "svg", "pdf")
+from . import figure_format, save_figure
 
 
 def rollout(weights: list[torch.Tensor]) -> torch.Tensor:
@@ -73,10 +71,7 @@ def plot_image_attention(image: torch.Tensor, maps: ImageAttention, out: str | o
                          title: str | None = None) -> Path:
     """Draw the image, then each head's [CLS] map and the rollout over it (upsampled to the image).
     image: uint8 (C, H, W). The format follows out's suffix; the file is written atomically."""
-    out = Path(out)
-    fmt = out.suffix[1:].lower()
-    if fmt not in FORMATS:
-        raise ValueError(f"{out}: the picture is written as .png, .svg or .pdf; give a file name with one of those")
+    figure_format(out)  # before the work
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,9 +96,4 @@ def plot_image_attention(image: torch.Tensor, maps: ImageAttention, out: str | o
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=9)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        atomic_write(out, lambda tmp: fig.savefig(tmp, format=fmt))
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(fig, out)
