@@ -10,10 +10,14 @@ import pytest
 import torch
 
 from transformer.precision import (
+    ATTENTION_IMPLS,
+    MAX_ATTENTION_ELEMENTS,
     PRECISIONS,
     PrecisionChoice,
     default_cache_file,
+    measure_attention_speedup,
     measure_bf16_speedup,
+    resolve_attention,
     resolve_precision,
 )
 
@@ -196,3 +200,67 @@ def test_real_measurement_leaves_global_state_alone():
     speedup = measure_bf16_speedup(32, 64, 100, tokens=64, budget_s=0.0)  # over budget at once
     assert math.isfinite(speedup) and speedup > 0
     assert torch.get_num_threads() == threads and torch.equal(torch.get_rng_state(), rng)
+
+
+# ---- attention_impl = "auto" ----
+
+def attention(speedup, cache_file, length=17, rows=128, precision="bf16", **kw):
+    calls = []
+
+    def measure(*shape):
+        calls.append(shape)
+        if isinstance(speedup, Exception):
+            raise speedup
+        return speedup
+
+    choice = resolve_attention("auto", "cpu", precision, 4, 32, length, rows, measure=measure, cache_file=cache_file, **kw)
+    return choice, calls
+
+
+@pytest.mark.parametrize("speedup, impl", [(0.4, "fused"), (1.19, "fused"), (1.2, "textbook"), (9.0, "textbook")])
+def test_attention_takes_the_textbook_path_only_where_it_is_measured_faster(tmp_path, speedup, impl):
+    choice, calls = attention(speedup, tmp_path / "c.json")
+    assert choice.impl == impl and choice.speedup == speedup
+    assert calls == [(128, 4, 17, 32, torch.bfloat16)]
+    assert choice.describe() == f"{impl} (textbook measured {speedup:.2f}x fused's training speed at 17 positions on this CPU)"
+
+
+def test_attention_is_measured_in_the_training_dtype_and_cached_per_shape(tmp_path):
+    cache = tmp_path / "c.json"
+    assert attention(3.0, cache, precision="fp32")[1][0][-1] == torch.float32
+    again, calls = attention(0.1, cache, precision="fp32")
+    assert calls == [] and again.impl == "textbook" and again.reason.startswith("cached: ")
+    for changed in ({"length": 18}, {"rows": 64}, {"precision": "bf16"}):
+        assert len(attention(0.1, cache, precision=changed.pop("precision", "fp32"), **changed)[1]) == 1
+    assert all(" attention " in key for key in json.loads(cache.read_text()))
+
+
+def test_attention_probe_rows_are_capped(tmp_path):
+    _, calls = attention(2.0, tmp_path / "c.json", length=1024, rows=512)
+    rows = calls[0][0]
+    assert 1 <= rows < 512 and rows * 4 * 1024 * 1024 <= MAX_ATTENTION_ELEMENTS
+
+
+def test_explicit_attention_and_other_devices_are_not_measured(tmp_path):
+    for impl in ("fused", "textbook"):
+        choice = resolve_attention(impl, "cpu", "bf16", 4, 32, 17, 128, measure=pytest.fail)
+        assert (choice.impl, choice.reason) == (impl, "set in the config")
+    assert resolve_attention("auto", "cuda", "bf16", 4, 32, 17, 128, measure=pytest.fail).impl == "fused"
+    with pytest.raises(ValueError, match="unknown attention_impl 'flash': use one of " + ", ".join(ATTENTION_IMPLS)):
+        resolve_attention("flash", "cpu", "bf16", 4, 32, 17, 128)
+
+
+def test_attention_comparison_that_fails_keeps_the_fused_kernel(tmp_path):
+    choice, _ = attention(RuntimeError("no bf16 here"), tmp_path / "c.json")
+    assert choice.impl == "fused" and "no bf16 here" in choice.reason
+    assert attention(float("nan"), tmp_path / "c.json")[0].impl == "fused"
+
+
+def test_real_attention_measurement_is_quick_finite_and_leaves_global_state_alone():
+    rng = torch.get_rng_state()
+    start = time.perf_counter()
+    for dtype in (torch.float32, torch.bfloat16):
+        speedup = measure_attention_speedup(8, 2, 12, 16, dtype)
+        assert isinstance(speedup, float) and math.isfinite(speedup) and speedup > 0
+    assert time.perf_counter() - start < 3.0
+    assert torch.equal(torch.get_rng_state(), rng)

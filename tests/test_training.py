@@ -519,7 +519,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
             train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run,
                   log=lines.append, on_step=crash_at(5))
         header = next(line for line in lines if line.startswith("model: "))
-        assert header.endswith(f"precision {precision} (bf16 measured {speedup:.2f}x fp32 on this CPU)")
+        assert f"precision {precision} (bf16 measured {speedup:.2f}x fp32 on this CPU); attention " in header
         assert f'precision = "{precision}"' in (run / "config.toml").read_text()
         assert json.loads((step_dirs(run)[-1] / "state.json").read_text())["precision"] == precision
         assert set(seen) == {dtype}
@@ -528,8 +528,43 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
         lines, seen[:] = [], []
         train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run, resume=True,
               log=lines.append)
-        assert any(line.endswith(f"precision {precision} (as the run recorded it)") for line in lines)
+        assert any(f"precision {precision} (as the run recorded it); " in line for line in lines)
         assert set(seen) == {dtype} and f'precision = "{precision}"' in (run / "config.toml").read_text()
+
+
+def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, copy_data, monkeypatch):
+    """attention_impl = "auto": the (here faked) comparison at the objective's typical batch decides the
+    path every attention layer trains with; the header says which and why, checkpoints record it, a
+    resumed run keeps it, and the saved model still says "auto" (inference takes the fused kernel)."""
+    import transformer.model.attention as attention
+    import transformer.precision
+
+    used = []
+    for name in ("scaled_dot_product_attention", "fused_attention"):
+        real = getattr(attention, name)
+        monkeypatch.setattr(attention, name, lambda *a, _real=real, _name=name: used.append(_name) or _real(*a))
+    monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
+    for speedup, impl, path in ((0.5, "fused", "fused_attention"), (3.0, "textbook", "scaled_dot_product_attention")):
+        asked = []
+        monkeypatch.setattr(transformer.precision, "measure_attention_speedup",
+                            lambda *a, s=speedup: asked.append(a) or s)
+        lines, used[:] = [], []
+        run = tmp_path / impl
+        cfg = _tiny(copy_data, max_steps=6, valid_every=100, bleu_samples=0)
+        with pytest.raises(Crash):
+            train(cfg, run, log=lines.append, on_step=crash_at(5))
+        header = next(line for line in lines if line.startswith("model: "))
+        assert f"; attention {impl} (textbook measured {speedup:.2f}x fused's training speed at " in header
+        (rows, heads, length, head_dim, dtype), = asked
+        assert (heads, head_dim, dtype) == (2, 16, torch.float32) and 1 <= length <= 10 and rows == 256 // length
+        assert set(used) == {path}
+        assert json.loads((step_dirs(run)[-1] / "state.json").read_text())["attention"] == impl
+        assert json.loads((step_dirs(run)[-1] / "config.json").read_text())["attention_impl"] == "auto"
+        monkeypatch.setattr(transformer.precision, "measure_attention_speedup", lambda *a, s=speedup: 3.5 - s)
+        lines, used[:] = [], []
+        train(cfg, run, resume=True, log=lines.append)
+        assert any(line.endswith(f"; attention {impl} (as the run recorded it)") for line in lines)
+        assert set(used) == {path}
 
 
 def test_every_file_a_run_and_average_write_is_readable_by_others(tmp_path, copy_data):

@@ -165,8 +165,9 @@ class ModelConfig:
     """End-of-sequence token id."""
     decoder_start_id: int | None = None
     """First decoder input of an encoder-decoder (None = bos_id; Marian uses its pad id)."""
-    attention_impl: str = "fused"
-    """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V."""
+    attention_impl: str = "auto"
+    """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V;
+    auto: fused, except that training measures both at its batch shape and takes the faster (precision.py)."""
     vision: VisionConfig | None = None
     """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder" only)."""
 
@@ -211,7 +212,7 @@ class ModelConfig:
         if not self.rope_base > 0:
             raise ConfigError(f"rope_base={self.rope_base!r} is not valid: it must be > 0")
         _choice("activation", self.activation, ACTIVATIONS)
-        _choice("attention_impl", self.attention_impl, ("fused", "textbook"))
+        _choice("attention_impl", self.attention_impl, ("auto", "fused", "textbook"))
         if self.n_token_types and self.arch != "encoder":
             raise ConfigError(f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0")
         _positive("n_classes", self.n_classes, allow_zero=True)

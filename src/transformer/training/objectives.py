@@ -88,6 +88,11 @@ class Objective:
     def collate(self, indices: list[int], key: tuple[int, int]):
         raise NotImplementedError
 
+    def attention_shape(self) -> tuple[int, int]:
+        """(rows, positions) of a typical training batch: where attention_impl = "auto" is measured
+        (here from `sizes`, the padded row of each example, which the token-batched objectives keep)."""
+        return typical_shape(self.sizes, self.config.train.batch_tokens)
+
     @property
     def has_valid(self) -> bool:
         raise NotImplementedError
@@ -116,6 +121,12 @@ class Objective:
     def save_files(self) -> dict:
         """What save_model writes besides the weights: tokenizer(s) and the objective's records."""
         raise NotImplementedError
+
+
+def typical_shape(sizes, batch_tokens: int) -> tuple[int, int]:
+    """The median padded row length of token-count batches, and how many such rows a batch holds."""
+    length = max(1, int(np.median(np.asarray(sizes)))) if len(sizes) else 1
+    return max(1, batch_tokens // length), length
 
 
 def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
@@ -155,6 +166,9 @@ class Seq2Seq(Objective):
 
     def batches(self, epoch):
         return self.data.train_batches(epoch)
+
+    def attention_shape(self):
+        return typical_shape(self.data.train.sizes, self.config.train.batch_tokens)
 
     def padding_share(self, batches):
         return self.data.padding_share(batches)
@@ -552,6 +566,9 @@ class ImageClassify(_Labelled, Objective):
 
     def padding_share(self, batches):
         return 0.0
+
+    def attention_shape(self):
+        return self.per_batch, self.vision.n_patches + 1
 
     def units(self, indices, key):
         return len(indices)

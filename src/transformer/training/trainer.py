@@ -33,7 +33,8 @@ from ..files import atomic_write_text
 from ..model.io import ModelFileError, load_model
 from ..model.transformer import Model
 from ..model_dir import save_model
-from ..precision import PrecisionChoice, resolve_precision
+from ..model.attention import MultiHeadAttention
+from ..precision import AttentionChoice, PrecisionChoice, resolve_attention, resolve_precision
 from . import distributed as D
 from .checkpoint import (
     load_training_state,
@@ -188,6 +189,10 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     model.train()
     task.bind(model)
     mcfg = model.config
+    attention = _attention(config, mcfg, device, task, load_training_state(checkpoints[-1]) if resume else None, dist)
+    for module in model.modules():  # the model's config keeps "auto": inference takes the fused kernel
+        if isinstance(module, MultiHeadAttention):
+            module.impl = attention.impl
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=0.0, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps,
                                   weight_decay=t.weight_decay)
@@ -210,7 +215,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     frozen = n_params - sum(p.numel() for p in trainable)
     say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{f' ({frozen / 1e6:.2f}M frozen)' if frozen else ''}, "
         f"{_inputs(mcfg)}; objective {task.name}; device {device}, "
-        f"{dist.world_size} process(es), precision {choice.describe()}")
+        f"{dist.world_size} process(es), precision {choice.describe()}; attention {attention.describe()}")
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
         if dist.distributed else None
@@ -258,7 +263,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         rngs = D.gather_objects(rng_state(), dist)
         if main:
             snapshot = {"step": step, "epoch": epoch, "position": position, "best_valid_loss": best,
-                        "precision": t.precision,
+                        "precision": t.precision, "attention": attention.impl,
                         "elapsed_s": elapsed(), "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
             save_checkpoint(run_dir, step, model, optimizer, snapshot, keep_last=t.keep_last, **task.save_files())
         D.barrier(dist)
@@ -349,6 +354,20 @@ def _precision(config: RunConfig, device: torch.device, resumed: dict[str, Any] 
         return PrecisionChoice(resumed["precision"], "as the run recorded it")
     m = config.model
     choice = resolve_precision(requested, device, m.d_model, m.d_ff, config.data.vocab_size) if dist.is_main else None
+    return D.gather_objects(choice, dist)[0]
+
+
+def _attention(config: RunConfig, mcfg, device: torch.device, task: Objective, resumed: dict[str, Any] | None,
+               dist: D.DistInfo) -> AttentionChoice:
+    """The attention path to train with: model.attention_impl, "auto" measured on rank 0 at the
+    objective's typical batch (the same on every process); a resumed run keeps the recorded one."""
+    if mcfg.attention_impl == "auto" and resumed is not None and resumed.get("attention"):
+        return AttentionChoice(resumed["attention"], "as the run recorded it")
+    choice = None
+    if dist.is_main:
+        rows, length = task.attention_shape()
+        choice = resolve_attention(mcfg.attention_impl, device, config.train.precision, mcfg.n_heads,
+                                   mcfg.d_model // mcfg.n_heads, length, rows)
     return D.gather_objects(choice, dist)[0]
 
 
