@@ -35,3 +35,19 @@ def test_tied_parameters_count_once():
     # Untied: separate source embedding, target embedding and output matrix.
     assert transformer.count_parameters(untied) - transformer.count_parameters(tied) == 2 * 1000 * 64
     assert transformer.count_parameters(tied) == sum(p.numel() for p in set(tied.parameters()))
+
+
+@pytest.mark.parametrize("pooler", [False, True])
+def test_flops_per_image_matches_torch_flop_counter(pooler):
+    vision = {"image_size": 8, "patch_size": 4, "channels": 3}
+    cfg = cpu_tiny(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder", norm_position="pre", activation="gelu",
+                   attention_impl="textbook",
+                   vision=vision, n_classes=5, pooler=pooler)
+    model = transformer.build_model(cfg).eval()
+    images = torch.randn(2, 3, 8, 8)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.pooler(model(images))
+    flops = transformer.flops_per_image(cfg)
+    assert counter.get_total_flops() == 2 * flops["forward"]
+    assert flops["training"] == 3 * flops["forward"]
+    assert flops["encoder"] == 5 * transformer.flops_per_token(cfg, 5)["encoder"]  # [CLS] + 4 patches

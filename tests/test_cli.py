@@ -15,6 +15,16 @@ def test_info_prints_config_parameters_and_flops(tmp_path, capsys):
     assert f"forward {transformer.flops_per_token(model.config, 32)['forward']:,}" in out
 
 
+def test_info_counts_an_image_model_per_image(tmp_path, capsys):
+    cfg = cpu_tiny(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder", norm_position="pre", n_classes=3,
+                   vision={"image_size": 8, "patch_size": 4, "channels": 1})
+    transformer.save_model(transformer.build_model(cfg), tmp_path / "m")
+    assert main(["info", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert f"FLOPs per image (4 patches of 4 x 4 + [CLS]): forward {transformer.flops_per_image(cfg)['forward']:,}" in out
+    assert "per token" not in out
+
+
 def test_info_on_a_missing_directory_is_one_line(tmp_path, capsys):
     assert main(["info", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip()

@@ -2,7 +2,7 @@
 
 from .config import ConfigError, DecodeConfig, ModelConfig
 from .decoding import beam_search, greedy_search, sample
-from .model.accounting import count_parameters, flops_per_token
+from .model.accounting import count_parameters, flops_per_image, flops_per_token
 from .model.io import ModelFileError, load_model
 from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
 from .model_dir import save_model
@@ -20,6 +20,7 @@ __all__ = [
     "beam_search",
     "build_model",
     "count_parameters",
+    "flops_per_image",
     "flops_per_token",
     "greedy_search",
     "load_model",

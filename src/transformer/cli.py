@@ -40,7 +40,7 @@ USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OS
 
 def cmd_info(args: argparse.Namespace) -> None:
     """Print a model directory's config, parameter count and FLOPs per token."""
-    from .model.accounting import count_parameters, flops_per_token
+    from .model.accounting import count_parameters, flops_per_image, flops_per_token
     from .model.io import load_config, load_model
 
     _check_flags(args)
@@ -52,6 +52,12 @@ def cmd_info(args: argparse.Namespace) -> None:
         print(f"  {key} = {value}")
     total = count_parameters(model)
     print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
+    if config.vision is not None:
+        v, flops = config.vision, flops_per_image(config)
+        print(f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]): "
+              f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+              f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
+        return
     flops = flops_per_token(config, args.seq_len)
     print(f"FLOPs per token at sequence length {args.seq_len}: "
           f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
@@ -692,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
     p.add_argument("model_dir")
-    p.add_argument("--seq-len", type=int, default=128, help="sequence length for the FLOP count (default 128)")
+    p.add_argument("--seq-len", type=int, default=128, help="sequence length for the FLOP count (default 128; an image model counts per image)")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("import-hf", help="convert a Hugging Face model (directory or .gguf file) into a model directory")

@@ -52,3 +52,17 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
     output = 0 if config.arch == "encoder" else 2 * config.d_model * config.target_vocab_size
     forward = encoder + decoder + output
     return {"encoder": encoder, "decoder": decoder, "output": output, "forward": forward, "training": 3 * forward}
+
+
+def flops_per_image(config: ModelConfig) -> dict[str, int]:
+    """Forward and training FLOPs per image of an image encoder (config.vision): the patch projection,
+    the encoder over [CLS] + the patches (attention over all 1 + N positions), and the classifier."""
+    v = config.vision
+    if v is None:
+        raise ValueError("flops_per_image needs an image encoder (a config with model.vision)")
+    positions = v.n_patches + 1
+    patches = v.n_patches * 2 * v.channels * v.patch_size ** 2 * config.d_model
+    encoder = positions * flops_per_token(config, positions)["encoder"]
+    head = 2 * config.d_model * config.n_classes + (2 * config.d_model * config.d_model if config.pooler else 0)
+    forward = patches + encoder + head
+    return {"patches": patches, "encoder": encoder, "head": head, "forward": forward, "training": 3 * forward}
