@@ -76,6 +76,30 @@ def cmd_train(args: argparse.Namespace) -> None:
     train(config, out, resume=args.resume)
 
 
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """Train each variant of a grid for the same budget, one after another, and score them (training/sweep.py)."""
+    from .training.sweep import Plan, SweepError, parse_grid, run_sweep
+
+    if args.repeats < 1:
+        raise UserError(f"--repeats {args.repeats}: give a positive number of seeds per variant")
+    if args.average < 1:
+        raise UserError(f"--average {args.average}: give a positive number of checkpoints to average")
+    if args.minutes is not None and not args.minutes > 0:
+        raise UserError(f"--minutes {args.minutes}: give a positive training budget")
+    if not Path(args.config).is_file():
+        raise UserError(f"{args.config} not found: give the TOML config the variants change")
+    for path in args.test or []:
+        if not Path(path).exists():
+            raise UserError(f"--test {path} not found")
+    try:
+        plan = Plan(config=args.config, grid=parse_grid(args.grid or [], args.zip), zip=args.zip, minutes=args.minutes,
+                    repeats=args.repeats, average=args.average, sets=list(args.set or []), test=list(args.test or []))
+        rows = run_sweep(plan, args.out, resume=args.resume)
+    except SweepError as e:
+        raise UserError(str(e)) from None
+    print(f"{len(rows)} runs scored: {Path(args.out) / 'results.md'}, results.csv, results.png")
+
+
 def cmd_average(args: argparse.Namespace) -> None:
     """Average checkpoints' parameters into a model directory (§6.1)."""
     from .training.checkpoint import average_into, step_dirs
@@ -444,42 +468,28 @@ def _image_files(paths: list[str]) -> list[str]:
 
 def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
     """Accuracy, macro-F1, per-class precision/recall and the confusion matrix on a label<TAB>text file."""
-    from .data.text import DataError, iter_labelled
-    from .evaluation.metrics import classification_scores
+    from .data.text import DataError
+    from .decoding.pipeline import truncation_note
+    from .evaluation.metrics import score_classifier
 
-    labels = pipeline.labels
-    if labels is None:
+    if pipeline.labels is None:
         raise UserError(f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here")
+    cut: list[int] = []
     try:
-        rows = list(iter_labelled(args.tsv))
+        scores, predicted = score_classifier(pipeline, args.tsv, on_truncate=cut.extend)
     except DataError as e:
         raise UserError(str(e)) from None
-    index = {label: i for i, label in enumerate(labels)}
-    for line, label, _ in rows:
-        if label not in index:
-            raise UserError(f"{args.tsv} line {line + 1}: label {label!r} is not one of the model's "
-                            f"({', '.join(labels)})")
-    results = _classify(pipeline, [text for _, _, text in rows], 1, "evaluate")
-    predicted = [index[r[0][0]] for r in results]
-    scores = classification_scores(predicted, [index[label] for _, label, _ in rows], labels)
+    if cut:
+        _note("evaluate", truncation_note(cut, scores.total, pipeline.model.config.max_positions - 2))
     _report(args, scores, predicted, f"texts of {args.tsv}", args.tsv)
 
 
 def _evaluate_images(args: argparse.Namespace, pipeline) -> None:
     """The same report as --tsv on labelled images (a prepared split or a folder of class folders)."""
-    from .data.images import load_images
-    from .evaluation.metrics import classification_scores
+    from .evaluation.metrics import score_classifier
 
-    v = pipeline.model.config.vision
-    labels = pipeline.labels or [str(i) for i in range(pipeline.model.config.n_classes)]
-    data = load_images(args.images, v.channels, v.image_size)
-    index = {label: i for i, label in enumerate(labels)}
-    unknown = [name for name in data.names if name not in index]
-    if unknown:
-        raise UserError(f"{args.images}: label {unknown[0]!r} is not one of the model's ({', '.join(labels)})")
-    gold = [index[data.names[i]] for i in data.labels.tolist()]
-    predicted = [index[r[0][0]] for r in pipeline.classify_images(data.images)]
-    _report(args, classification_scores(predicted, gold, labels), predicted, f"images of {args.images}", args.images)
+    scores, predicted = score_classifier(pipeline, args.images)
+    _report(args, scores, predicted, f"images of {args.images}", args.images)
 
 
 def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, source: str) -> None:
@@ -745,6 +755,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sweep", help="train each variant of a grid of config changes for the same budget, and score them")
+    p.add_argument("config", help="the TOML config every variant starts from")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
+                   help="a config key and the values to try (repeatable: the variants are the product of the grids)")
+    p.add_argument("--zip", action="store_true", help="pair the grids' values one to one instead (changes that go together)")
+    p.add_argument("--minutes", type=float, help="training budget of each run (train.max_minutes; default the config's)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per variant, with seeds train.seed, +1, ... (default 1)")
+    p.add_argument("--average", type=int, default=3, metavar="N", help="score the average of the last N checkpoints (default 3)")
+    p.add_argument("--test", nargs="+", metavar="FILE",
+                   help="test data to score too: SRC REF for translation, a TSV or an image split/folder for a classifier")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="a change every variant gets (as for train)")
+    p.add_argument("--out", required=True, help="the sweep directory")
+    p.add_argument("--resume", action="store_true", help="continue a stopped sweep: finished runs are not run again")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("average", help="average checkpoints into a model directory (the paper: last 5 or 20)")
     p.add_argument("checkpoints", nargs="+", metavar="CKPT_DIR", help="checkpoint directories, or one run directory with --last")

@@ -8,8 +8,9 @@ from .metrics import (
     classification_scores,
     model_nll,
     perplexity,
+    score_classifier,
     text_perplexity,
 )
 
 __all__ = ["ClassificationScores", "MetricScore", "bleu", "chrf", "classification_scores", "model_nll", "perplexity",
-           "text_perplexity"]
+           "score_classifier", "text_perplexity"]

@@ -173,3 +173,38 @@ def classification_scores(predicted: Sequence[int], gold: Sequence[int], labels:
     for p, g in zip(predicted, gold, strict=True):
         confusion[g][p] += 1
     return ClassificationScores(list(labels), confusion)
+
+
+def score_classifier(pipeline, path, on_truncate: Callable[[list[int]], None] | None = None,
+                     ) -> tuple[ClassificationScores, list[int]]:
+    """A classifier's scores on labelled data, and its predicted label indices: a `label<TAB>text` file
+    for a text classifier, a prepared split or a folder of class folders for an image classifier.
+    A label the model does not know is a ValueError naming it (and the line, for text); texts longer
+    than the model takes are truncated, their file line numbers (1-based) given to on_truncate."""
+    from ..data.images import load_images
+    from ..data.text import iter_labelled
+
+    config = pipeline.model.config
+    labels = pipeline.labels
+    if config.vision is None:
+        if labels is None:
+            raise ValueError(f"the model has no labels.json: scoring {path} needs a classifier trained here")
+        rows = list(iter_labelled(path))
+        index = {label: i for i, label in enumerate(labels)}
+        for line, label, _ in rows:
+            if label not in index:
+                raise ValueError(f"{path} line {line + 1}: label {label!r} is not one of the model's ({', '.join(labels)})")
+        cut = None if on_truncate is None else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+        results = pipeline.classify([text for _, _, text in rows], top_k=1, on_truncate=cut)
+        gold = [index[label] for _, label, _ in rows]
+    else:
+        labels = labels or [str(i) for i in range(config.n_classes)]
+        data = load_images(path, config.vision.channels, config.vision.image_size)
+        index = {label: i for i, label in enumerate(labels)}
+        unknown = [name for name in data.names if name not in index]
+        if unknown:
+            raise ValueError(f"{path}: label {unknown[0]!r} is not one of the model's ({', '.join(labels)})")
+        gold = [index[data.names[i]] for i in data.labels.tolist()]
+        results = pipeline.classify_images(data.images)
+    predicted = [index[r[0][0]] for r in results]
+    return classification_scores(predicted, gold, labels), predicted

@@ -1,0 +1,350 @@
+"""transformer sweep: one config, a grid of changes, each variant trained for the same budget and scored.
+
+A sweep directory holds:
+- `sweep.json`: what was asked (config, fixed --set changes, the grid, zip, minutes, repeats,
+  average, test files), written first; --resume refuses a different plan.
+- `runs/<variant>/seed-<S>/`: each run directory (the trainer's layout) and its `averaged/` model
+  (the last `average` checkpoints, as the recipe and the demo do).
+- `results.csv`: one row per finished run (variant, the grid's values, seed, parameters, steps,
+  minutes, tokens/s, the validation loss, and the scores); rewritten whole after each run.
+- `results.md`: the table, one line per variant (mean and spread over seeds), and `results.png`,
+  the main score per variant with each seed's value.
+
+Variants run one after another, never two at once: on a CPU two runs would share the cores and
+each budget would mean less. A killed sweep resumes (--resume): runs with a row are not run again,
+a run killed mid-training resumes from its last checkpoint (exact resume), a run whose training
+ended but was not scored is scored.
+
+Scores, on the averaged model: translation (encoder-decoder): BLEU and chrF (sacreBLEU) on the
+config's validation files and on --test SRC REF, with the config's [decode] settings; classifiers
+(text or image): accuracy and macro-F1 on the validation data and on --test FILE; other objectives:
+the validation loss only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import re
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError, RunConfig, load_config, parse_override
+from ..files import atomic_write_text
+from .checkpoint import average_into, step_dirs
+
+PLAN_FILE, RESULTS_CSV, RESULTS_MD, RESULTS_PNG = "sweep.json", "results.csv", "results.md", "results.png"
+
+
+class SweepError(ValueError):
+    """A sweep cannot start or continue as asked."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: str
+    grid: list[list[str]]
+    """[[key, value, value, ...], ...]: each key's values as TOML literals."""
+    zip: bool = False
+    minutes: float | None = None
+    repeats: int = 1
+    average: int = 3
+    sets: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
+
+    def variants(self) -> list[list[tuple[str, str]]]:
+        """The grid's variants, each a list of (key, value) changes, in a fixed order."""
+        lists = [[(key, value) for value in values] for key, *values in self.grid]
+        if not lists:
+            return [[]]
+        if self.zip:
+            return [list(v) for v in zip(*lists, strict=True)]
+        return [list(v) for v in itertools.product(*lists)]
+
+
+def parse_grid(texts: Sequence[str], zip_: bool) -> list[list[str]]:
+    """--grid KEY=V1,V2,... -> [[KEY, V1, V2, ...], ...]; each value checked as a --set would be.
+
+    Values are split at commas outside quotes and brackets (a TOML string or list may hold commas)."""
+    grid, keys = [], set()
+    for text in texts:
+        key, sep, rest = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not rest.strip():
+            raise SweepError(f"--grid {text!r}: write KEY=VALUE1,VALUE2,... (e.g. --grid model.n_heads=1,4,8)")
+        if key in keys:
+            raise SweepError(f"--grid {key} is given twice: put all its values in one --grid")
+        keys.add(key)
+        values = _split_values(rest)
+        if any(not v for v in values):
+            raise SweepError(f"--grid {text!r} has an empty value: write KEY=VALUE1,VALUE2,...")
+        if len(set(values)) != len(values) and not zip_:
+            raise SweepError(f"--grid {text!r} repeats a value: use --repeats for several runs of one variant")
+        for value in values:
+            try:
+                parse_override(f"{key}={value}")
+            except (ConfigError, ValueError) as e:
+                raise SweepError(f"--grid {key}: {e}") from None
+        grid.append([key, *values])
+    if zip_ and len({len(g) for g in grid}) > 1:
+        sizes = ", ".join(f"{g[0]} has {len(g) - 1}" for g in grid)
+        raise SweepError(f"--zip pairs the grids' values one to one, so each needs as many values: {sizes}")
+    return grid
+
+
+def _split_values(text: str) -> list[str]:
+    values, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            values.append(text[start:i].strip())
+            start = i + 1
+    values.append(text[start:].strip())
+    return values
+
+
+def variant_name(changes: list[tuple[str, str]], base: RunConfig | None = None) -> str:
+    """A directory name for a variant: its changes (the last part of each key), e.g. n_heads=4,d_ff=512,
+    leaving out those that keep base's value (a --zip grid may repeat one); "base" when none is left."""
+    kept = [(key, value) for key, value in changes if base is None or not _unchanged(base, key, value)]
+    if not kept:
+        return "base"
+    text = ",".join(f"{key.rsplit('.', 1)[-1]}={value.strip(chr(34) + chr(39))}" for key, value in kept)
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", text)[:120]
+
+
+def _unchanged(base: RunConfig, key: str, value: str) -> bool:
+    obj: Any = base
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return parse_override(f"{key}={value}")[2] == obj
+
+
+def _run_config(plan: Plan, changes: list[tuple[str, str]], seed: int) -> RunConfig:
+    overrides = [*plan.sets, *(f"{k}={v}" for k, v in changes), f"train.seed={seed}"]
+    if plan.minutes is not None:
+        overrides.append(f"train.max_minutes={plan.minutes}")
+    try:
+        return load_config(plan.config, overrides)
+    except ConfigError as e:
+        raise SweepError(f"variant {variant_name(changes)}: {e}") from None
+
+
+def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[str], None] = print,
+              train_fn: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) the sweep; returns the rows of results.csv."""
+    from .trainer import train
+
+    train_fn = train if train_fn is None else train_fn
+    out = Path(out)
+    try:
+        base = load_config(plan.config, plan.sets)
+    except ConfigError as e:
+        raise SweepError(str(e)) from None
+    wanted = {"seq2seq": (0, 2), "classify": (0, 1)}.get(base.objective, (0,))
+    if len(plan.test) not in wanted:
+        raise SweepError(f"--test takes {'SRC REF (two files)' if wanted == (0, 2) else 'one file'} for objective "
+                         f"{base.objective!r}" if len(wanted) > 1 else
+                         f"--test: objective {base.objective!r} is scored by its validation loss only; drop --test")
+    seeds = [base.train.seed + r for r in range(plan.repeats)]
+    variants = plan.variants()
+    names: dict[str, list[tuple[str, str]]] = {}
+    for changes in variants:  # every variant's config is checked before anything trains
+        _run_config(plan, changes, seeds[0])
+        name = variant_name(changes, base)
+        if name in names:
+            raise SweepError(f"two variants are the same config ({name}): remove the repeated values from the grid")
+        names[name] = changes
+    _start(plan, out, resume)
+    rows = _read_rows(out / RESULTS_CSV)
+    done = {(r["variant"], int(r["seed"])) for r in rows}
+    total = len(variants) * len(seeds)
+    for k, ((name, changes), seed) in enumerate(itertools.product(names.items(), seeds), start=1):
+        if (name, seed) in done:
+            continue
+        config = _run_config(plan, changes, seed)
+        run_dir = out / "runs" / name / f"seed-{seed}"
+        log(f"[{k}/{total}] {name} seed {seed} -> {run_dir}")
+        if not (run_dir / "last").is_dir():  # training not finished: resume from the last checkpoint, or start afresh
+            resume_run = bool(step_dirs(run_dir))
+            if not resume_run:
+                shutil.rmtree(run_dir, ignore_errors=True)  # killed before its first checkpoint: nothing to keep
+            train_fn(config, run_dir, resume=resume_run, log=log)
+        rows.append(_score(plan, config, name, changes, seed, run_dir, log))
+        write_results(out, plan, rows)
+    if not rows:
+        write_results(out, plan, rows)
+    return rows
+
+
+def _start(plan: Plan, out: Path, resume: bool) -> None:
+    plan_file = out / PLAN_FILE
+    if plan_file.is_file():
+        saved = json.loads(plan_file.read_text(encoding="utf-8"))
+        if not resume:
+            raise SweepError(f"{out} already holds a sweep: pass --resume to continue it, or choose another --out")
+        if saved != asdict(plan):
+            differs = sorted(k for k in asdict(plan) if saved.get(k) != asdict(plan)[k])
+            raise SweepError(f"--resume: {out} was started with other settings ({', '.join(differs)} differ); "
+                             f"resume with the same command, or choose another --out")
+        return
+    if resume:
+        raise SweepError(f"--resume: {out} has no {PLAN_FILE}; start the sweep without --resume")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SweepError(f"--out {out} exists and is not an empty directory: choose another")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(plan_file, json.dumps(asdict(plan), indent=1) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# scoring
+
+
+def _score(plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir: Path, log) -> dict[str, Any]:
+    from ..decoding.pipeline import Pipeline
+    from ..model.transformer import EncoderDecoder, EncoderOnly
+
+    checkpoints = step_dirs(run_dir)[-plan.average:]
+    model_dir = run_dir / "averaged"
+    if checkpoints:
+        shutil.rmtree(model_dir, ignore_errors=True)
+        average_into(checkpoints, model_dir)
+    else:
+        model_dir = run_dir / "last"
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    train_records = [r for r in records if r.get("split") == "train"]
+    valid_records = [r for r in records if r.get("split") == "valid"]
+    pipeline = Pipeline.load(model_dir)
+    model = pipeline.model
+    seconds = sum(r["tokens"] / max(r["tokens_per_s"], 1e-9) for r in train_records)
+    row: dict[str, Any] = {
+        "variant": name, **{key: value for key, value in changes}, "seed": seed,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps": train_records[-1]["step"] if train_records else 0,
+        "minutes": round((train_records[-1]["elapsed_s"] if train_records else 0.0) / 60, 2),
+        "tokens_per_s": round(sum(r["tokens"] for r in train_records) / seconds) if seconds else 0,
+        "valid_loss": valid_records[-1].get("valid_loss") if valid_records else None,
+        "averaged": len(checkpoints),
+    }
+    if seconds and isinstance(model, EncoderOnly) and all("units" in r for r in train_records):
+        row["examples_per_s"] = round(sum(r["units"] for r in train_records) / seconds)  # a classifier's texts or images
+    if isinstance(model, EncoderDecoder):
+        d = config.data
+        if d.valid_src and d.valid_tgt:
+            row.update(_translation_scores(pipeline, d.valid_src, d.valid_tgt, "valid"))
+        if plan.test:
+            row.update(_translation_scores(pipeline, plan.test[0], plan.test[1], "test"))
+    elif isinstance(model, EncoderOnly) and model.config.n_classes:
+        from ..evaluation.metrics import score_classifier
+
+        valid = config.data.valid_images or config.data.valid_tsv
+        for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):
+            if path:
+                scores, _ = score_classifier(pipeline, path)
+                row.update({f"{split}_accuracy": round(100 * scores.accuracy, 2),
+                            f"{split}_macro_f1": round(scores.macro_f1, 4)})
+    log("  " + "  ".join(f"{k} {v}" for k, v in row.items() if k.startswith(("valid_", "test_", "steps"))))
+    return row
+
+
+def _translation_scores(pipeline, src: str, ref: str, split: str) -> dict[str, float]:
+    from ..evaluation.metrics import bleu, chrf
+
+    sources = Path(src).read_text(encoding="utf-8").splitlines()
+    references = Path(ref).read_text(encoding="utf-8").splitlines()
+    if len(sources) != len(references):
+        raise SweepError(f"{src} has {len(sources):,} lines but {ref} has {len(references):,}: they must be aligned")
+    hypotheses = pipeline.translate(sources)
+    return {f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
+            f"{split}_chrf": round(chrf(hypotheses, references).score, 2)}
+
+
+# ------------------------------------------------------------------------------------------------
+# results
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+def main_metric(rows: list[dict[str, Any]]) -> str | None:
+    for name in ("test_bleu", "valid_bleu", "test_accuracy", "valid_accuracy", "valid_loss"):
+        if any(_number(r.get(name)) is not None for r in rows):
+            return name
+    return None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
+    """results.csv (every run), results.md (a line per variant) and results.png."""
+    keys = [g[0] for g in plan.grid]
+    columns = ["variant", *keys, "seed", "parameters", "steps", "minutes", "tokens_per_s", "valid_loss", "averaged"]
+    columns += sorted({k for r in rows for k in r} - set(columns))
+    text = io.StringIO()
+    writer = csv.DictWriter(text, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out / RESULTS_CSV, text.getvalue())
+    metric = main_metric(rows)
+    scores = [c for c in columns if c.startswith(("valid_", "test_"))]
+    lines = [f"# Sweep of {plan.config}", "",
+             f"{len(rows)} runs; {plan.minutes or 'the config'}{' minutes' if plan.minutes else ''} each; "
+             f"{plan.repeats} seed(s) per variant; scores of the average of the last {plan.average} checkpoints"
+             + (f"; test: {' '.join(plan.test)}" if plan.test else "") + ". Mean over seeds (± sample standard "
+             "deviation where there are several).", "",
+             "| variant | runs | parameters | steps | tokens/s | " + " | ".join(scores) + " |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(scores)]
+    for name, group in _by_variant(rows).items():
+        cells = [name, str(len(group)), _mean(group, "parameters", "{:,.0f}"), _mean(group, "steps", "{:,.0f}"),
+                 _mean(group, "tokens_per_s", "{:,.0f}")]
+        cells += [_mean(group, s, "{:.2f}" if s != "valid_loss" else "{:.4f}") for s in scores]
+        lines.append("| " + " | ".join(cells) + " |")
+    atomic_write_text(out / RESULTS_MD, "\n".join(lines) + "\n")
+    if metric and rows:
+        from ..viz.sweep import plot_sweep
+
+        groups = _by_variant(rows)
+        plot_sweep({name: [v for v in (_number(r.get(metric)) for r in group) if v is not None]
+                    for name, group in groups.items()}, metric, out / RESULTS_PNG)
+
+
+def _by_variant(rows):
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["variant"], []).append(r)
+    return groups
+
+
+def _mean(group, key: str, fmt: str) -> str:
+    values = [v for v in (_number(r.get(key)) for r in group) if v is not None]
+    if not values:
+        return "-"
+    text = fmt.format(statistics.fmean(values))
+    return text + (f" ± {fmt.format(statistics.stdev(values))}" if len(values) > 1 else "")

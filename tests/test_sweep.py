@@ -1,0 +1,158 @@
+"""transformer sweep: the grid, the runs, resuming a killed sweep, the results files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from transformer.cli import main as cli_main
+from transformer.config import build_run_config, load_config
+from transformer.data.copy import write_copy_task
+from transformer.training.checkpoint import step_dirs
+from transformer.training.sweep import Plan, SweepError, parse_grid, run_sweep, variant_name
+from transformer.training.trainer import train
+
+
+def test_grid_values_split_at_top_level_commas_only():
+    grid = parse_grid(['model.n_heads=1,4, 8', 'data.tokenizer="bpe","word"', "train.betas=[0.9,0.98],[0.9,0.999]"],
+                      zip_=False)
+    assert grid == [["model.n_heads", "1", "4", "8"], ["data.tokenizer", '"bpe"', '"word"'],
+                    ["train.betas", "[0.9,0.98]", "[0.9,0.999]"]]
+
+
+def test_variants_are_the_product_or_the_zip_of_the_grids():
+    grid = parse_grid(["model.n_heads=1,8", "model.d_ff=64,512"], zip_=False)
+    product = Plan("c.toml", grid).variants()
+    assert [variant_name(v) for v in product] == ["n_heads=1,d_ff=64", "n_heads=1,d_ff=512", "n_heads=8,d_ff=64",
+                                                  "n_heads=8,d_ff=512"]
+    zipped = Plan("c.toml", grid, zip=True).variants()
+    assert zipped == [[("model.n_heads", "1"), ("model.d_ff", "64")], [("model.n_heads", "8"), ("model.d_ff", "512")]]
+    assert Plan("c.toml", []).variants() == [[]] and variant_name([]) == "base"
+    assert variant_name([("data.tokenizer", '"bpe"'), ("model.vision.positions", '"none"')]) == "tokenizer=bpe,positions=none"
+
+
+def test_a_zip_may_repeat_values_and_names_leave_out_the_unchanged(copy_setup):
+    _, config = copy_setup
+    grid = parse_grid(["model.n_heads=1,2,2", "model.d_ff=64,64,128"], zip_=True)
+    base = load_config(str(config))
+    assert [variant_name(v, base) for v in Plan(str(config), grid, zip=True).variants()] == ["n_heads=1", "base", "d_ff=128"]
+    same = Plan(str(config), parse_grid(["model.n_heads=2,2"], zip_=True), zip=True)
+    with pytest.raises(SweepError, match=r"two variants are the same config \(base\)"):
+        run_sweep(same, Path("unused"), log=lambda _: None)
+
+
+@pytest.mark.parametrize("texts, zip_, message", [
+    (["model.n_heads"], False, r"--grid 'model.n_heads': write KEY=VALUE1,VALUE2"),
+    (["model.n_heads=1,,4"], False, r"has an empty value"),
+    (["model.n_heads=1,1"], False, r"repeats a value: use --repeats"),
+    (["model.n_heads=1,2", "model.n_heads=4"], False, r"--grid model.n_heads is given twice"),
+    (["model.n_heads=1,2", "model.d_ff=64"], True,
+     r"--zip pairs .* model.n_heads has 2, model.d_ff has 1"),
+])
+def test_bad_grids_are_one_line_errors(texts, zip_, message):
+    with pytest.raises(SweepError, match=message) as info:
+        parse_grid(texts, zip_)
+    assert "\n" not in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def copy_setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    write_copy_task(root / "data", n_train=300, n_valid=12, n_test=12, n_symbols=8, max_len=6)
+    values = {
+        "model": {"d_model": 32, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 64,
+                  "dropout": 0.1, "max_positions": 32},
+        "data": {"train_src": str(root / "data/train.src"), "train_tgt": str(root / "data/train.tgt"),
+                 "valid_src": str(root / "data/valid.src"), "valid_tgt": str(root / "data/valid.tgt"),
+                 "vocab_size": 300, "max_len": 16},
+        "train": {"batch_tokens": 256, "max_steps": 4, "warmup_steps": 2, "valid_every": 4, "save_every": 2,
+                  "keep_last": 3, "log_every": 2, "precision": "fp32", "bleu_samples": 0},
+        "decode": {"beam_size": 1},
+    }
+    config = root / "copy.toml"
+    config.write_text(build_run_config(values).to_toml())
+    return root, config
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path, copy_setup):
+    """A 2 x 2 grid. The first attempt dies inside the third run's training, after its step-2
+    checkpoint; --resume trains only what is left (the third run from its checkpoint), and
+    results.csv ends with every row."""
+    root, config = copy_setup
+    plan = Plan(str(config), parse_grid(["model.n_heads=1,2", "train.label_smoothing=0.0,0.1"], zip_=False),
+                average=2, test=[str(root / "data/test.src"), str(root / "data/test.tgt")])
+    calls = []
+
+    def dies_in_third(cfg, run_dir, resume=False, log=print):
+        calls.append((run_dir.parent.name, resume))
+        if len(calls) == 3:
+            def crash(step, record):
+                if step == 3:
+                    raise Killed
+            return train(cfg, run_dir, resume=resume, log=log, on_step=crash)
+        return train(cfg, run_dir, resume=resume, log=log)
+
+    out = tmp_path / "sweep"
+    with pytest.raises(Killed):
+        run_sweep(plan, out, log=lambda _: None, train_fn=dies_in_third)
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    # names leave out what keeps the config's value (n_heads 2, label_smoothing 0.1)
+    names = ["n_heads=1,label_smoothing=0.0", "n_heads=1", "label_smoothing=0.0", "base"]
+    assert [r["variant"] for r in rows] == names[:2]
+    third = out / "runs" / "label_smoothing=0.0" / "seed-1"
+    assert [p.name for p in step_dirs(third)] == ["step-000002"]
+
+    calls.clear()
+    rows = run_sweep(plan, out, resume=True, log=lambda _: None, train_fn=dies_in_third)
+    assert calls == [("label_smoothing=0.0", True), ("base", False)]
+    table = list(csv.DictReader((out / "results.csv").open()))
+    assert [r["variant"] for r in table] == names
+    assert [(r["model.n_heads"], r["train.label_smoothing"]) for r in table] == [("1", "0.0"), ("1", "0.1"), ("2", "0.0"), ("2", "0.1")]
+    for r in table:
+        assert r["steps"] == "4" and r["averaged"] == "2" and r["seed"] == "1"
+        assert 0 <= float(r["test_bleu"]) <= 100 and 0 <= float(r["valid_chrf"]) <= 100 and float(r["valid_loss"]) > 0
+        assert int(r["parameters"]) > 0 and int(r["tokens_per_s"]) > 0
+    config_of = json.loads((out / "runs" / "n_heads=1" / "seed-1" / "averaged" / "config.json")
+                           .read_text())
+    assert config_of["n_heads"] == 1
+    md = (out / "results.md").read_text()
+    assert all(f"| {name} | 1 |" in md for name in names) and "test_bleu" in md
+    assert (out / "results.png").stat().st_size > 1000
+
+    calls.clear()  # all done: a further resume trains nothing
+    assert len(run_sweep(plan, out, resume=True, log=lambda _: None, train_fn=dies_in_third)) == 4 and calls == []
+
+
+def test_repeats_use_consecutive_seeds_and_the_table_shows_the_spread(tmp_path, copy_setup):
+    root, config = copy_setup
+    plan = Plan(str(config), [], repeats=2, average=1, sets=["train.max_steps=2"])
+    rows = run_sweep(plan, tmp_path / "s", log=lambda _: None)
+    assert [(r["variant"], r["seed"]) for r in rows] == [("base", 1), ("base", 2)]
+    line = next(line for line in (tmp_path / "s" / "results.md").read_text().splitlines() if line.startswith("| base"))
+    assert "| base | 2 |" in line and " ± " in line
+
+
+def test_sweep_cli_and_its_one_line_errors(tmp_path, copy_setup, capsys):
+    root, config = copy_setup
+    out = tmp_path / "s"
+    args = ["sweep", str(config), "--grid", "model.d_ff=32,64", "--set", "train.max_steps=2", "--average", "1",
+            "--out", str(out)]
+    assert cli_main(args) == 0
+    assert "2 runs scored" in capsys.readouterr().out
+    for extra, message in ((["--out", str(out)], "already holds a sweep: pass --resume"),
+                           (["--resume", "--grid", "model.n_heads=1,2"], "started with other settings (grid differ)"),
+                           (["--test", str(root / "data/test.src")], "--test takes SRC REF (two files)"),
+                           (["--repeats", "0"], "--repeats 0: give a positive number"),
+                           (["--zip", "--grid", "model.n_heads=1"], "--zip pairs")):
+        assert cli_main([*args, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    assert cli_main([*args, "--resume"]) == 0  # the same command resumes: nothing left to run
+    assert "2 runs scored" in capsys.readouterr().out
