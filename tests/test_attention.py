@@ -17,7 +17,7 @@ def loop_attention(q, k, v, mask):
     """softmax(q k^T / sqrt(d)) v one query at a time, hidden keys skipped; empty rows are zeros."""
     b, h, t, d = q.shape
     rep = h // k.shape[1]
-    out = torch.zeros_like(q)
+    out = q.new_zeros(b, h, t, v.shape[-1])
     mask = torch.ones(b, h, t, k.shape[2], dtype=torch.bool) if mask is None else mask.expand(b, h, t, k.shape[2])
     for bi in range(b):
         for hi in range(h):
@@ -133,3 +133,25 @@ def test_multi_head_module_paths_agree_and_weights_have_heads(n_kv_heads):
     mha.impl = "fused"
     _, weights_on_request = mha(x, memory, mask, need_weights=True)
     torch.testing.assert_close(weights_on_request, weights)
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+def test_a_smaller_d_k_keeps_the_value_width_and_both_paths_agree(n_kv_heads):
+    """d_k (Table 3 (B)): queries and keys of 3 dimensions per head, values of d_model / n_heads = 8;
+    the fused kernel, the textbook path and an explicit loop agree, with padding."""
+    torch.manual_seed(6)
+    mha = MultiHeadAttention(32, 4, n_kv_heads, impl="fused", d_k=3).eval()
+    kv = n_kv_heads or 4
+    assert mha.q_proj.weight.shape == (12, 32) and mha.k_proj.weight.shape == (kv * 3, 32)
+    assert mha.v_proj.weight.shape == (kv * 8, 32) and mha.out_proj.weight.shape == (32, 32)
+    x, memory = torch.randn(2, 5, 32), torch.randn(2, 7, 32)
+    mask = attention_mask(torch.tensor([[True] * 7, [True] * 4 + [False] * 3]), 5)
+    fused, _ = mha(x, memory, mask)
+    mha.impl = "textbook"
+    textbook, _ = mha(x, memory, mask)
+    torch.testing.assert_close(fused, textbook, atol=1e-5, rtol=1e-5)
+    k, v = mha.project_kv(memory)
+    q = mha._split(mha.q_proj(x), 4)
+    assert q.shape[-1] == k.shape[-1] == 3 and v.shape[-1] == 8
+    expected = loop_attention(q, k, v, mask).transpose(1, 2).reshape(2, 5, 32)
+    torch.testing.assert_close(textbook, mha.out_proj(expected), atol=1e-5, rtol=1e-5)

@@ -74,7 +74,9 @@ class Scenario:
 @pytest.mark.parametrize("arch,changes", [
     ("encoder-decoder", dict(n_kv_heads=2)),
     ("encoder-decoder", dict(attention_impl="textbook")),
+    ("encoder-decoder", dict(d_k=4)),  # queries and keys narrower than values (Table 3 (B))
     ("decoder", dict(positional="rope", n_kv_heads=2, norm="rmsnorm", norm_position="pre", activation="swiglu")),
+    ("decoder", dict(positional="rope", d_k=6)),
 ])
 def test_cache_equals_full_recompute_through_beam_reorders(arch, changes, share_prefixes):
     # 40 steps cross the storage's growth boundaries; rows are repeated into groups of G beams

@@ -120,6 +120,8 @@ def test_marian_unsupported_fields_are_named():
     from transformer import build_model
     with pytest.raises(HFConversionError, match="norm_position"):
         to_hf(build_model(model.config.replace(norm_position="pre")))
+    with pytest.raises(HFConversionError, match=r"d_k=4 has no Hugging Face export: .* d_model / n_heads = 8"):
+        to_hf(build_model(model.config.replace(d_k=4)))
 
 
 # --------------------------------------------------------------------------------------------

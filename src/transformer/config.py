@@ -105,6 +105,9 @@ class ModelConfig:
     """Attention heads h; each has d_model / n_heads dimensions (§3.2.2)."""
     n_kv_heads: int | None = None
     """Key/value heads for grouped-query attention (None = n_heads, plain multi-head)."""
+    d_k: int | None = None
+    """Size of each head's queries and keys (§3.2.1's d_k; None = d_model / n_heads). Values keep
+    d_model / n_heads dimensions (d_v): the paper's Table 3 (B) shrinks d_k alone."""
     n_encoder_layers: int = 6
     """Encoder layers N (ignored by decoder-only models)."""
     n_decoder_layers: int = 6
@@ -192,6 +195,8 @@ class ModelConfig:
             raise ConfigError(f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
         if self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions")
+        if self.d_k is not None:
+            _positive("d_k", self.d_k)
         if self.n_kv_heads is not None:
             _positive("n_kv_heads", self.n_kv_heads)
             if self.n_heads % self.n_kv_heads:
@@ -207,8 +212,8 @@ class ModelConfig:
         _choice("sinusoidal_layout", self.sinusoidal_layout, ("interleaved", "halves"))
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"d_model={self.d_model} must be even for sinusoidal positions (sin/cos pairs)")
-        if self.positional == "rope" and self.head_dim % 2:
-            raise ConfigError(f"head dimension {self.head_dim} (d_model / n_heads) must be even for rope")
+        if self.positional == "rope" and self.qk_dim % 2:
+            raise ConfigError(f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope")
         if not self.rope_base > 0:
             raise ConfigError(f"rope_base={self.rope_base!r} is not valid: it must be > 0")
         _choice("activation", self.activation, ACTIVATIONS)
@@ -246,6 +251,11 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def qk_dim(self) -> int:
+        """Each head's query/key size: d_k, else d_model / n_heads."""
+        return self.d_k or self.head_dim
 
     @property
     def kv_heads(self) -> int:

@@ -69,6 +69,8 @@ def check_exportable(cfg: ModelConfig) -> None:
         refuse("final_norm", "CTranslate2 applies a final norm only in pre-norm models")
     if cfg.n_token_types:
         refuse("n_token_types", "CTranslate2's decoders have no token-type embeddings")
+    if cfg.qk_dim != cfg.head_dim:
+        refuse("d_k", f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} dimensions per head")
 
 
 def _activation(cfg: ModelConfig, common_spec):

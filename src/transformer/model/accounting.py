@@ -17,14 +17,20 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv_heads: int | None = None) -> int:
+def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv_heads: int | None = None,
+                    d_k: int | None = None) -> int:
     """Forward FLOPs of one multi-head attention, per query token, over seq_len keys.
 
-    Projections Q and output 2·2·d², K and V 2·2·d·d_kv, scores Q K^T 2·L·d and weights·V 2·L·d.
-    With d_kv = d this is 4·d·(2d + L), i.e. 4·B·d·L·(2d + L) for B sequences of L tokens.
+    With h heads of query/key size d_k and value size d_v = d/h, and K key/value heads: projections
+    Q 2·d·h·d_k, K 2·d·K·d_k, V 2·d·K·d_v, output 2·d²; scores Q K^T 2·L·h·d_k, weights·V 2·L·d.
+    With d_k = d_v and K = h this is 4·d·(2d + L), i.e. 4·B·d·L·(2d + L) for B sequences of L tokens.
     """
-    d_kv = d_model if not n_kv_heads or not n_heads else d_model * n_kv_heads // n_heads
-    return 4 * d_model * d_model + 4 * d_model * d_kv + 4 * seq_len * d_model
+    h = n_heads or 1
+    d_v = d_model // h
+    qk = h * (d_k or d_v)  # all heads' query (and, with K = h, key) width
+    kv = n_kv_heads or h
+    return 2 * d_model * qk + 2 * d_model * kv * (d_k or d_v) + 2 * d_model * kv * d_v + 2 * d_model * d_model \
+        + 2 * seq_len * qk + 2 * seq_len * d_model
 
 
 def feed_forward_flops(d_model: int, d_ff: int, activation: str) -> int:
@@ -40,7 +46,7 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
     3x forward (the backward pass costs twice the forward). Attention over all seq_len keys is
     counted even where a causal mask hides half of them, as in the usual 6·N·D estimates.
     """
-    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads)
+    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads, config.d_k)
     ffn = feed_forward_flops(config.d_model, config.d_ff, config.activation)
     encoder = decoder = 0
     if config.arch in ("encoder-decoder", "encoder"):

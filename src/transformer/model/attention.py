@@ -31,8 +31,8 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The textbook softmax(Q K^T / sqrt(D)) V of §3.2.1, returning (output, weights).
 
-    q (B, H, T, D); k, v (B, K, S, D) with K dividing H (grouped-query: head h reads
-    key/value head h // (H / K)). Returns (B, H, T, D) and the weights (B, H, T, S).
+    q (B, H, T, D); k (B, K, S, D), v (B, K, S, Dv) with K dividing H (grouped-query: head h reads
+    key/value head h // (H / K)). Returns (B, H, T, Dv) and the weights (B, H, T, S).
     """
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
@@ -111,25 +111,28 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         impl: str = "fused",
         rotary: RotaryEmbedding | None = None,
+        d_k: int | None = None,
     ):
         super().__init__()
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
-        self.head_dim = d_model // n_heads
+        self.head_dim = d_model // n_heads  # d_v: each head's share of the output
+        self.qk_dim = d_k or self.head_dim  # d_k
         self.dropout = dropout
         self.impl = impl
         self.rotary = rotary
-        self.q_proj = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
+        self.q_proj = nn.Linear(d_model, n_heads * self.qk_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.qk_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
         self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
 
-    def _split(self, x: torch.Tensor, n: int) -> torch.Tensor:
-        b, length, _ = x.shape
-        return x.view(b, length, n, self.head_dim).transpose(1, 2)  # (B, n, L, D)
+    @staticmethod
+    def _split(x: torch.Tensor, n: int) -> torch.Tensor:
+        b, length, width = x.shape
+        return x.view(b, length, n, width // n).transpose(1, 2)  # (B, n, L, D)
 
     def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, S, C) -> keys, values (B, K, S, D); keys rotated when rotary is set."""
+        """(B, S, C) -> keys (B, K, S, d_k), values (B, K, S, d_v); keys rotated when rotary is set."""
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
         v = self._split(linear(self.v_proj, source), self.n_kv_heads)
         if self.rotary is not None:

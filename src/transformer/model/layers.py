@@ -133,9 +133,9 @@ class DecoderLayer(nn.Module):
             # A prefix-tree cache (cache.py): each of the G beams of a sentence adds one cell, and
             # the G queries attend together over the sentence's cells; the mask picks each path.
             b, _, c = h.shape  # one new token per beam
-            n, heads, d = b // tree, k.shape[1], k.shape[3]
-            k, v = cache.append(k.reshape(n, tree, heads, d).transpose(1, 2),
-                                v.reshape(n, tree, heads, d).transpose(1, 2))  # (N, K, S_cells, D)
+            n, heads = b // tree, k.shape[1]
+            k, v = cache.append(k.reshape(n, tree, heads, k.shape[3]).transpose(1, 2),
+                                v.reshape(n, tree, heads, v.shape[3]).transpose(1, 2))  # (N, K, S_cells, D)
             out, weights = self.self_attn.attend(h.reshape(n, tree, c), k, v, mask,
                                                  positions=positions.reshape(n, tree), need_weights=need_weights)
             return out.reshape(b, 1, c), weights

@@ -365,7 +365,7 @@ def _embeddings(cfg: ModelConfig, tokens: nn.Embedding, token_types: int = 0) ->
 
 def _attention(cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: bool = False) -> MultiHeadAttention:
     return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.bias, cfg.attention_dropout,
-                              cfg.attention_impl, None if cross else rotary)
+                              cfg.attention_impl, None if cross else rotary, cfg.d_k)
 
 
 def _norm(cfg: ModelConfig) -> nn.Module:
@@ -377,7 +377,7 @@ def _ffn(cfg: ModelConfig) -> FeedForward:
 
 
 def _rotary(cfg: ModelConfig) -> RotaryEmbedding | None:
-    return RotaryEmbedding(cfg.head_dim, cfg.max_positions, cfg.rope_base) if cfg.positional == "rope" else None
+    return RotaryEmbedding(cfg.qk_dim, cfg.max_positions, cfg.rope_base) if cfg.positional == "rope" else None
 
 
 def _encoder(cfg: ModelConfig, tokens: nn.Embedding) -> Encoder:

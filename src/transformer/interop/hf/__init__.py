@@ -56,6 +56,9 @@ def _convert(hf_model) -> Model:
 def to_hf(model: Model):
     """Our model -> the matching transformers model (Marian, GPT-2, Llama, BERT or ViT) with the same outputs."""
     cfg = model.config
+    if cfg.qk_dim != cfg.head_dim:
+        raise HFConversionError(f"d_k={cfg.d_k} has no Hugging Face export: its models give queries and keys "
+                                f"d_model / n_heads = {cfg.head_dim} dimensions per head, as values")
     if cfg.vision is not None:
         return vit.to_hf(model)
     match cfg.arch:
