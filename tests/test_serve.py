@@ -194,6 +194,70 @@ def test_bad_input_gets_a_json_error_naming_the_field(mt, lm, dirs):
     with client(Pipeline.load(dirs["encoder"])) as c:
         error(c.post("/v1/translate", json={"text": "a"}), 400, "wrong_endpoint", "/v1/model only")
         error(c.post("/v1/attention", json={"text": "a"}), 400, "wrong_endpoint")
+        error(c.post("/v1/classify", json={"text": "a"}), 400, "wrong_endpoint", "an encoder without classes")
+    with client(mt) as c:
+        error(c.post("/v1/classify", json={"text": "a"}), 400, "wrong_endpoint", "encoder-decoder; use /v1/translate")
+
+
+@pytest.fixture(scope="module")
+def classifiers(tmp_path_factory):
+    """A text classifier (3 labels) and an image classifier (2 labels, 8 x 8 grayscale), untrained."""
+    from transformer.data.tokenizer import ENCODER_SPECIALS
+
+    tmp = tmp_path_factory.mktemp("classifiers")
+    tokenizer = train_bpe(TEXT, vocab_size=300, specials=ENCODER_SPECIALS)
+    torch.manual_seed(0)
+    text = transformer.build_model(cpu_tiny(vocab_size=tokenizer.vocab_size, arch="encoder", max_positions=8,
+                                            n_classes=3, pad_id=0, bos_id=2, eos_id=3))
+    image = transformer.build_model(cpu_tiny(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder",
+                                             norm_position="pre", n_classes=2,
+                                             vision={"image_size": 8, "patch_size": 4, "channels": 1}))
+    return (Pipeline.load(transformer.save_model(text, tmp / "text", tokenizer=tokenizer, labels=["a", "b", "c"])),
+            Pipeline.load(transformer.save_model(image, tmp / "image", labels=["dark", "light"])))
+
+
+def png(pixels) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_classify_texts_and_images_equal_the_pipeline(classifiers):
+    import numpy as np
+
+    text, image = classifiers
+    long = " ".join(["the cat sat on the mat"] * 4)  # more tokens than max_positions: truncated
+    with client(text) as c:
+        assert c.get("/v1/model").json()["endpoints"] == ["/v1/classify"]
+        body = c.post("/v1/classify", json={"text": [LINES[4], long], "top_k": 0}).json()
+        want = text.classify([LINES[4], long], top_k=0, on_truncate=lambda _: None)
+        assert [[(x["label"], x["probability"]) for x in r] for r in body["labels"]] == \
+            [[(label, round(p, 6)) for label, p in r] for r in want]
+        assert body["truncated"] == [1] and len(body["labels"][0]) == 3
+        one = c.post("/v1/classify", json={"text": LINES[1]}).json()
+        assert [x["label"] for x in one["labels"][0]] == [text.classify([LINES[1]])[0][0][0]]
+        error(c.post("/v1/classify", json={"images": [png(np.zeros((8, 8), np.uint8))]}), 422, "invalid_request",
+              "a text classifier: send 'text', not 'images'")
+        error(c.post("/v1/classify", json={"text": ["a", " "]}), 422, "invalid_request", "text[1] is empty")
+        error(c.post("/v1/translate", json={"text": "a"}), 400, "wrong_endpoint", "/v1/classify")
+    pictures = [np.zeros((8, 8), np.uint8), np.full((8, 8), 255, np.uint8)]
+    with client(image, max_lines=3) as c:
+        body = c.post("/v1/classify", json={"images": [png(p) for p in pictures], "top_k": 2}).json()
+        want = image.classify_images(torch.from_numpy(np.stack(pictures))[:, None], top_k=2)
+        assert [[(x["label"], x["probability"]) for x in r] for r in body["labels"]] == \
+            [[(label, round(p, 6)) for label, p in r] for r in want]
+        error(c.post("/v1/classify", json={"text": "a"}), 422, "invalid_request", "an image classifier: send 'images'")
+        error(c.post("/v1/classify", json={"images": ["%%%"]}), 422, "invalid_request", "images[0] is not base64")
+        error(c.post("/v1/classify", json={"images": [png(pictures[0]), "aGVsbG8="]}), 422, "invalid_request",
+              "images[1] cannot be read as an image")
+        error(c.post("/v1/classify", json={"images": [png(np.zeros((9, 8), np.uint8))]}), 422, "invalid_request",
+              "images[0] is 8 x 9 pixels; the model takes 8 x 8")
+        error(c.post("/v1/classify", json={"images": [png(pictures[0])] * 4}), 413, "too_many_lines", "4 inputs")
 
 
 def blocked(c: TestClient):

@@ -207,18 +207,20 @@ def _load_folder(path: Path, channels: int, image_size: int) -> ImageSet:
     return ImageSet(torch.from_numpy(np.stack(images)), torch.tensor(labels, dtype=torch.long), [f.name for f in folders])
 
 
-def read_image(file: str | os.PathLike, mode: str, image_size: int) -> np.ndarray:
-    """One image file as uint8 (C, H, W) in mode "L" or "RGB"; its size must be image_size x image_size."""
+def read_image(file, mode: str, image_size: int, name: str | None = None) -> np.ndarray:
+    """One image file (a path or a binary file object; `name` is what errors call it) as uint8
+    (C, H, W) in mode "L" or "RGB"; its size must be image_size x image_size."""
     from PIL import Image, UnidentifiedImageError
 
+    name = str(file) if name is None else name
     try:
         with Image.open(file) as image:
             image.load()
             pixels = np.asarray(image.convert(mode), dtype=np.uint8)
     except (UnidentifiedImageError, OSError) as e:
-        raise ImageError(f"{file} cannot be read as an image ({e})") from None
+        raise ImageError(f"{name} cannot be read as an image ({e})") from None
     if pixels.shape[0] != image_size or pixels.shape[1] != image_size:
-        raise ImageError(f"{file} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
+        raise ImageError(f"{name} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
                          f"{image_size} x {image_size}: resize it")
     return np.array(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1))  # a writable copy
 

@@ -7,6 +7,7 @@ Endpoints (JSON in and out; errors are {"error": {"code", "message"}}):
   POST /v1/translate   encoder-decoder models; lines batched with other requests' (worker.py)
   POST /v1/generate    decoder-only models; "stream": true sends Server-Sent Events
   POST /v1/attention   the weights `transformer attention` draws, for the page
+  POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels each
   GET  /health         200 once the model is loaded (503 before)
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
   GET  /metrics        Prometheus text format
@@ -20,7 +21,10 @@ With an API key every endpoint but /health, the page and the OpenAPI page needs
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hmac
+import io
 import json
 import threading
 import time
@@ -29,6 +33,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Literal
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
@@ -130,6 +135,23 @@ class AttentionResponse(BaseModel):
     rows: list[str] = Field(description="the query of each row: the output token it predicted")
     columns: list[str] = Field(description="the keys: source tokens (cross, encoder) or decoder inputs (self)")
     weights: list[list[list[float]]] = Field(description="(heads, rows, columns)")
+
+
+class ClassifyRequest(Strict):
+    text: str | list[str] | None = Field(None, description="a text classifier's input: one text or a list of texts")
+    images: list[str] | None = Field(None, description="an image classifier's input: base64-encoded image files "
+                                                       "(PNG, JPEG, ...) of the model's size")
+    top_k: int = Field(1, ge=0, le=10000, description="labels per input, the most probable first (0 = all)")
+
+
+class LabelScore(BaseModel):
+    label: str
+    probability: float
+
+
+class ClassifyResponse(BaseModel):
+    labels: list[list[LabelScore]] = Field(description="per input, in order: its top_k labels")
+    truncated: list[int] = Field(description="Indices (from 0) of the texts cut to the model's max_positions.")
 
 
 class State:
@@ -259,6 +281,8 @@ def create_app(model: str | Pipeline | None, config: ServeConfig | None = None, 
         arch = state.family
         if arch != needed:
             other = {"encoder-decoder": "/v1/translate", "decoder": "/v1/generate"}.get(arch)
+            if arch == "encoder" and pipeline.model.config.n_classes:
+                other = "/v1/classify"
             hint = f"; use {other}" if other else "; it serves /v1/model only"
             raise ApiError(400, "wrong_endpoint", f"{endpoint} needs a {needed} model and this one is {arch}{hint}")
         return pipeline
@@ -303,7 +327,7 @@ def create_app(model: str | Pipeline | None, config: ServeConfig | None = None, 
         return {
             "family": cfg.arch,
             "endpoints": {"encoder-decoder": ["/v1/translate", "/v1/attention"],
-                          "decoder": ["/v1/generate", "/v1/attention"]}.get(cfg.arch, []),
+                          "decoder": ["/v1/generate", "/v1/attention"]}.get(cfg.arch, ["/v1/classify"] if cfg.n_classes else []),
             "parameters": sum(p.numel() for p in m.parameters()),
             "vocabulary": {"source": cfg.vocab_size, "target": cfg.target_vocab_size},
             "config": asdict(cfg),
@@ -410,11 +434,65 @@ def create_app(model: str | Pipeline | None, config: ServeConfig | None = None, 
                 "output": m.output, "output_text": m.output_text, "rows": m.rows, "columns": m.columns,
                 "weights": [[[round(float(w), 5) for w in row] for row in head] for head in m.weights.tolist()]}
 
+    @app.post("/v1/classify", response_model=ClassifyResponse)
+    async def classify(body: ClassifyRequest, request: Request):
+        pipeline = ready()
+        cfg = pipeline.model.config
+        if state.family != "encoder" or not cfg.n_classes:
+            hint = {"encoder-decoder": "; use /v1/translate", "decoder": "; use /v1/generate"}.get(state.family, "")
+            what = "an encoder without classes" if state.family == "encoder" else state.family
+            raise ApiError(400, "wrong_endpoint", f"/v1/classify needs a classifier (an encoder with classes); "
+                           f"this one is {what}{hint}")
+        want, other = ("images", "text") if cfg.vision is not None else ("text", "images")
+        given = body.images if want == "images" else body.text
+        if given is None or getattr(body, other) is not None:
+            raise ApiError(422, "invalid_request", f"this is {'an image' if want == 'images' else 'a text'} classifier: "
+                           f"send {want!r}" + (f", not {other!r}" if getattr(body, other) is not None else ""))
+        inputs = [given] if isinstance(given, str) else given
+        if len(inputs) > config.max_lines:
+            raise ApiError(413, "too_many_lines", f"the request has {len(inputs)} inputs, more than this server takes "
+                           f"in one request ({config.max_lines}; see --max-lines): send them in several requests")
+        cut: list[int] = []
+        if want == "images":
+            batch = _decode_images(inputs, cfg.vision)
+
+            def run():
+                return pipeline.classify_images(batch, top_k=body.top_k)
+        else:
+            empty = [i for i, text in enumerate(inputs) if not text.strip()]
+            if empty:
+                raise ApiError(422, "invalid_request", f"text[{empty[0]}] is empty: send some text to classify")
+
+            def run():
+                return pipeline.classify(inputs, top_k=body.top_k, on_truncate=cut.extend)
+
+        results = await submit(Job("classify", run=run), request)
+        return {"labels": [[{"label": label, "probability": round(float(p), 6)} for label, p in r] for r in results],
+                "truncated": [n - 1 for n in cut]}
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page():
         return HTMLResponse(resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8"))
 
     return app
+
+
+def _decode_images(items: list[str], vision) -> torch.Tensor:
+    """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index."""
+    from ..data.images import ImageError, read_image
+
+    mode = "L" if vision.channels == 1 else "RGB"
+    images = []
+    for i, item in enumerate(items):
+        try:
+            raw = base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(422, "invalid_request", f"images[{i}] is not base64: send each image file base64-encoded") from None
+        try:
+            images.append(torch.from_numpy(read_image(io.BytesIO(raw), mode, vision.image_size, name=f"images[{i}]")))
+        except ImageError as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
+    return torch.stack(images)
 
 
 async def _disconnected(request: Request) -> None:
