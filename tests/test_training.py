@@ -716,9 +716,12 @@ def _greedy_exact_match(model_dir: Path, lines: list[str]) -> float:
 def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
     """configs/copy.toml's recipe on a smaller copy task (4,000 pairs), a fixed 450 steps.
 
-    Greedy output reproduces all 100 unseen sequences. Measured with training seeds 1, 2, 3:
-    100% each at 450 steps; at 300 steps 98%, 99%, 100%, so 450 leaves a margin. A masking or
-    target-shifting bug gives close to 0%. The full copy.toml run also reaches 100% (README).
+    Greedy output reproduces at least 98 of 100 unseen sequences. Measured with training seeds
+    1, 2, 3: 100% each at 450 steps with torch's fused attention; at 300 steps 98%, 99%, 100%. The
+    path a machine trains with (bf16 or fp32, fused or textbook attention: both measured per CPU)
+    changes the rounding, and with it a sequence or two (99% on the AMX Xeon with bf16 and the
+    textbook path). A masking or target-shifting bug gives close to 0%. The full copy.toml run
+    reaches 100% (README).
     """
     data = tmp_path / "copy"
     write_copy_task(data, n_train=4000, n_valid=50, n_test=100, n_symbols=10, max_len=8)
@@ -728,9 +731,9 @@ def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
                                    "train.valid_every=1000", "train.save_every=1000"])
     train(cfg, tmp_path / "run", log=lambda _: None)
     test_lines = (data / "test.src").read_text().splitlines()
-    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) == 1.0
+    assert _greedy_exact_match(tmp_path / "run" / "best", test_lines) >= 0.98
     final = _valid_records(tmp_path / "run")[-1]  # validation BLEU: greedy_search, detokenised, vs the raw lines
-    assert final["valid_exact"] == 1.0 and final["valid_bleu"] == pytest.approx(100.0)
+    assert final["valid_exact"] >= 0.98 and final["valid_bleu"] >= 98.0
 
 
 def test_resume_with_another_number_of_processes_is_a_clear_error(tmp_path, copy_data):

@@ -189,8 +189,7 @@ def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[
             train_fn(config, run_dir, resume=resume_run, log=log)
         rows.append(_score(plan, config, name, changes, seed, run_dir, log))
         write_results(out, plan, rows)
-    if not rows:
-        write_results(out, plan, rows)
+    write_results(out, plan, rows)  # also on a resume with nothing left to run
     return rows
 
 
@@ -324,7 +323,7 @@ def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
     for name, group in _by_variant(rows).items():
         cells = [name, str(len(group)), _mean(group, "parameters", "{:,.0f}"), _mean(group, "steps", "{:,.0f}"),
                  _mean(group, "tokens_per_s", "{:,.0f}")]
-        cells += [_mean(group, s, "{:.2f}" if s != "valid_loss" else "{:.4f}") for s in scores]
+        cells += [_mean(group, s, "{:.4f}" if s.endswith(("_loss", "_f1")) else "{:.2f}") for s in scores]
         lines.append("| " + " | ".join(cells) + " |")
     atomic_write_text(out / RESULTS_MD, "\n".join(lines) + "\n")
     if metric and rows:
