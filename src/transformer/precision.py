@@ -95,24 +95,31 @@ def resolve_precision(requested: str, device: torch.device | str, d_model: int, 
         return PrecisionChoice("fp32", f"bf16 speed is only measured on CPUs; fp32 is the safe choice on {kind}")
 
     min_speedup = MIN_SPEEDUP if min_speedup is None else min_speedup
-    use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
-    path = Path(cache_file) if cache_file is not None else default_cache_file()
-    key = cache_key(d_model, d_ff, vocab_size, tokens)
-    if use_cache:
-        entry = _read_cache(path).get(key)
-        if isinstance(entry, dict) and _usable(entry.get("speedup")):
-            return _judge(float(entry["speedup"]), min_speedup, "cached: ")
-
     measure = measure_bf16_speedup if measure is None else measure
     try:
-        speedup = float(measure(d_model, d_ff, vocab_size, tokens))
+        speedup, prefix = _cached_or_measured(cache_key(d_model, d_ff, vocab_size, tokens), cache_file,
+                                              lambda: measure(d_model, d_ff, vocab_size, tokens))
     except RuntimeError as err:
         return PrecisionChoice("fp32", f"bf16 does not run on this CPU ({err})")
     if not _usable(speedup):
         return PrecisionChoice("fp32", f"the bf16 measurement gave no usable speedup ({speedup})")
+    return _judge(speedup, min_speedup, prefix)
+
+
+def _cached_or_measured(key: str, cache_file: str | os.PathLike | None, measure: Callable[[], float],
+                        ) -> tuple[float, str]:
+    """(speedup, "cached: ") from the cache, else (measure(), "") with a usable result cached.
+    RuntimeError from measure propagates."""
+    use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
+    path = Path(cache_file) if cache_file is not None else default_cache_file()
     if use_cache:
+        entry = _read_cache(path).get(key)
+        if isinstance(entry, dict) and _usable(entry.get("speedup")):
+            return float(entry["speedup"]), "cached: "
+    speedup = float(measure())
+    if use_cache and _usable(speedup):
         _write_cache(path, key, speedup)
-    return _judge(speedup, min_speedup, "")
+    return speedup, ""
 
 
 def inference_precision(requested: str, device: torch.device | str, d_model: int, d_ff: int,
@@ -270,25 +277,15 @@ def resolve_attention(requested: str, device: torch.device | str, precision: str
         return AttentionChoice("fused", f"the fused kernel on {kind}")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     rows = max(1, min(rows, MAX_ATTENTION_ELEMENTS // max(1, n_heads * length * length)))
-    use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
-    path = Path(cache_file) if cache_file is not None else default_cache_file()
     key = (f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | attention "
            f"{str(dtype).removeprefix('torch.')} rows={rows} heads={n_heads} length={length} head_dim={head_dim}")
-    speedup = None
-    if use_cache:
-        entry = _read_cache(path).get(key)
-        if isinstance(entry, dict) and _usable(entry.get("speedup")):
-            speedup, prefix = float(entry["speedup"]), "cached: "
-    if speedup is None:
-        measure = measure_attention_speedup if measure is None else measure
-        try:
-            speedup, prefix = float(measure(rows, n_heads, length, head_dim, dtype)), ""
-        except RuntimeError as err:
-            return AttentionChoice("fused", f"the comparison did not run ({err})")
-        if not _usable(speedup):
-            return AttentionChoice("fused", f"the comparison gave no usable speedup ({speedup})")
-        if use_cache:
-            _write_cache(path, key, speedup)
+    measure = measure_attention_speedup if measure is None else measure
+    try:
+        speedup, prefix = _cached_or_measured(key, cache_file, lambda: measure(rows, n_heads, length, head_dim, dtype))
+    except RuntimeError as err:
+        return AttentionChoice("fused", f"the comparison did not run ({err})")
+    if not _usable(speedup):
+        return AttentionChoice("fused", f"the comparison gave no usable speedup ({speedup})")
     impl = "textbook" if speedup >= min_speedup else "fused"
     return AttentionChoice(impl, f"{prefix}textbook measured {speedup:.2f}x fused's training speed at "
                                  f"{length} positions on this CPU", speedup)

@@ -367,7 +367,7 @@ def _attention(config: RunConfig, mcfg, device: torch.device, task: Objective, r
     if dist.is_main:
         rows, length = task.attention_shape()
         choice = resolve_attention(mcfg.attention_impl, device, config.train.precision, mcfg.n_heads,
-                                   mcfg.d_model // mcfg.n_heads, length, rows)
+                                   mcfg.head_dim, length, rows)
     return D.gather_objects(choice, dist)[0]
 
 
