@@ -31,7 +31,6 @@ import math
 import re
 import shutil
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -241,6 +240,7 @@ def _score(plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir
         "minutes": round((train_records[-1]["elapsed_s"] if train_records else 0.0) / 60, 2),
         "tokens_per_s": round(sum(r["tokens"] for r in train_records) / seconds) if seconds else 0,
         "valid_loss": valid_records[-1].get("valid_loss") if valid_records else None,
+        "valid_ppl": round(valid_records[-1]["valid_ppl"], 3) if "valid_ppl" in (valid_records or [{}])[-1] else None,
         "averaged": len(checkpoints),
     }
     if seconds and isinstance(model, EncoderOnly) and all("units" in r for r in train_records):
@@ -304,7 +304,7 @@ def _number(value: Any) -> float | None:
 def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
     """results.csv (every run), results.md (a line per variant) and results.png."""
     keys = [g[0] for g in plan.grid]
-    columns = ["variant", *keys, "seed", "parameters", "steps", "minutes", "tokens_per_s", "valid_loss", "averaged"]
+    columns = ["variant", *keys, "seed", "parameters", "steps", "minutes", "tokens_per_s", "valid_loss", "valid_ppl", "averaged"]
     columns += sorted({k for r in rows for k in r} - set(columns))
     text = io.StringIO()
     writer = csv.DictWriter(text, columns, extrasaction="ignore", lineterminator="\n")

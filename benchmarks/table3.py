@@ -1,0 +1,152 @@
+"""The paper's Table 3 at CPU scale: Bible es->en, every variant trained for the same number of steps.
+
+    python benchmarks/table3.py run              # all groups, one after another (resumable: run it again)
+    python benchmarks/table3.py run --groups A,B # some groups
+    python benchmarks/table3.py table            # the markdown table of docs/experiments.md, from the results
+
+Each group is one `transformer sweep` of configs/bible-es-en.toml into sweeps/table3/<group>, the
+command printed before it runs. As in the paper's Table 3, every variant trains for the same number
+of steps (--steps, default 1,200: what the base makes in 15 minutes on the 2-core AMX Xeon with
+bf16 and the textbook attention path), one factor changed at a time from the base; the precision
+and the attention path are pinned (bf16, textbook) so the numbers do not depend on what a machine
+measures, and a study that spans sessions and machines stays one study. Scores: the average of the
+last 3 checkpoints, beam 4, on the project's validation and test splits (sacreBLEU), and the
+validation perplexity of the trainer's last evaluation (per BPE token, without label smoothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CONFIG = "configs/bible-es-en.toml"
+OUT = Path("sweeps/table3")
+
+# (group, row label in the paper's terms, sweep arguments). The base config: N=3 layers per side,
+# d_model 256, d_ff 1024, h 4, d_k = d_v 64, P_drop 0.1, eps_ls 0.1, sinusoids, pre-norm, LayerNorm,
+# ReLU, tied embeddings.
+GROUPS: list[tuple[str, str, list[str]]] = [
+    ("base", "base", []),
+    ("A", "(A) heads, h x d_k = d_model", ["--grid", "model.n_heads=1,8,16"]),
+    ("B", "(B) smaller d_k (h = 4)", ["--grid", "model.d_k=16,32"]),
+    ("D-dropout", "(D) dropout", ["--grid", "model.dropout=0.0,0.2,0.3"]),
+    ("D-smoothing", "(D) label smoothing", ["--grid", "train.label_smoothing=0.0,0.2"]),
+    ("E", "(E) positions", ["--grid", 'model.positional="learned"']),
+    ("norm", "post-norm (the paper's), RMSNorm", ["--zip", "--grid", 'model.norm_position="post","pre"',
+                                                  "--grid", 'model.norm="layernorm","rmsnorm"']),
+    ("rope", "RoPE", ["--grid", 'model.positional="rope"']),
+    ("untied", "untied embeddings", ["--grid", "model.tie_embeddings=false"]),
+    ("activation", "GELU, SwiGLU (d_ff 2/3: same parameters)",
+     ["--zip", "--grid", 'model.activation="gelu","swiglu"', "--grid", "model.d_ff=1024,683"]),
+    ("seeds", "base, seeds 2 and 3", ["--set", "train.seed=2", "--repeats", "2"]),
+    ("C-layers", "(C) layers per side", ["--zip", "--grid", "model.n_encoder_layers=2,4,6",
+                                         "--grid", "model.n_decoder_layers=2,4,6"]),
+    ("C-dff", "(C) d_ff", ["--grid", "model.d_ff=512,2048"]),
+    ("C-dmodel", "(C) d_model (h = 4, so d_k = d_model / 4)", ["--grid", "model.d_model=128,512"]),
+]
+
+# The paper's Table 3 (newstest2013 dev, EN-DE; base: N=6, d_model 512, d_ff 2048, h 8, d_k 64,
+# P_drop 0.1, eps_ls 0.1, 100K steps): (perplexity per wordpiece, BLEU), by row.
+PAPER = {
+    "base": "4.92 / 25.8",
+    "n_heads=1": "5.29 / 24.9 (h 1)", "n_heads=8": "4.91 / 25.8 (h 16)", "n_heads=16": "5.01 / 25.4 (h 32)",
+    "d_k=16": "5.16 / 25.1 (d_k 16)", "d_k=32": "5.01 / 25.4 (d_k 32)",
+    "dropout=0.0": "5.77 / 24.6", "dropout=0.2": "4.95 / 25.5", "dropout=0.3": "",
+    "label_smoothing=0.0": "4.67 / 25.3", "label_smoothing=0.2": "5.47 / 25.7",
+    "positional=learned": "4.92 / 25.7",
+    "n_encoder_layers=2,n_decoder_layers=2": "6.11 / 23.7 (N 2)",
+    "n_encoder_layers=4,n_decoder_layers=4": "5.19 / 25.3 (N 4)",
+    "n_encoder_layers=6,n_decoder_layers=6": "4.88 / 25.5 (N 8)",
+    "d_model=128": "5.75 / 24.5 (256)", "d_model=512": "4.66 / 26.0 (1024)",
+    "d_ff=512": "5.12 / 25.4 (1024)", "d_ff=2048": "4.75 / 26.2 (4096)",
+}
+
+
+def fixed_sets(steps: int) -> list[str]:
+    return ["--set", f"train.max_steps={steps}", "--set", "train.max_minutes=0", "--set", 'train.precision="bf16"',
+            "--set", 'model.attention_impl="textbook"']
+
+
+def command(group: str, args: list[str], steps: int) -> list[str]:
+    out = OUT / group
+    cmd = ["transformer", "sweep", CONFIG, *args, *fixed_sets(steps),
+           "--test", "data/bible/test.spa", "data/bible/test.eng", "--out", str(out)]
+    return cmd + (["--resume"] if (out / "sweep.json").is_file() else [])
+
+
+def run(groups: list[str], steps: int) -> int:
+    for group, _, args in GROUPS:
+        if group not in groups:
+            continue
+        cmd = command(group, args, steps)
+        print("$ " + shlex.join(cmd), flush=True)
+        code = subprocess.call(cmd)
+        if code:
+            print(f"{group}: sweep exited with {code}; run this script again to resume", file=sys.stderr)
+            return code
+    return 0
+
+
+def rows() -> list[tuple[str, str, dict]]:
+    found = []
+    for group, label, _ in GROUPS:
+        path = OUT / group / "results.csv"
+        if path.is_file():
+            with path.open(encoding="utf-8") as f:
+                found += [(group, label, row) for row in csv.DictReader(f)]
+    return found
+
+
+def table() -> str:
+    found = rows()
+    base = [r for g, _, r in found if r["variant"] == "base"]
+    if not base:
+        return "no base results yet: python benchmarks/table3.py run --groups base"
+    mean = {k: statistics.mean(float(r[k]) for r in base) for k in ("test_bleu", "valid_bleu", "valid_ppl")}
+    spread = (max(float(r["test_bleu"]) for r in base) - min(float(r["test_bleu"]) for r in base)) if len(base) > 1 else 0
+    lines = ["| row | variant | params | test BLEU | Δ vs base | valid BLEU | valid PPL | chrF (test) | "
+             "tokens/s | paper: PPL / BLEU |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for group, label, r in found:
+        if group == "seeds":
+            continue
+        name = r["variant"]
+        is_base = name == "base"
+        bleu = mean["test_bleu"] if is_base else float(r["test_bleu"])
+        valid = mean["valid_bleu"] if is_base else float(r["valid_bleu"])
+        ppl = mean["valid_ppl"] if is_base else float(r["valid_ppl"])
+        delta = "" if is_base else f"{bleu - mean['test_bleu']:+.2f}"
+        shown = f"base ({len(base)} seeds, spread {spread:.2f})" if is_base else name
+        lines.append(f"| {label} | {shown} | {int(r['parameters']) / 1e6:.2f}M | {bleu:.2f} | {delta} | {valid:.2f} | "
+                     f"{ppl:.2f} | {float(r['test_chrf']):.2f} | {int(r['tokens_per_s']):,} | "
+                     f"{PAPER.get(name, '')} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["run", "table", "commands"])
+    parser.add_argument("--groups", default=",".join(g for g, _, _ in GROUPS),
+                        help="comma-separated groups to run (default all, in the order listed in this file)")
+    parser.add_argument("--steps", type=int, default=1200, help="training steps of every variant (default 1200)")
+    args = parser.parse_args()
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    unknown = sorted(set(groups) - {g for g, _, _ in GROUPS})
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}: choose from {', '.join(g for g, _, _ in GROUPS)}")
+    if args.what == "run":
+        return run(groups, args.steps)
+    if args.what == "commands":
+        print("\n".join(shlex.join(command(g, a, args.steps)) for g, _, a in GROUPS if g in groups))
+        return 0
+    print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
