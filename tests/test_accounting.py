@@ -15,10 +15,11 @@ def test_attention_term_is_the_classic_formula():
 
 
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder", "encoder"])
-@pytest.mark.parametrize("activation, n_kv_heads, d_k", [("relu", None, None), ("swiglu", 2, None), ("relu", 2, 6)])
-def test_flops_per_token_matches_torch_flop_counter(arch, activation, n_kv_heads, d_k):
+@pytest.mark.parametrize("activation, n_kv_heads, d_k, d_v", [("relu", None, None, None), ("swiglu", 2, None, None),
+                                                              ("relu", 2, 6, None), ("geglu_tanh", None, 6, 6)])
+def test_flops_per_token_matches_torch_flop_counter(arch, activation, n_kv_heads, d_k, d_v):
     # The textbook attention path is plain matmuls, which FlopCounterMode counts exactly.
-    cfg = cpu_tiny(vocab_size=100, arch=arch, activation=activation, n_kv_heads=n_kv_heads, d_k=d_k,
+    cfg = cpu_tiny(vocab_size=100, arch=arch, activation=activation, n_kv_heads=n_kv_heads, d_k=d_k, d_v=d_v,
                    attention_impl="textbook")
     model = transformer.build_model(cfg).eval()
     b, length = 2, 16

@@ -13,8 +13,8 @@ from transformer.model.attention import (
 from transformer.model.masks import attention_mask, causal_mask
 
 
-def loop_attention(q, k, v, mask):
-    """softmax(q k^T / sqrt(d)) v one query at a time, hidden keys skipped; empty rows are zeros."""
+def loop_attention(q, k, v, mask, bias=None, scale=None):
+    """softmax(q k^T / sqrt(d) + bias) v one query at a time, hidden keys skipped; empty rows are zeros."""
     b, h, t, d = q.shape
     rep = h // k.shape[1]
     out = q.new_zeros(b, h, t, v.shape[-1])
@@ -26,7 +26,10 @@ def loop_attention(q, k, v, mask):
                 if not allowed.any():
                     continue
                 keys, values = k[bi, hi // rep][allowed], v[bi, hi // rep][allowed]
-                w = torch.softmax(keys @ q[bi, hi, ti] / math.sqrt(d), dim=0)
+                scores = keys @ q[bi, hi, ti] * (1 / math.sqrt(d) if scale is None else scale)
+                if bias is not None:
+                    scores = scores + bias.expand(b, h, t, k.shape[2])[bi, hi, ti][allowed]
+                w = torch.softmax(scores, dim=0)
                 out[bi, hi, ti] = w @ values
     return out
 
@@ -155,3 +158,23 @@ def test_a_smaller_d_k_keeps_the_value_width_and_both_paths_agree(n_kv_heads):
     assert q.shape[-1] == k.shape[-1] == 3 and v.shape[-1] == 8
     expected = loop_attention(q, k, v, mask).transpose(1, 2).reshape(2, 5, 32)
     torch.testing.assert_close(textbook, mha.out_proj(expected), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("per_row", [False, True])
+def test_an_additive_bias_and_another_scale_match_the_loop_in_both_paths(case, per_row):
+    # T5: unscaled scores plus a relative position bias, with padding and causal masks; the fused
+    # path folds the masks into its float mask, and rows with no key still give zeros.
+    gen = torch.Generator().manual_seed(sum(case) + per_row)
+    q, k, v, mask = random_case(*case, gen)
+    b, h, t, s = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    bias = 2 * torch.randn(b if per_row else 1, h, t, s, generator=gen)
+    want = loop_attention(q, k, v, mask, bias, scale=1.0)
+    textbook, _ = scaled_dot_product_attention(q, k, v, mask, bias=bias, scale=1.0)
+    torch.testing.assert_close(textbook, want, atol=1e-5, rtol=1e-5)
+    for grad in (True, False):  # the fused path's inference-only shortcut must not apply with a bias
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(fused_attention(q, k, v, mask, bias=bias, scale=1.0), want, atol=1e-5, rtol=1e-5)
+    if case[6] and not case[7]:  # causal without padding: the is_causal flag with a bias
+        flagged = fused_attention(q, k, v, None, is_causal=True, bias=bias, scale=1.0)
+        torch.testing.assert_close(flagged, want, atol=1e-5, rtol=1e-5)

@@ -513,8 +513,8 @@ def test_import_hf_bad_inputs(m, tmp_path, capsys):
     fails(["import-hf", m.text, "--out", out], capsys, "is neither a directory nor a .gguf file")
     broken = write(tmp_path / "hf" / "config.json", '{"model_type": "gpt2",')
     fails(["import-hf", broken.parent, "--out", out], capsys, "cannot read a Hugging Face config from")
-    write(broken, '{"model_type": "t5"}')
-    fails(["import-hf", broken.parent, "--out", out], capsys, "model_type='t5' is not supported")
+    write(broken, '{"model_type": "whisper"}')
+    fails(["import-hf", broken.parent, "--out", out], capsys, "model_type='whisper' is not supported")
     write(broken, '{"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1, "vocab_size": 10, '
                   '"bos_token_id": 0, "eos_token_id": 0}')
     fails(["import-hf", broken.parent, "--out", out], capsys, "cannot read the Hugging Face weights in")

@@ -6,14 +6,21 @@ import torch
 import transformer as T
 from transformer.config import cpu_tiny
 from transformer.model.cache import KVCache
+from transformer.model.positional import RelativePositionBias
 from transformer.model.transformer import EncoderDecoder
 
 V, START, G = 40, 2, 3
+T5_LAYOUT = dict(positional="t5_bias", relative_bias=dict(buckets=8, max_distance=12), scale_attention=False,
+                 norm="rmsnorm", norm_position="pre", bias=False, activation="geglu_tanh", scale_embedding=False)
 
 
 def tiny(arch="encoder-decoder", vocab=V, **changes):
     torch.manual_seed(0)
-    return T.build_model(cpu_tiny(vocab_size=vocab, arch=arch, **changes)).eval()
+    model = T.build_model(cpu_tiny(vocab_size=vocab, arch=arch, **changes)).eval()
+    for module in model.modules():
+        if isinstance(module, RelativePositionBias):  # biases of order 1: a wrong bucket shows
+            torch.nn.init.normal_(module.table.weight, std=1.0)
+    return model
 
 
 class Scenario:
@@ -77,6 +84,11 @@ class Scenario:
     ("encoder-decoder", dict(d_k=4)),  # queries and keys narrower than values (Table 3 (B))
     ("decoder", dict(positional="rope", n_kv_heads=2, norm="rmsnorm", norm_position="pre", activation="swiglu")),
     ("decoder", dict(positional="rope", d_k=6)),
+    # T5's relative bias: each cached key's position (flat rows with padding, prefix-tree cells)
+    # against the new query's; 8 buckets up to distance 12, so 40 steps cross every bucket kind.
+    ("encoder-decoder", dict(T5_LAYOUT, attention_impl="textbook")),
+    ("encoder-decoder", dict(T5_LAYOUT, d_v=6, d_k=6)),
+    ("decoder", dict(T5_LAYOUT, scale_attention=True)),
 ])
 def test_cache_equals_full_recompute_through_beam_reorders(arch, changes, share_prefixes):
     # 40 steps cross the storage's growth boundaries; rows are repeated into groups of G beams
@@ -146,8 +158,9 @@ def _flat(model):
     return model
 
 
-@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
-def test_beam_search_with_prefix_tree_equals_flat_cache(arch, monkeypatch):
+@pytest.mark.parametrize("arch,t5", [("encoder-decoder", False), ("decoder", False), ("encoder-decoder", True),
+                                     ("decoder", True)])
+def test_beam_search_with_prefix_tree_equals_flat_cache(arch, t5, monkeypatch):
     grown = []
     grow_tree = KVCache.grow_tree
     monkeypatch.setattr(KVCache, "grow_tree", lambda self: grown.append(1) or grow_tree(self))
@@ -155,7 +168,9 @@ def test_beam_search_with_prefix_tree_equals_flat_cache(arch, monkeypatch):
     kw = dict(beam_size=4, max_len_a=1, max_len_b=12, n_best=3, return_scores=True, length_penalty=1.0,
               length_penalty_kind="power")
     for eos_bias in (0.0, 2.5):  # outputs of the maximum length, and sentences ending at their own </s>
-        model = tiny(arch, vocab=16, output_bias=True, positional="rope" if arch == "decoder" else "sinusoidal")
+        layout = dict(T5_LAYOUT, relative_bias=dict(buckets=4, max_distance=6)) if t5 else \
+            dict(positional="rope" if arch == "decoder" else "sinusoidal")
+        model = tiny(arch, vocab=16, output_bias=True, **layout)
         with torch.no_grad():
             model.lm_head.bias[3] = eos_bias
         ids, scores = T.beam_search(model, sources, **kw)

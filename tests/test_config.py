@@ -19,6 +19,14 @@ from transformer.config import ConfigError, DecodeConfig, ModelConfig, paper_bas
         (dict(arch="decoder", tgt_vocab_size=10), "tgt_vocab_size=10 is only for arch='encoder-decoder'"),
         (dict(n_classes=2), "n_classes=2 is for arch='encoder' classifiers"),
         (dict(arch="encoder", pooling="max"), "pooling='max' is not valid"),
+        (dict(relative_bias={"buckets": 32}), "model.relative_bias is set but positional='sinusoidal'"),
+        (dict(positional="t5_bias", relative_bias={"buckets": 2}), "model.relative_bias.buckets=2 is too few"),
+        (dict(positional="t5_bias", relative_bias={"bucket": 8}), "unknown key model.relative_bias.bucket"),
+        (dict(positional="t5_bias", relative_bias={"buckets": 32, "max_distance": 8}),
+         "model.relative_bias.max_distance=8 must exceed buckets / 4 = 8"),
+        (dict(share_embeddings=True, tgt_vocab_size=100), "share_embeddings=true needs one vocabulary"),
+        (dict(activation="reglu"), "activation='reglu' is not valid"),
+        (dict(scale_attention="no"), "scale_attention='no' is not valid"),
     ],
 )
 def test_invalid_values_are_named(changes, message):
@@ -39,6 +47,11 @@ def test_presets_and_derived_values():
     assert base.use_final_norm is False and base.replace(norm_position="pre").use_final_norm is True
     assert ModelConfig(n_kv_heads=2).kv_heads == 2 and base.head_dim == 64
     assert ModelConfig.from_dict(base.to_dict()) == base
+    t5 = ModelConfig(positional="t5_bias", n_heads=6, d_k=64, d_v=64, tie_embeddings=False, share_embeddings=True)
+    assert t5.relative_bias.buckets == 32 and t5.relative_bias.max_distance == 128  # T5's defaults
+    assert (t5.head_dim, t5.qk_dim, t5.shares_embeddings) == (64, 64, True)  # 6 x 64 heads in a 512 model
+    assert ModelConfig.from_dict(t5.to_dict()) == t5
+    assert base.shares_embeddings and not base.replace(tie_embeddings=False).shares_embeddings
 
 
 def test_decode_config_checks():

@@ -125,6 +125,115 @@ def test_marian_unsupported_fields_are_named():
 
 
 # --------------------------------------------------------------------------------------------
+# T5: v1.0 (ReLU, tied output scaled by d_model^-1/2) and v1.1 (gated GELU, untied, d_kv x heads != d_model)
+
+T5_SMALL = dict(d_model=512, d_kv=64, d_ff=2048, num_layers=2, num_heads=8)  # t5-small's widths, 2 layers
+T5_V11_SMALL = dict(d_model=512, d_kv=64, d_ff=1024, num_layers=2, num_heads=6, feed_forward_proj="gated-gelu",
+                    tie_word_embeddings=False)  # t5-v1_1-small's widths: 6 x 64 = 384 != 512
+
+
+def t5_model(**changes):
+    values = dict(vocab_size=300, dropout_rate=0.0, relative_attention_num_buckets=32,
+                  relative_attention_max_distance=128, **T5_SMALL)
+    values.update(changes)
+    torch.manual_seed(0)
+    hf_model = transformers.T5ForConditionalGeneration(transformers.T5Config(**values))
+    if values.get("tie_word_embeddings") is False and \
+            hf_model.lm_head.weight.data_ptr() == hf_model.shared.weight.data_ptr():
+        hf_model.lm_head.weight = torch.nn.Parameter(hf_model.lm_head.weight.detach().clone())  # transformers 5 ties it
+    # Noise on the scale of each weight (T5's scores are unscaled: a flat 0.1 would saturate the softmax
+    # and leave fp32 rounding, not the mapping, to decide); unit norms get 0.1.
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in hf_model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.3 * (p.std() if p.std() > 0 else 0.3))
+    return hf_model.eval()
+
+
+def t5_batch(seed: int = 3):
+    # Sources longer than max_distance 128: every bucket kind, both directions; pad id 0 is padding there.
+    src, src_mask = right_padded([150, 37, 90], 300, pad=0, seed=seed, low=2)
+    tgt, tgt_mask = right_padded([140, 60, 9], 300, pad=0, seed=seed + 1, low=2)
+    tgt[:, 0] = 0  # decoding starts from the pad token
+    return src, src_mask, tgt, tgt_mask
+
+
+T5_LAYOUTS = {"v1.0": {}, "v1.1": T5_V11_SMALL,
+              "v1.1-small-buckets": dict(T5_V11_SMALL, relative_attention_num_buckets=8,
+                                         relative_attention_max_distance=20, num_decoder_layers=3)}
+
+
+@pytest.mark.parametrize("layout", list(T5_LAYOUTS))
+def test_t5_logits_match_hf_and_round_trip(layout):
+    hf_model = t5_model(**T5_LAYOUTS[layout])
+    model = from_hf(hf_model)
+    cfg = model.config
+    v10 = layout == "v1.0"
+    assert (cfg.positional, cfg.scale_attention, cfg.tie_embeddings, cfg.scale_output) == ("t5_bias", False, v10, v10)
+    assert cfg.activation == ("relu" if v10 else "geglu_tanh") and cfg.start_id == 0 and cfg.eos_id == 1
+    src, src_mask, tgt, tgt_mask = t5_batch()
+    theirs = marian_logits(hf_model, src, src_mask, tgt, tgt_mask)
+    with torch.no_grad():
+        ours = model(src, tgt, src_mask, tgt_mask)
+    assert_rel_close(ours[tgt_mask], theirs[tgt_mask], 1e-5)
+    back = to_hf(model)
+    assert (back.lm_head.weight.data_ptr() == back.shared.weight.data_ptr()) == v10
+    assert_rel_close(marian_logits(back, src, src_mask, tgt, tgt_mask)[tgt_mask], theirs[tgt_mask], 1e-6)
+
+
+def until_eos_or_max(row: list[int], eos: int) -> list[int]:
+    return row[:row.index(eos)] if eos in row else row
+
+
+@pytest.mark.parametrize("layout", ["v1.0", "v1.1"])
+def test_t5_greedy_and_beam_search_match_hf_generate(layout):
+    # Greedy on the flat KV cache, beam 4 on the prefix tree: both need each cached key's relative
+    # position. Small input embeddings and large position biases make each step depend on the
+    # attention (not only on the last token), so outputs change along the way.
+    hf_model = t5_model(**T5_LAYOUTS[layout])
+    with torch.no_grad():
+        hf_model.shared.weight[1:] *= 0.1
+        hf_model.shared.weight[0] *= 0.001  # HF may pick the pad token (a trained T5 never does); we never do
+        if layout != "v1.0":
+            hf_model.lm_head.weight[0] *= 0.01
+        for name, p in hf_model.named_parameters():
+            if "relative_attention_bias" in name:
+                p.mul_(10)
+    model = from_hf(hf_model)
+    src, src_mask, _, _ = t5_batch(seed=11)
+    src, src_mask = src[:, :40], src_mask[:, :40]
+    n_new = 24
+    for beams in (1, 4):
+        kw = dict(num_beams=beams, length_penalty=1.0) if beams > 1 else {}
+        with torch.no_grad():
+            theirs = hf_model.generate(input_ids=src, attention_mask=src_mask.long(), do_sample=False,
+                                       max_new_tokens=n_new, decoder_start_token_id=0, **kw)
+        if beams == 1:
+            ours = transformer.greedy_search(model, src, max_len_a=0, max_len_b=n_new)
+        else:
+            ours = transformer.beam_search(model, src, beam_size=beams, length_penalty=1.0,
+                                           length_penalty_kind="power", max_len_a=0, max_len_b=n_new)
+        for mine, hf_row in zip(ours.tolist(), theirs[:, 1:].tolist(), strict=True):
+            want = until_eos_or_max(hf_row, 1)
+            assert mine[:len(want)] == want and all(t == 0 for t in mine[len(want):]), (beams, mine, hf_row)
+        assert any(len(set(row)) > 1 for row in ours.tolist())  # not one repeated token per row
+
+
+def test_t5_unsupported_fields_are_named():
+    with pytest.raises(HFConversionError, match="feed_forward_proj"):
+        from_hf(t5_model(feed_forward_proj="gated-tanh"))
+    model = from_hf(t5_model(num_layers=1))
+    from transformer import build_model
+    with pytest.raises(HFConversionError, match="scale_attention"):
+        to_hf(build_model(model.config.replace(scale_attention=True)))
+    with pytest.raises(HFConversionError, match="d_k"):
+        to_hf(build_model(model.config.replace(d_k=16)))
+    with pytest.raises(HFConversionError, match="positional"):
+        from transformer.interop.hf import t5
+        t5.to_hf(build_model(model.config.replace(positional="sinusoidal", relative_bias=None)))
+
+
+# --------------------------------------------------------------------------------------------
 # Decoder-only: GPT-2 and Llama
 
 
@@ -499,6 +608,11 @@ OUR_CONFIGS = {
     "llama-like": dict(arch="decoder", vocab_size=50, d_model=32, n_heads=4, n_kv_heads=1, n_decoder_layers=2,
                        d_ff=48, norm_position="pre", norm="rmsnorm", positional="rope", activation="swiglu",
                        bias=False, scale_embedding=False, tie_embeddings=False, max_positions=64),
+    "t5-v1.1-like": dict(arch="encoder-decoder", vocab_size=50, d_model=32, n_heads=3, d_k=8, d_v=8,
+                         n_encoder_layers=2, n_decoder_layers=1, d_ff=48, positional="t5_bias",
+                         relative_bias=dict(buckets=8, max_distance=10), norm="rmsnorm", norm_position="pre",
+                         bias=False, activation="geglu_tanh", scale_embedding=False, scale_attention=False,
+                         tie_embeddings=False, share_embeddings=True, decoder_start_id=0, eos_id=1),
     "bert-like": dict(arch="encoder", vocab_size=50, d_model=32, n_heads=4, n_encoder_layers=2, d_ff=48,
                       positional="learned", activation="gelu", n_token_types=2, embedding_norm=True,
                       scale_embedding=False, mlm_head=True, max_positions=64, norm_eps=1e-12),

@@ -1,14 +1,17 @@
-"""Position encodings: §3.5's formula, the halves layout, RoPE's relative-position property."""
+"""Position encodings: §3.5's formula, the halves layout, RoPE's relative-position property, T5's buckets."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from transformer.model.positional import (
     LearnedPositions,
+    RelativePositionBias,
     RotaryEmbedding,
     SinusoidalPositions,
+    relative_bucket,
     sinusoidal_table,
 )
 
@@ -55,3 +58,51 @@ def test_rope_rotates_interleaved_pairs_and_keeps_norms():
     torch.testing.assert_close(out.flatten(), expected)
     y = torch.randn(2, 3, 5, 4)
     torch.testing.assert_close(rope(y, torch.arange(5).expand(2, 5)).norm(dim=-1), y.norm(dim=-1))
+
+
+def loop_bucket(relative: int, bidirectional: bool, buckets: int, max_distance: int) -> int:
+    """T5's bucket of one relative position (key - query), written out: the first half of a direction's
+    buckets are exact distances, the rest log-spaced up to max_distance (float32 logarithm, as T5)."""
+    base = 0
+    if bidirectional:
+        buckets //= 2
+        base = buckets if relative > 0 else 0
+        distance = abs(relative)
+    else:
+        distance = max(-relative, 0)  # later keys: bucket 0
+    exact = buckets // 2
+    if distance < exact:
+        return base + distance
+    f32 = np.float32
+    log_part = np.log(f32(distance) / f32(exact)) / f32(math.log(max_distance / exact)) * f32(buckets - exact)
+    return base + min(exact + int(log_part), buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("buckets, max_distance", [(32, 128), (8, 12), (16, 20), (4, 5)])
+def test_relative_buckets_match_the_loop_around_every_boundary(bidirectional, buckets, max_distance):
+    # Every distance up to 3 x max_distance both ways: the exact range, its boundary with the log
+    # range, the log range's edges (where float32 decides), and beyond max_distance (the last bucket).
+    relative = torch.arange(-3 * max_distance, 3 * max_distance + 1)
+    got = relative_bucket(relative, bidirectional, buckets, max_distance).tolist()
+    want = [loop_bucket(r, bidirectional, buckets, max_distance) for r in relative.tolist()]
+    assert got == want
+    half = buckets // 2 if bidirectional else buckets
+    used = [b for b in range(buckets) if not (bidirectional and b == half)]  # "later, distance 0" cannot occur
+    assert sorted(set(got)) == used
+    far = relative_bucket(torch.tensor([-10_000, -max_distance]), bidirectional, buckets, max_distance)
+    assert far.tolist() == [half - 1, half - 1]  # farther than max_distance: the last bucket
+    if not bidirectional:  # the future (masked anyway) shares bucket 0 with distance 0
+        assert relative_bucket(torch.tensor([0, 1, 50]), False, buckets, max_distance).tolist() == [0, 0, 0]
+
+
+def test_relative_bias_is_one_scalar_per_head_and_bucket():
+    bias = RelativePositionBias(n_heads=3, bidirectional=True, buckets=8, max_distance=16)
+    positions = torch.arange(6)
+    relative = (positions[None, :] - positions[:, None])[None]  # (1, T, S): key - query
+    out = bias(relative)  # (1, H, T, S)
+    assert out.shape == (1, 3, 6, 6)
+    buckets = relative_bucket(relative[0], True, 8, 16)
+    for h in range(3):
+        torch.testing.assert_close(out[0, h], bias.table.weight[buckets, h])
+    torch.testing.assert_close(out[0, :, 1, 2], out[0, :, 3, 4])  # depends on the distance only

@@ -542,12 +542,13 @@ def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, c
     used = []
     for name in ("scaled_dot_product_attention", "fused_attention"):
         real = getattr(attention, name)
-        monkeypatch.setattr(attention, name, lambda *a, _real=real, _name=name: used.append(_name) or _real(*a))
+        monkeypatch.setattr(attention, name,
+                            lambda *a, _real=real, _name=name, **kw: used.append(_name) or _real(*a, **kw))
     monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
     for speedup, impl, path in ((0.5, "fused", "fused_attention"), (3.0, "textbook", "scaled_dot_product_attention")):
         asked = []
         monkeypatch.setattr(transformer.precision, "measure_attention_speedup",
-                            lambda *a, s=speedup: asked.append(a) or s)
+                            lambda *a, s=speedup, _asked=asked: _asked.append(a) or s)
         lines, used[:] = [], []
         run = tmp_path / impl
         cfg = _tiny(copy_data, max_steps=6, valid_every=100, bleu_samples=0)

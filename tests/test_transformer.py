@@ -48,8 +48,28 @@ def test_separate_vocabularies_tie_only_target_side():
     assert model(torch.randint(4, 30, (2, 5)), torch.randint(4, 50, (2, 4))).shape == (2, 4, 50)
 
 
+def test_t5_layout_shares_inputs_unties_output_and_folds_the_score_scale_into_init():
+    cfg = cpu_tiny(vocab_size=V, positional="t5_bias", norm="rmsnorm", norm_position="pre", bias=False,
+                   activation="geglu_tanh", scale_embedding=False, scale_attention=False, tie_embeddings=False,
+                   share_embeddings=True, n_heads=3, d_k=8, d_v=8, scale_output=True)
+    torch.manual_seed(0)
+    model = transformer.build_model(cfg)
+    assert model.encoder.embed.tokens.weight is model.decoder.embed.tokens.weight
+    assert model.lm_head.weight is not model.decoder.embed.tokens.weight
+    assert model.encoder.relative.bidirectional and not model.decoder.relative.bidirectional
+    attn = model.encoder.layers[0].self_attn
+    assert attn.out_proj.weight.shape == (cfg.d_model, 3 * 8) and attn.scale == 1.0
+    torch.manual_seed(0)
+    scaled = transformer.build_model(cfg.replace(scale_attention=True))
+    torch.testing.assert_close(attn.q_proj.weight, scaled.encoder.layers[0].self_attn.q_proj.weight / 8 ** 0.5)
+    assert model.encoder.layers[0].feed_forward.w3 is not None  # gated
+    src, tgt = rand_ids(2, 6), rand_ids(2, 5)
+    hidden = model.decoder(tgt, None, *model.encode(src))
+    torch.testing.assert_close(model(src, tgt), model.lm_head(hidden * cfg.d_model ** -0.5))  # scale_output
+
+
 @pytest.mark.parametrize("impl", ["fused", "textbook"])
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "t5_bias"])
 def test_encoder_decoder_is_causal(impl, positional):
     model = tiny(attention_impl=impl, positional=positional)
     src, tgt = rand_ids(2, 6), rand_ids(2, 8)
@@ -73,8 +93,9 @@ def test_decoder_only_is_causal(impl):
         torch.testing.assert_close(model(changed)[:, :t], base[:, :t], atol=1e-6, rtol=0)
 
 
-def test_encoder_decoder_padding_invariance():
-    model = tiny(norm_position="pre")
+@pytest.mark.parametrize("positional", ["sinusoidal", "t5_bias"])
+def test_encoder_decoder_padding_invariance(positional):
+    model = tiny(norm_position="pre", positional=positional)
     src, tgt = rand_ids(1, 5), rand_ids(1, 4)
     alone = model(src, tgt)
     # The same sentence in a batch with a longer one: extra source and target padding.
@@ -88,7 +109,7 @@ def test_encoder_decoder_padding_invariance():
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
-@pytest.mark.parametrize("positional", ["learned", "rope"])
+@pytest.mark.parametrize("positional", ["learned", "rope", "t5_bias"])
 def test_decoder_only_padding_invariance(side, positional):
     model = tiny("decoder", positional=positional)
     ids = rand_ids(1, 5)

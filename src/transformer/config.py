@@ -85,8 +85,34 @@ class VisionConfig:
     @property
     def n_patches(self) -> int:
         return (self.image_size // self.patch_size) ** 2
-POSITIONALS = ("sinusoidal", "learned", "rope", "none")
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
+@dataclass(frozen=True)
+class RelativeBiasConfig:
+    """T5's bucketed relative position bias (Raffel et al. 2020): `[model.relative_bias]`, used when
+    positional = "t5_bias". A learned scalar per head and bucket of the distance key - query,
+    added to the attention scores; see transformer.model.positional.relative_bucket."""
+
+    buckets: int = 32
+    """Buckets per direction set: half of them exact distances, the rest logarithmic up to max_distance.
+    The encoder splits them between the two directions, the decoder uses them all for the past."""
+    max_distance: int = 128
+    """Distances from here on share the last bucket."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, "model.relative_bias")
+        _positive("model.relative_bias.buckets", self.buckets)
+        _positive("model.relative_bias.max_distance", self.max_distance)
+        if self.buckets < 4:
+            raise ConfigError(f"model.relative_bias.buckets={self.buckets} is too few: the encoder halves them "
+                              "per direction and each half needs exact and logarithmic buckets (use >= 4, T5: 32)")
+        if self.max_distance <= self.buckets // 4:
+            raise ConfigError(f"model.relative_bias.max_distance={self.max_distance} must exceed buckets / 4 = "
+                              f"{self.buckets // 4}, the largest exact distance of the encoder's buckets")
+
+
+POSITIONALS = ("sinusoidal", "learned", "rope", "t5_bias", "none")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "geglu_tanh")
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh"}
+"""Gated feed-forward activations (Shazeer 2020) -> the activation of their gate."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +134,9 @@ class ModelConfig:
     d_k: int | None = None
     """Size of each head's queries and keys (§3.2.1's d_k; None = d_model / n_heads). Values keep
     d_model / n_heads dimensions (d_v): the paper's Table 3 (B) shrinks d_k alone."""
+    d_v: int | None = None
+    """Size of each head's values (None = d_model / n_heads); the heads then concatenate to
+    n_heads * d_v before the output projection (T5 v1.1 small: 6 heads of 64 in a 512 model)."""
     n_encoder_layers: int = 6
     """Encoder layers N (ignored by decoder-only models)."""
     n_decoder_layers: int = 6
@@ -129,8 +158,9 @@ class ModelConfig:
     final_norm: bool | None = None
     """A norm after the last layer of each stack (None = on for pre-norm, off for post-norm)."""
     positional: str = "sinusoidal"
-    """sinusoidal (§3.5), learned, rope (rotary, on queries and keys) or none (an image encoder takes
-    model.vision.positions instead)."""
+    """sinusoidal (§3.5), learned, rope (rotary, on queries and keys), t5_bias (T5's bucketed
+    relative bias on the self-attention scores, model.relative_bias) or none (an image encoder
+    takes model.vision.positions instead)."""
     max_positions: int = 1024
     """Longest sequence the position encoding covers."""
     rope_base: float = 10000.0
@@ -138,13 +168,24 @@ class ModelConfig:
     sinusoidal_layout: str = "interleaved"
     """interleaved: sin/cos alternate as in §3.5; halves: all sines then all cosines (Marian)."""
     activation: str = "relu"
-    """Feed-forward activation: relu (the paper), gelu, gelu_tanh (GPT-2), silu, swiglu (Llama)."""
+    """Feed-forward activation: relu (the paper), gelu, gelu_tanh (GPT-2), silu, or a gated one
+    (Shazeer 2020: act(x W1) * x W3, a third matrix): swiglu (Llama), geglu, geglu_tanh (T5 v1.1)."""
     bias: bool = True
     """Biases in the linear layers and LayerNorms."""
     output_bias: bool = False
     """A bias on the output projection (Marian's final_logits_bias)."""
     tie_embeddings: bool = True
     """Tie target embedding and output layer (§3.4); with a shared vocabulary, all three."""
+    share_embeddings: bool | None = None
+    """Encoder and decoder read one token embedding (None = when the vocabulary is shared and
+    tie_embeddings is on). true with tie_embeddings = false: shared inputs, a separate output
+    layer (T5 v1.1)."""
+    scale_attention: bool = True
+    """Divide the attention scores by sqrt(d_k) (§3.2.1). T5 does not: it folds the factor into
+    its initialisation (false)."""
+    scale_output: bool = False
+    """Multiply the decoder's final state by d_model^-1/2 before the output layer (T5 v1.0, whose
+    output layer is the tied embedding)."""
     scale_embedding: bool = True
     """Multiply token embeddings by sqrt(d_model) (§3.4)."""
     embedding_norm: bool = False
@@ -173,12 +214,25 @@ class ModelConfig:
     auto: fused, except that training measures both at its batch shape and takes the faster (precision.py)."""
     vision: VisionConfig | None = None
     """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder" only)."""
+    relative_bias: RelativeBiasConfig | None = None
+    """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional = "t5_bias"."""
 
     def __post_init__(self) -> None:
         if isinstance(self.vision, dict):  # from JSON / TOML
             object.__setattr__(self, "vision", from_values(VisionConfig, self.vision, "model.vision"))
         if self.vision is not None and not isinstance(self.vision, VisionConfig):
             raise ConfigError(f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig")
+        if isinstance(self.relative_bias, dict):
+            object.__setattr__(self, "relative_bias",
+                               from_values(RelativeBiasConfig, self.relative_bias, "model.relative_bias"))
+        if self.relative_bias is None and self.positional == "t5_bias":
+            object.__setattr__(self, "relative_bias", RelativeBiasConfig())
+        if self.relative_bias is not None and not isinstance(self.relative_bias, RelativeBiasConfig):
+            raise ConfigError(f"relative_bias={self.relative_bias!r} is not valid: give a [model.relative_bias] "
+                              "table or a RelativeBiasConfig")
+        if self.relative_bias is not None and self.positional != "t5_bias":
+            raise ConfigError(f"model.relative_bias is set but positional={self.positional!r}: set positional = "
+                              "\"t5_bias\" to use it, or remove the [model.relative_bias] table")
         _check_types(self, None)
         _choice("arch", self.arch, ARCHS)
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
@@ -193,10 +247,11 @@ class ModelConfig:
             raise ConfigError(f"n_encoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
         if self.arch in ("encoder-decoder", "decoder") and self.n_decoder_layers == 0:
             raise ConfigError(f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
-        if self.d_model % self.n_heads:
+        if self.d_v is None and self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions")
-        if self.d_k is not None:
-            _positive("d_k", self.d_k)
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
         if self.n_kv_heads is not None:
             _positive("n_kv_heads", self.n_kv_heads)
             if self.n_heads % self.n_kv_heads:
@@ -238,7 +293,12 @@ class ModelConfig:
             self._check_id(name, getattr(self, name))
         if self.decoder_start_id is not None:
             self._check_id("decoder_start_id", self.decoder_start_id)
-        for name in ("bias", "output_bias", "tie_embeddings", "scale_embedding", "embedding_norm", "mlm_head", "pooler"):
+        _choice("share_embeddings", self.share_embeddings, (None, True, False))
+        if self.share_embeddings and self.tgt_vocab_size is not None:
+            raise ConfigError(f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
+                              "remove tgt_vocab_size or set share_embeddings = false")
+        for name in ("bias", "output_bias", "tie_embeddings", "scale_embedding", "embedding_norm", "mlm_head", "pooler",
+                     "scale_attention", "scale_output"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not valid: it must be true or false")
 
@@ -250,12 +310,20 @@ class ModelConfig:
     # Derived values: properties, so they can never disagree with the fields.
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        """Each head's value size: d_v, else d_model / n_heads."""
+        return self.d_v or self.d_model // self.n_heads
 
     @property
     def qk_dim(self) -> int:
         """Each head's query/key size: d_k, else d_model / n_heads."""
         return self.d_k or self.head_dim
+
+    @property
+    def shares_embeddings(self) -> bool:
+        """Whether an encoder-decoder's encoder and decoder read one token embedding."""
+        if self.share_embeddings is not None:
+            return self.share_embeddings
+        return self.tgt_vocab_size is None and self.tie_embeddings
 
     @property
     def kv_heads(self) -> int:

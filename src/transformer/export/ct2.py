@@ -8,7 +8,7 @@ How our layout maps onto CTranslate2's (the rules first; `_layer` and `_stack` a
   FFN's norm (`norm2` in the encoder, `norm3` in the decoder) sit inside CTranslate2's
   attention and FFN blocks; pre- or post-norm is one flag (`pre_norm`) for the whole model.
   A norm without bias (bias=False) gets a zero beta; RMSNorm maps to `rms_norm`.
-- FFN: w1 -> linear_0 (activated), w2 -> linear_1; SwiGLU's w3 -> linear_0_noact.
+- FFN: w1 -> linear_0 (activated), w2 -> linear_1; a gated FFN's (SwiGLU, GEGLU) w3 -> linear_0_noact.
 - Positions: sinusoidal and learned tables are written out as they are (our interleaved
   sin/cos table included, so CTranslate2 never uses its own); RoPE maps to rotary embeddings
   over the whole head with interleaved pairs, as ours. Token embeddings are scaled by
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ModelConfig
+from ..config import GATED_ACTIVATIONS, ModelConfig
 from ..data.tokenizer import SHARED_FILE, SOURCE_FILE, TARGET_FILE
 from ..model.positional import sinusoidal_table
 from ..model.transformer import Model
@@ -65,18 +65,27 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.positional == "none":
         refuse("positional", "CTranslate2 adds its own sinusoidal positions to a model without any; "
                              "use sinusoidal, learned or rope")
+    if cfg.positional == "t5_bias":
+        refuse("positional", "this exporter writes CTranslate2's Transformer spec, which has no relative "
+                             "position bias; export T5-layout models with --to hf")
+    if not cfg.scale_attention:
+        refuse("scale_attention", "CTranslate2's Transformer spec always divides the scores by sqrt(d_k)")
+    if cfg.scale_output:
+        refuse("scale_output", "CTranslate2's Transformer spec does not scale the decoder output")
     if cfg.norm_position == "post" and cfg.use_final_norm:
         refuse("final_norm", "CTranslate2 applies a final norm only in pre-norm models")
     if cfg.n_token_types:
         refuse("n_token_types", "CTranslate2's decoders have no token-type embeddings")
     if cfg.qk_dim != cfg.head_dim:
         refuse("d_k", f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} dimensions per head")
+    if cfg.head_dim * cfg.n_heads != cfg.d_model:
+        refuse("d_v", f"CTranslate2 gives each head d_model / n_heads dimensions, not {cfg.head_dim}")
 
 
 def _activation(cfg: ModelConfig, common_spec):
     act = common_spec.Activation
     return {"relu": act.RELU, "gelu": act.GELU, "gelu_tanh": act.GELUTanh, "silu": act.SWISH,
-            "swiglu": act.SWISH}[cfg.activation]
+            "swiglu": act.SWISH, "geglu": act.GELU, "geglu_tanh": act.GELUTanh}[cfg.activation]
 
 
 def _linear(spec, layer: torch.nn.Linear) -> None:
@@ -148,7 +157,7 @@ def _stack(spec, stack, cfg: ModelConfig, cross: bool) -> None:
 def _stack_options(cfg: ModelConfig, common_spec) -> dict:
     options = dict(pre_norm=cfg.norm_position == "pre", activation=_activation(cfg, common_spec),
                    no_final_norm=not cfg.use_final_norm, layernorm_embedding=cfg.embedding_norm,
-                   ffn_glu=cfg.activation == "swiglu", rms_norm=cfg.norm == "rmsnorm",
+                   ffn_glu=cfg.activation in GATED_ACTIVATIONS, rms_norm=cfg.norm == "rmsnorm",
                    num_heads_kv=cfg.kv_heads if cfg.kv_heads != cfg.n_heads else None)
     if cfg.positional == "rope":
         options.update(rotary_dim=0, rotary_interleave=True, rotary_base=cfg.rope_base)

@@ -1,7 +1,7 @@
 """Model directory -> Hugging Face model directory (`save_pretrained` layout), through `interop.hf.to_hf`.
 
 How our model directory maps onto transformers' (the rules first; the functions apply them):
-- Weights: `to_hf` picks the family: encoder-decoder -> Marian, decoder-only with learned
+- Weights: `to_hf` picks the family: encoder-decoder -> Marian (T5 for positional = "t5_bias"), decoder-only with learned
   positions -> GPT-2, with rope -> Llama, encoder-only -> BERT. What the family cannot express
   (our Bible recipe's pre-norm, interleaved sin/cos table) is one ExportError line naming the
   field, pointing at `--to ct2` when CTranslate2 runs the model. Written as model.safetensors.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import GATED_ACTIVATIONS, ModelConfig
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
@@ -18,24 +18,25 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv_heads: int | None = None,
-                    d_k: int | None = None) -> int:
+                    d_k: int | None = None, d_v: int | None = None) -> int:
     """Forward FLOPs of one multi-head attention, per query token, over seq_len keys.
 
-    With h heads of query/key size d_k and value size d_v = d/h, and K key/value heads: projections
-    Q 2·d·h·d_k, K 2·d·K·d_k, V 2·d·K·d_v, output 2·d²; scores Q K^T 2·L·h·d_k, weights·V 2·L·d.
-    With d_k = d_v and K = h this is 4·d·(2d + L), i.e. 4·B·d·L·(2d + L) for B sequences of L tokens.
+    With h heads of query/key size d_k and value size d_v (default d/h), and K key/value heads:
+    projections Q 2·d·h·d_k, K 2·d·K·d_k, V 2·d·K·d_v, output 2·d·h·d_v; scores Q K^T 2·L·h·d_k,
+    weights·V 2·L·h·d_v. With d_k = d_v = d/h and K = h this is 4·d·(2d + L), i.e.
+    4·B·d·L·(2d + L) for B sequences of L tokens.
     """
     h = n_heads or 1
-    d_v = d_model // h
+    d_v = d_v or d_model // h
     qk = h * (d_k or d_v)  # all heads' query (and, with K = h, key) width
     kv = n_kv_heads or h
-    return 2 * d_model * qk + 2 * d_model * kv * (d_k or d_v) + 2 * d_model * kv * d_v + 2 * d_model * d_model \
-        + 2 * seq_len * qk + 2 * seq_len * d_model
+    return 2 * d_model * qk + 2 * d_model * kv * (d_k or d_v) + 2 * d_model * kv * d_v + 2 * d_model * h * d_v \
+        + 2 * seq_len * qk + 2 * seq_len * h * d_v
 
 
 def feed_forward_flops(d_model: int, d_ff: int, activation: str) -> int:
-    """Forward FLOPs of the position-wise FFN per token: 2 matrices (3 with SwiGLU) of d x d_ff."""
-    return (3 if activation == "swiglu" else 2) * 2 * d_model * d_ff
+    """Forward FLOPs of the position-wise FFN per token: 2 matrices (3 when gated: SwiGLU, GEGLU) of d x d_ff."""
+    return (3 if activation in GATED_ACTIVATIONS else 2) * 2 * d_model * d_ff
 
 
 def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
@@ -46,7 +47,7 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
     3x forward (the backward pass costs twice the forward). Attention over all seq_len keys is
     counted even where a causal mask hides half of them, as in the usual 6·N·D estimates.
     """
-    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads, config.d_k)
+    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads, config.d_k, config.d_v)
     ffn = feed_forward_flops(config.d_model, config.d_ff, config.activation)
     encoder = decoder = 0
     if config.arch in ("encoder-decoder", "encoder"):

@@ -2,7 +2,8 @@
 
 Legend: B batch, T query length, S key length, C d_model, H query heads,
 K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim.
-Masks are booleans, True = may attend, broadcastable to (B, H, T, S).
+Masks are booleans, True = may attend, broadcastable to (B, H, T, S). A bias (T5's relative
+position bias) is a float tensor broadcastable to (B, H, T, S), added to the scores.
 A query row with nothing to attend to gives a zero vector, never NaN, in both paths.
 """
 
@@ -28,17 +29,23 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     dropout_p: float = 0.0,
     generator: torch.Generator | None = None,
+    bias: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The textbook softmax(Q K^T / sqrt(D)) V of §3.2.1, returning (output, weights).
+    """The textbook softmax(Q K^T / sqrt(D) + bias) V of §3.2.1, returning (output, weights).
 
     q (B, H, T, D); k (B, K, S, D), v (B, K, S, Dv) with K dividing H (grouped-query: head h reads
-    key/value head h // (H / K)). Returns (B, H, T, Dv) and the weights (B, H, T, S).
+    key/value head h // (H / K)). scale replaces 1 / sqrt(D) (T5: 1). Returns (B, H, T, Dv) and
+    the weights (B, H, T, S).
     """
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
         k = k.repeat_interleave(n_rep, dim=1)  # (B, H, S, D)
         v = v.repeat_interleave(n_rep, dim=1)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    scores = q @ k.transpose(-2, -1)  # (B, H, T, S)
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
     if is_causal:
         causal = causal_mask(q.shape[2], k.shape[2], offset=k.shape[2] - q.shape[2], device=q.device)
         mask = causal if mask is None else mask & causal
@@ -61,19 +68,30 @@ def fused_attention(
     mask: torch.Tensor | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
+    bias: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """The same computation through torch's fused kernel (flash / memory-efficient / math)."""
+    """The same computation through torch's fused kernel (flash / memory-efficient / math).
+
+    A bias goes in as the kernel's additive float mask, with the boolean mask (and causal
+    masking) folded into it as the dtype's lowest value."""
     t, s = q.shape[2], k.shape[2]
-    if is_causal and (mask is not None or t != s):
+    if is_causal and (mask is not None or t != s or bias is not None):
         # torch's is_causal aligns the corner top-left; with cached keys it must be bottom-right.
         causal = causal_mask(t, s, offset=s - t, device=q.device)
         mask = causal if mask is None else mask & causal
         is_causal = False
+    attn_mask = mask
+    if bias is not None:
+        attn_mask = bias.to(q.dtype)
+        if mask is not None:
+            attn_mask = attn_mask.masked_fill(~mask, torch.finfo(q.dtype).min)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=q.shape[1] != k.shape[1]
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+        enable_gqa=q.shape[1] != k.shape[1]
     )
-    if mask is not None and not (dropout_p == 0.0 and not torch.is_grad_enabled() and q.device.type == "cpu"
-                                 and _cpu_kernel_zeroes_empty_rows(q.dtype)):
+    if mask is not None and not (bias is None and dropout_p == 0.0 and not torch.is_grad_enabled()
+                                 and q.device.type == "cpu" and _cpu_kernel_zeroes_empty_rows(q.dtype)):
         # Kernels differ on rows with no key at all (NaN in older torch); make them zeros.
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     return out
@@ -100,6 +118,8 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention when `source` is None, cross-attention otherwise. With n_kv_heads < n_heads
     it is grouped-query attention (Ainslie et al. 2023). `rotary` rotates queries and keys.
+    Each head has d_k query/key and d_v value dimensions (both d_model / n_heads by default);
+    `scale` multiplies the scores (None = 1 / sqrt(d_k); T5: 1).
     """
 
     def __init__(
@@ -112,12 +132,15 @@ class MultiHeadAttention(nn.Module):
         impl: str = "fused",
         rotary: RotaryEmbedding | None = None,
         d_k: int | None = None,
+        d_v: int | None = None,
+        scale: float | None = None,
     ):
         super().__init__()
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
-        self.head_dim = d_model // n_heads  # d_v: each head's share of the output
+        self.head_dim = d_v or d_model // n_heads  # d_v: each head's share of the output
         self.qk_dim = d_k or self.head_dim  # d_k
+        self.scale = scale
         self.dropout = dropout
         self.impl = impl
         self.rotary = rotary
@@ -148,8 +171,11 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         positions: torch.Tensor | None = None,
         need_weights: bool = False,
+        bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None."""
+        """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None.
+
+        bias (broadcastable to (B, H, T, S)) is added to the scores (T5's relative position bias)."""
         b, t, _ = x.shape
         q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
         if self.rotary is not None:
@@ -157,9 +183,10 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.impl == "textbook" or need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout_p, bias=bias,
+                                                        scale=self.scale)
         else:
-            out = fused_attention(q, k, v, mask, is_causal, dropout_p)
+            out = fused_attention(q, k, v, mask, is_causal, dropout_p, bias=bias, scale=self.scale)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)
         return linear(self.out_proj, out), weights
 
@@ -171,7 +198,8 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         positions: torch.Tensor | None = None,
         need_weights: bool = False,
+        bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attention without a cache: x (B, T, C) over source (B, S, C) or over itself."""
         k, v = self.project_kv(x if source is None else source, positions)
-        return self.attend(x, k, v, mask, is_causal, positions, need_weights)
+        return self.attend(x, k, v, mask, is_causal, positions, need_weights, bias)

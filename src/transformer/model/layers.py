@@ -9,26 +9,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import GATED_ACTIVATIONS
 from .attention import MultiHeadAttention
 from .cache import LayerCache
 from .linear import linear
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W1 + b1) W2 + b2 (§3.3); with swiglu, (SiLU(x W1) * x W3) W2 (Shazeer 2020)."""
+    """FFN(x) = act(x W1 + b1) W2 + b2 (§3.3); gated (Shazeer 2020): (act(x W1) * x W3) W2, with
+    act SiLU for swiglu (Llama), GELU for geglu and its tanh approximation for geglu_tanh (T5 v1.1)."""
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True, dropout: float = 0.0):
         super().__init__()
-        self.activation = activation
+        self.activation = GATED_ACTIVATIONS.get(activation, activation)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.w3 = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.w3 = nn.Linear(d_model, d_ff, bias=bias) if activation in GATED_ACTIVATIONS else None
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
         if self.w3 is not None:
-            h = F.silu(linear(self.w1, x)) * linear(self.w3, x)  # (B, L, F)
+            h = activate(linear(self.w1, x), self.activation) * linear(self.w3, x)  # (B, L, F)
         else:
             h = activate(linear(self.w1, x), self.activation)  # (B, L, F)
         return linear(self.w2, dropped(self.dropout, h))
@@ -102,10 +104,11 @@ class EncoderLayer(nn.Module):
         self.pre_norm = pre_norm
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, S, C), mask (B, 1, S, S) or broadcastable -> (B, S, C), weights (B, H, S, S) or None."""
+                need_weights: bool = False, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, S, C), mask (B, 1, S, S) or broadcastable, bias (B or 1, H, S, S) -> (B, S, C), weights (B, H, S, S) or None."""
         x, weights = residual(x, self.norm1, self.dropout, self.pre_norm,
-                              lambda h: self.self_attn(h, mask=mask, positions=positions, need_weights=need_weights))
+                              lambda h: self.self_attn(h, mask=mask, positions=positions, need_weights=need_weights,
+                                                       bias=bias))
         x, _ = residual(x, self.norm2, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
         return x, weights
 
@@ -127,7 +130,7 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights, tree: int = 1):
+    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights, tree: int = 1, bias=None):
         k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
         if tree > 1:
             # A prefix-tree cache (cache.py): each of the G beams of a sentence adds one cell, and
@@ -137,11 +140,12 @@ class DecoderLayer(nn.Module):
             k, v = cache.append(k.reshape(n, tree, heads, k.shape[3]).transpose(1, 2),
                                 v.reshape(n, tree, heads, v.shape[3]).transpose(1, 2))  # (N, K, S_cells, D)
             out, weights = self.self_attn.attend(h.reshape(n, tree, c), k, v, mask,
-                                                 positions=positions.reshape(n, tree), need_weights=need_weights)
+                                                 positions=positions.reshape(n, tree), need_weights=need_weights,
+                                                 bias=bias)
             return out.reshape(b, 1, c), weights
         if cache is not None:
             k, v = cache.append(k, v)  # (B, K, S_past + T, D), written in place
-        return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights)
+        return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights, bias)
 
     def _cross(self, h, memory, memory_mask, cache: LayerCache | None, need_weights, group: int = 1):
         if cache is not None and cache.cross_kv is not None:
@@ -176,16 +180,19 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         memory_group: int = 1,
         tree: int = 1,
+        self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
         """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S)).
 
         memory_group > 1: the cached cross-attention keys/values are per source, and rows come in
         consecutive groups of memory_group rows per source (KVCache.group_size). tree > 1: the
         self-attention cache is a prefix tree of `tree` beams per sentence and self_mask its
-        (N, 1, G, S_cells) mask (KVCache.grow_tree).
+        (N, 1, G, S_cells) mask (KVCache.grow_tree). self_bias: T5's relative position bias on the
+        self-attention scores, (B or 1, H, T, T') ((N, H, G, S_cells) with a tree).
         """
         x, self_w = residual(x, self.norm1, self.dropout, self.pre_norm,
-                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights, tree))
+                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights, tree,
+                                                   self_bias))
         cross_w = None
         if self.cross_attn is not None:
             x, cross_w = residual(x, self.norm2, self.dropout, self.pre_norm,

@@ -95,3 +95,47 @@ class RotaryEmbedding(nn.Module):
         sin = self.sin[positions].unsqueeze(1).to(x.dtype)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, L, D/2) each
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def relative_bucket(relative: torch.Tensor, bidirectional: bool, buckets: int = 32,
+                    max_distance: int = 128) -> torch.Tensor:
+    """T5's bucket of each relative position (key position - query position), a long tensor of any shape.
+
+    Bidirectional (encoder): half the buckets for keys before the query (and itself), half for
+    keys after it. Causal (decoder): all buckets for the past; later keys (never attended) share
+    bucket 0 with distance 0. Within a direction, distances 0 .. n/2 - 1 get a bucket each (n the
+    direction's buckets) and longer ones share logarithmically wider buckets up to max_distance;
+    farther keys share the last. The logarithm is taken in float32, as T5 and Hugging Face do,
+    so the boundaries land on the same buckets.
+    """
+    out = torch.zeros_like(relative)
+    if bidirectional:
+        buckets //= 2
+        out = out + (relative > 0).long() * buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp(min=0)
+    exact = buckets // 2
+    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                   * (buckets - exact)).long()
+    far = far.clamp(max=buckets - 1)
+    return out + torch.where(distance < exact, distance, far)
+
+
+class RelativePositionBias(nn.Module):
+    """T5's relative position bias: a learned scalar per bucket and head, added to the attention scores.
+
+    One table per stack (the encoder's bidirectional, the decoder's causal), shared by its layers.
+    """
+
+    def __init__(self, n_heads: int, bidirectional: bool, buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.buckets = buckets
+        self.max_distance = max_distance
+        self.table = nn.Embedding(buckets, n_heads)
+
+    def forward(self, relative: torch.Tensor) -> torch.Tensor:
+        """relative (B, T, S) key position - query position, long -> bias (B, H, T, S)."""
+        index = relative_bucket(relative, self.bidirectional, self.buckets, self.max_distance)
+        return self.table(index).permute(0, 3, 1, 2)

@@ -12,14 +12,14 @@ import math
 import torch
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import GATED_ACTIVATIONS, ModelConfig
 from .attention import MultiHeadAttention
 from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
 from .linear import linear
 from .masks import as_token_mask, attention_mask, causal_mask, padding_mask, positions_from_mask
 from .patches import PatchEmbedding
-from .positional import LearnedPositions, RotaryEmbedding, SinusoidalPositions
+from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
 
 
 class Embeddings(nn.Module):
@@ -62,14 +62,34 @@ def _positions(mask: torch.Tensor | None, b: int, length: int, device) -> torch.
     return torch.arange(length, device=device).expand(b, length)
 
 
-class Encoder(nn.Module):
-    """Embeddings, N encoder layers, and an optional final norm."""
+def _padded(mask: torch.Tensor | None) -> bool:
+    return mask is not None and not bool(mask.all())
 
-    def __init__(self, embed: Embeddings, layers: list[EncoderLayer], final_norm: nn.Module | None):
+
+def _relative_bias(relative: RelativePositionBias | None, query: torch.Tensor, key: torch.Tensor,
+                   masked: bool) -> torch.Tensor | None:
+    """T5's bias (B, H, T, S) from query positions (B, T) and key positions (B, S) (or (B, T, S)); one
+    (1, H, T, S) for the whole batch when nothing is masked (every row then has the same positions)."""
+    if relative is None:
+        return None
+    if not masked:
+        query, key = query[:1], key[:1]
+    if key.dim() == 2:
+        key = key[:, None, :]
+    return relative(key - query[:, :, None])
+
+
+class Encoder(nn.Module):
+    """Embeddings, N encoder layers, and an optional final norm; with `relative`, T5's relative
+    position bias (bidirectional), computed once and added in every layer's self-attention."""
+
+    def __init__(self, embed: Embeddings, layers: list[EncoderLayer], final_norm: nn.Module | None,
+                 relative: RelativePositionBias | None = None):
         super().__init__()
         self.embed = embed
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        self.relative = relative
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
                 need_weights: bool = False):
@@ -78,9 +98,10 @@ class Encoder(nn.Module):
         positions = _positions(mask, b, s, ids.device)
         x = self.embed(ids, positions, token_type_ids)
         attn_mask = attention_mask(mask, s)  # (B, 1, 1, S) or None
+        bias = _relative_bias(self.relative, positions, positions, _padded(mask))  # (B or 1, H, S, S) or None
         weights = []
         for layer in self.layers:
-            x, w = layer(x, attn_mask, positions, need_weights)
+            x, w = layer(x, attn_mask, positions, need_weights, bias)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -111,13 +132,16 @@ class ImageEncoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embeddings, N decoder layers (with or without cross-attention), and an optional final norm."""
+    """Embeddings, N decoder layers (with or without cross-attention), and an optional final norm;
+    with `relative`, T5's causal relative position bias on every layer's self-attention."""
 
-    def __init__(self, embed: Embeddings, layers: list[DecoderLayer], final_norm: nn.Module | None):
+    def __init__(self, embed: Embeddings, layers: list[DecoderLayer], final_norm: nn.Module | None,
+                 relative: RelativePositionBias | None = None):
         super().__init__()
         self.embed = embed
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        self.relative = relative
 
     def forward(
         self,
@@ -178,17 +202,43 @@ class Decoder(nn.Module):
         else:
             self_mask, is_causal = causal_mask(t, offset=offset, device=ids.device)[None, None], False
         cross_mask = attention_mask(memory_mask, t)  # (B, 1, 1, S) or None
+        bias = None if self.relative is None else self._bias(positions, mask, cache, tree_mask is not None)
         x = self.embed(ids, positions)
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights,
-                                1 if cache is None else cache.group_size, 1 if cache is None else cache.tree_group)
+                                1 if cache is None else cache.group_size, 1 if cache is None else cache.tree_group,
+                                bias)
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, {"self": self_weights, "cross": cross_weights}) if need_weights else x
+
+    def _bias(self, positions: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None,
+              tree: bool) -> torch.Tensor:
+        """The relative bias of the new queries (positions (B, T)) against every key they attend to.
+
+        A cached key's position is its count of real keys before it: the cache may hold padding
+        between a row's keys (a left-padded prompt; beams' paths of different lengths after a
+        prefix tree is flattened), and a prefix tree's cells are not in any one beam's order.
+        """
+        if cache is None:
+            return _relative_bias(self.relative, positions, positions, _padded(mask))
+        if tree:  # (N, G, S_cells) paths; one query per beam
+            n, g, _ = cache.ancestors.shape
+            keys = cache.ancestors.long().cumsum(-1) - 1
+            return self.relative(keys - positions.reshape(n, g)[:, :, None])  # (N, H, G, S_cells)
+        if cache.key_mask is None:  # every cached key is real: slot = position
+            keys = torch.arange(cache.length, device=positions.device)[None]
+            return _relative_bias(self.relative, positions, keys, masked=bool((positions != positions[:1]).any()))
+        return _relative_bias(self.relative, positions, cache.key_mask.long().cumsum(-1) - 1, masked=True)
+
+
+def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
+    """T5 v1.0 scales the decoder's last state by d_model^-1/2 before its tied output layer (scale_output)."""
+    return hidden * cfg.d_model ** -0.5 if cfg.scale_output else hidden
 
 
 class EncoderDecoder(nn.Module):
@@ -220,8 +270,8 @@ class EncoderDecoder(nn.Module):
             src_mask = as_token_mask(src_mask, memory.shape[:2], "src_mask")
         out = self.decoder(tgt_ids, tgt_mask, memory, src_mask, cache, need_weights)
         if need_weights:
-            return linear(self.lm_head, out[0]), out[1]
-        return linear(self.lm_head, out)
+            return linear(self.lm_head, _output_scale(self.config, out[0])), out[1]
+        return linear(self.lm_head, _output_scale(self.config, out))
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(len(self.decoder.layers))
@@ -255,7 +305,7 @@ class DecoderOnly(nn.Module):
         """
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
-        hidden = out[0] if need_weights else out
+        hidden = _output_scale(self.config, out[0] if need_weights else out)
         if last_only:
             hidden = hidden[:, -1:]
         if need_weights:
@@ -269,7 +319,7 @@ class MaskedLMHead(nn.Module):
     def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float):
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
-        self.activation = "silu" if activation == "swiglu" else activation
+        self.activation = GATED_ACTIVATIONS.get(activation, activation)  # a gated FFN's gate activation
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.decoder = nn.Linear(d_model, vocab_size)
 
@@ -365,7 +415,13 @@ def _embeddings(cfg: ModelConfig, tokens: nn.Embedding, token_types: int = 0) ->
 
 def _attention(cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: bool = False) -> MultiHeadAttention:
     return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.bias, cfg.attention_dropout,
-                              cfg.attention_impl, None if cross else rotary, cfg.d_k)
+                              cfg.attention_impl, None if cross else rotary, cfg.d_k, cfg.d_v,
+                              None if cfg.scale_attention else 1.0)
+
+
+def _relative(cfg: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
+    r = cfg.relative_bias
+    return None if r is None else RelativePositionBias(cfg.n_heads, bidirectional, r.buckets, r.max_distance)
 
 
 def _norm(cfg: ModelConfig) -> nn.Module:
@@ -386,7 +442,7 @@ def _encoder(cfg: ModelConfig, tokens: nn.Embedding) -> Encoder:
     layers = [EncoderLayer(_attention(cfg, rotary), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
               for _ in range(cfg.n_encoder_layers)]
     return Encoder(_embeddings(cfg, tokens, cfg.n_token_types), layers,
-                   _norm(cfg) if cfg.use_final_norm else None)
+                   _norm(cfg) if cfg.use_final_norm else None, _relative(cfg, bidirectional=True))
 
 
 def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
@@ -404,7 +460,8 @@ def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
     layers = [DecoderLayer(_attention(cfg, rotary), _attention(cfg, rotary, cross=True) if cross else None,
                            _ffn(cfg), _norm(cfg), _norm(cfg) if cross else None, _norm(cfg), cfg.dropout, pre)
               for _ in range(cfg.n_decoder_layers)]
-    return Decoder(_embeddings(cfg, tokens), layers, _norm(cfg) if cfg.use_final_norm else None)
+    return Decoder(_embeddings(cfg, tokens), layers, _norm(cfg) if cfg.use_final_norm else None,
+                   _relative(cfg, bidirectional=False))
 
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
@@ -428,6 +485,10 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     lm_head = getattr(model, "lm_head", None)
     if lm_head is not None and not cfg.tie_embeddings:
         nn.init.normal_(lm_head.weight, std=cfg.d_model ** -0.5)
+    if not cfg.scale_attention:  # T5 folds 1 / sqrt(d_k) into the query projection's initialisation
+        for module in model.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.q_proj.weight.data.mul_(module.qk_dim ** -0.5)
 
 
 def build_model(cfg: ModelConfig) -> Model:
@@ -438,8 +499,7 @@ def build_model(cfg: ModelConfig) -> Model:
     match cfg.arch:
         case "encoder-decoder":
             src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            shared = cfg.tgt_vocab_size is None and cfg.tie_embeddings
-            tgt_tokens = src_tokens if shared else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
+            tgt_tokens = src_tokens if cfg.shares_embeddings else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
             lm_head = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
             model = EncoderDecoder(cfg, _encoder(cfg, src_tokens), _decoder(cfg, tgt_tokens, cross=True), lm_head)
         case "decoder":

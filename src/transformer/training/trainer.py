@@ -30,10 +30,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
+from ..model.attention import MultiHeadAttention
 from ..model.io import ModelFileError, load_model
 from ..model.transformer import Model
 from ..model_dir import save_model
-from ..model.attention import MultiHeadAttention
 from ..precision import AttentionChoice, PrecisionChoice, resolve_attention, resolve_precision
 from . import distributed as D
 from .checkpoint import (

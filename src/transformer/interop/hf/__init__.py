@@ -1,4 +1,4 @@
-"""Hugging Face weights in and out: BERT, GPT-2, Llama, Marian and ViT, with identical outputs.
+"""Hugging Face weights in and out: BERT, GPT-2, Llama, Marian, T5 and ViT, with identical outputs.
 
     model = from_hf(hf_model_or_path)          # our EncoderOnly / DecoderOnly / EncoderDecoder
     hf_model = to_hf(model)                    # the matching transformers model
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ...model.transformer import Model
-from . import bert, gpt2, llama, marian, vit
+from . import bert, gpt2, llama, marian, t5, vit
 from .common import HFConversionError
 
 
@@ -48,17 +48,24 @@ def _convert(hf_model) -> Model:
             return bert.from_hf(hf_model)
         case "vit":
             return vit.from_hf(hf_model)
+        case "t5":
+            return t5.from_hf(hf_model)
         case _:
             raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
-                                    "from_hf converts marian, gpt2, llama, bert and vit models")
+                                    "from_hf converts marian, t5, gpt2, llama, bert and vit models")
 
 
 def to_hf(model: Model):
-    """Our model -> the matching transformers model (Marian, GPT-2, Llama, BERT or ViT) with the same outputs."""
+    """Our model -> the matching transformers model (Marian, T5, GPT-2, Llama, BERT or ViT) with the same outputs."""
     cfg = model.config
+    if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
+        return t5.to_hf(model)
     if cfg.qk_dim != cfg.head_dim:
         raise HFConversionError(f"d_k={cfg.d_k} has no Hugging Face export: its models give queries and keys "
                                 f"d_model / n_heads = {cfg.head_dim} dimensions per head, as values")
+    if cfg.d_v is not None and cfg.d_v * cfg.n_heads != cfg.d_model and cfg.positional != "rope":
+        raise HFConversionError(f"d_v={cfg.d_v} has no Hugging Face export outside T5 and Llama: the others give "
+                                f"each head d_model / n_heads = {cfg.d_model // cfg.n_heads} dimensions")
     if cfg.vision is not None:
         return vit.to_hf(model)
     match cfg.arch:

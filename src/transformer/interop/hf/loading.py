@@ -12,9 +12,10 @@ from ...config import DecodeConfig
 from .common import HFConversionError
 
 # model_type -> the transformers class to load when config.architectures names none we support.
-_DEFAULT_CLASS = {"marian": "MarianMTModel", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertModel"}
+_DEFAULT_CLASS = {"marian": "MarianMTModel", "t5": "T5ForConditionalGeneration", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertModel"}
 _CLASSES = {
     "marian": ("MarianMTModel",),
+    "t5": ("T5ForConditionalGeneration",),
     "gpt2": ("GPT2LMHeadModel", "GPT2Model"),
     "llama": ("LlamaForCausalLM",),
     "bert": ("BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining"),
