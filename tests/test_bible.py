@@ -264,3 +264,39 @@ def test_real_genre_counts_add_up(web_genres):
         assert f"| {genre} | " in provenance and " | ".join(f"{n:,}" for n in per_split) + " |" in provenance
     total = " | ".join(f"{counts[s]:,}" for s in ("train", "valid", "test"))
     assert f"| total | 66 books | {total} |" in provenance
+
+
+# --------------------------------------------------------------------------------------------
+# The text-to-text mixture
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _installed(), reason="SWORD modules not installed: apt-get install -y sword-text-sparv sword-text-web sword-text-kjv (CI installs them)")
+def test_real_t2t_mixture_has_three_prefixed_tasks_on_the_translation_chapters(tmp_path, capsys):
+    from transformer.data.text import iter_pairs
+
+    out = tmp_path / "t2t"
+    assert main(["data", "bible-t2t", "--out", str(out)]) == 0
+    assert "input<TAB>target lines" in capsys.readouterr().out
+    prefixes = {"spa-eng": "translate Spanish to English: ", "eng-spa": "translate English to Spanish: ",
+                "genre": "genre: "}
+    for split in ("train", "valid", "test"):
+        pairs = list(iter_pairs(out / f"{split}.tsv"))  # every line parses: one tab, both sides non-empty
+        ids = (out / f"{split}.ids").read_text(encoding="utf-8").splitlines()
+        assert len(pairs) == len(ids)
+        by_task: dict[str, list] = {}
+        for (_, x, y), row in zip(pairs, ids, strict=True):
+            task, verse = row.split("\t")
+            assert x.startswith(prefixes[task]), (task, x)
+            book, chapter, _ = verse.split(".")
+            assert split_of((book, int(chapter))) == split  # the chapters of `data bible`
+            by_task.setdefault(task, []).append((verse, x.removeprefix(prefixes[task]), y))
+        assert len(by_task["spa-eng"]) == len(by_task["eng-spa"]) > 400
+        assert all(label in GENRE_OF.values() for _, _, label in by_task["genre"])
+        # the two translation directions are the same verse pairs, mirrored
+        assert [(v, y, x) for v, x, y in by_task["spa-eng"]] == by_task["eng-spa"]
+        if split == "train":
+            first = dict((v, (x, y)) for v, x, y in by_task["spa-eng"])["Gen.1.1"]
+            assert first == ("En el principio crió Dios los cielos y la tierra.",
+                             "In the beginning, God created the heavens and the earth.")
+            assert ("Gen.1.1", "In the beginning, God created the heavens and the earth.", "Law") in by_task["genre"]

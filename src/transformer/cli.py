@@ -236,6 +236,18 @@ def cmd_data_bible_genre(args: argparse.Namespace) -> None:
           f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)")
 
 
+def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
+    """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre task."""
+    from .data.bible import build_t2t_corpus
+
+    report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
+    counts = report["examples"]
+    per_task = ", ".join(f"{task} {counts['train'][task]:,}" for task in report["prefixes"])
+    print(f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
+          f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} input<TAB>target lines "
+          f"(see {args.out}/PROVENANCE.md)")
+
+
 def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
     """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see transformer.data.images)."""
     from .data.images import build_fashion_mnist
@@ -378,6 +390,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
     def translate(lines: list[str]) -> list[str]:
         nonlocal done
         first = done
+        if args.prefix:  # a text-to-text model's task; blank lines stay blank
+            lines = [args.prefix + line if line.strip() else line for line in lines]
         outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode,
                                      on_truncate=lambda numbers: cut.extend(first + n for n in numbers))
         done += len(lines)
@@ -521,6 +535,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     _check_flags(args)
+    if args.pairs:
+        if args.text or args.src or args.ref or args.tsv or args.images or args.plot:
+            raise UserError("give --pairs (a text-to-text model's scores per task) alone, without --text, --src, "
+                            "--ref, --tsv, --images or --plot")
+        return _evaluate_pairs(args)
     if args.tsv or args.images:
         flag = "--tsv" if args.tsv else "--images"
         if args.text or args.src or args.ref or (args.tsv and args.images):
@@ -539,7 +558,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.text and (args.src or args.ref):
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
-        raise UserError("give --src and --ref (BLEU, chrF), --text (perplexity) or --tsv (classification)")
+        raise UserError("give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or --pairs "
+                        "(text-to-text)")
     if args.output:
         _check_output(args.output)
     pipeline = _load_pipeline(args, "evaluate")
@@ -571,6 +591,31 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         _write_text(args.output, hypotheses)
     for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
         print(score)
+
+
+def _evaluate_pairs(args: argparse.Namespace) -> None:
+    from .decoding.pipeline import truncation_note
+    from .evaluation.metrics import score_pairs
+    from .model.transformer import EncoderDecoder
+
+    if not Path(args.pairs).is_file():
+        raise UserError(f"--pairs {args.pairs} not found: give a file of input<TAB>target lines")
+    if args.output:
+        _check_output(args.output)
+    pipeline = _load_pipeline(args, "evaluate")
+    if not isinstance(pipeline.model, EncoderDecoder):
+        raise UserError("--pairs is for encoder-decoder (text-to-text) models: this model is not one")
+    decode = _decode_overrides(args, ["beam_size", "length_penalty", "length_penalty_kind"])
+    cut: list[int] = []
+    scores, outputs = score_pairs(pipeline, args.pairs, on_truncate=cut.extend, **decode)
+    if cut:
+        _note("evaluate", truncation_note(cut, len(outputs), pipeline.max_source_tokens))
+    if args.output:
+        _write_text(args.output, outputs)
+    width = max(len(task) for task in scores)
+    print(f"{'task':<{width}}  {'lines':>6}  {'BLEU':>6}  {'chrF':>6}  {'exact':>6}")
+    for task, s in scores.items():
+        print(f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  {s['exact']:>5.1f}%")
 
 
 def _check_plot(path: str) -> None:
@@ -739,6 +784,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
     p.set_defaults(func=cmd_data_bible_genre)
+    p = data.add_parser("bible-t2t", help="a text-to-text mixture (input<TAB>target): translation both ways and "
+                                           "the genre task, each input starting with its task's prefix")
+    p.add_argument("--src", default="spa", choices=texts, help="one language (default spa)")
+    p.add_argument("--tgt", default="eng", choices=texts, help="the other (default eng; its verses make the genre task)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
+    p.set_defaults(func=cmd_data_bible_t2t)
 
     p = data.add_parser("fashion-mnist", help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) as "
                                                "train/valid/test.safetensors")
@@ -815,6 +867,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="file of source lines (default: standard input)")
     p.add_argument("--output", help="file for the translations (default: standard output)")
     p.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per batch (default 4000)")
+    p.add_argument("--prefix", help="put this before every input line: a text-to-text model's task, e.g. "
+                                    "'translate Spanish to English: '")
     _add_device_args(p)
     _add_precision_arg(p)
     p.set_defaults(func=cmd_translate)
@@ -851,6 +905,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="reference translations, aligned with --src")
     p.add_argument("--text", help="text for perplexity (language models)")
     p.add_argument("--tsv", help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, confusion matrix")
+    p.add_argument("--pairs", help="input<TAB>target lines: a text-to-text model's BLEU, chrF and exact matches per "
+                                   "task (the input's text before its first ': ')")
     p.add_argument("--images", help="labelled images (a prepared .safetensors split or a folder of class folders): "
                                      "an image classifier's accuracy, macro-F1, per-class scores, confusion matrix")
     p.add_argument("--plot", help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)")

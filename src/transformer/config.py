@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .data.text import TsvColumn
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -453,6 +455,11 @@ class DataConfig:
     """Labelled training texts of a classifier: one `label<TAB>text` per line."""
     valid_tsv: str | None = None
     """Labelled validation texts (optional); every label must occur in train_tsv."""
+    train_pairs: str | None = None
+    """Text-to-text training pairs of an encoder-decoder: one `input<TAB>target` per line (e.g. a
+    mixture of tasks named by a prefix of the input, as `transformer data bible-t2t` writes)."""
+    valid_pairs: str | None = None
+    """Text-to-text validation pairs (optional), as train_pairs."""
     train_images: str | None = None
     """Labelled training images of an image classifier (model.vision): a prepared split (.safetensors,
     from transformer data fashion-mnist) or a folder of class folders DIR/<label>/*.png|jpg."""
@@ -479,6 +486,9 @@ class DataConfig:
     tokenizer_sample: int = 200_000
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
+    sentinels: int = 100
+    """span_corruption: the sentinel tokens <extra_id_0> ... <extra_id_{n-1}> the trained tokenizer
+    reserves after its four special tokens (T5: 100); a text can have at most this many noise spans."""
     cache: str | None = None
     """Folder for prepared corpora (token ids in memory-mapped arrays, built on first use, see
     transformer.data.corpus); default $TRANSFORMER_CACHE_DIR/corpora, else ~/.cache/transformer/corpora."""
@@ -493,6 +503,7 @@ class DataConfig:
                               "(256 bytes + 4 special tokens)")
         _positive("data.min_frequency", self.min_frequency)
         _positive("data.max_len", self.max_len)
+        _positive("data.sentinels", self.sentinels)
         if self.tokenizer_sample < 0:
             raise ConfigError(f"data.tokenizer_sample={self.tokenizer_sample}: give a number of examples, or 0 for all")
         if (self.train_src is None) != (self.train_tgt is None):
@@ -500,30 +511,40 @@ class DataConfig:
         if (self.valid_src is None) != (self.valid_tgt is None):
             raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
         given = [name for name, value in (("train_src/train_tgt", self.train_src), ("train_text", self.train_text),
-                                          ("train_tsv", self.train_tsv), ("train_images", self.train_images))
+                                          ("train_tsv", self.train_tsv), ("train_images", self.train_images),
+                                          ("train_pairs", self.train_pairs))
                  if value is not None]
         if len(given) > 1:
             raise ConfigError(f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
-                              "train_src/train_tgt (translation), train_text (language model, masked-LM), "
-                              "train_tsv (text classification) or train_images (image classification)")
+                              "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
+                              "(language model, masked-LM, span corruption), train_tsv (text classification) or "
+                              "train_images (image classification)")
         if not given:
             raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
-                              "data.train_text (language model, masked-LM), data.train_tsv (text classification) "
-                              "or data.train_images (image classification)")
+                              "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
+                              "data.train_tsv (text classification) or data.train_images (image classification)")
         _positive("data.random_crop", self.random_crop, allow_zero=True)
-        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv"), ("train_images", "valid_images")):
+        if self.valid_src is not None and self.train_src is None:
+            raise ConfigError("data.valid_src/valid_tgt are set but data.train_src/train_tgt are not: validation "
+                              "data must be of the training data's kind")
+        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv"), ("train_images", "valid_images"),
+                             ("train_pairs", "valid_pairs")):
             if getattr(self, valid) is not None and getattr(self, train) is None:
                 raise ConfigError(f"data.{valid} is set but data.{train} is not: validation data must be of the "
                                   "training data's kind")
 
     @property
     def is_translation(self) -> bool:
-        return self.train_src is not None
+        """Source -> target pairs: aligned files or a text-to-text TSV."""
+        return self.train_src is not None or self.train_pairs is not None
 
     @property
     def train_files(self) -> tuple[str, str | None]:
         """(targets, sources) of the training data; sources None for a language model (for a
-        classifier, the TSV file: its texts are the targets)."""
+        classifier, the TSV file: its texts are the targets; text-to-text pairs: the TSV's two
+        columns, data.text.TsvColumn)."""
+        if self.train_pairs is not None:
+            return TsvColumn(self.train_pairs, 1), TsvColumn(self.train_pairs, 0)
         if self.is_translation:
             return self.train_tgt, self.train_src
         return (self.train_text or self.train_tsv), None
@@ -531,14 +552,17 @@ class DataConfig:
     @property
     def valid_files(self) -> tuple[str | None, str | None]:
         """(targets, sources) of the validation data; targets None when there is none."""
+        if self.valid_pairs is not None:
+            return TsvColumn(self.valid_pairs, 1), TsvColumn(self.valid_pairs, 0)
         if self.is_translation:
             return self.valid_tgt, self.valid_src
         return (self.valid_text or self.valid_tsv), None
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-OBJECTIVES = ("seq2seq", "lm", "mlm", "classify")
-OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder"}
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption")
+OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder",
+                   "span_corruption": "encoder-decoder"}
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
@@ -561,10 +585,15 @@ class TrainConfig:
     """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
     objective: str | None = None
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
-    "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text) or "classify" (a label per
-    text, arch = "encoder", on train_tsv). None: from the data and arch (see RunConfig.objective)."""
+    "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
+    text, arch = "encoder", on train_tsv) or "span_corruption" (T5's pretraining, arch =
+    "encoder-decoder", on train_text). None: from the data and arch (see RunConfig.objective)."""
     mlm_probability: float = 0.15
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token, 10% stay."""
+    noise_density: float = 0.15
+    """span_corruption: share of each text's tokens hidden (T5: 0.15)."""
+    mean_span: float = 3.0
+    """span_corruption: mean length of a hidden span (T5: 3)."""
     init_from: str | None = None
     """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
     takes only its head from [model]: pooling, pooler; the head is new)."""
@@ -620,6 +649,10 @@ class TrainConfig:
         _choice("train.objective", self.objective, (None, *OBJECTIVES))
         if not 0 < self.mlm_probability < 1:
             raise ConfigError(f"train.mlm_probability={self.mlm_probability!r} is not valid: it must be in (0, 1)")
+        if not 0 < self.noise_density < 1:
+            raise ConfigError(f"train.noise_density={self.noise_density!r} is not valid: it must be in (0, 1)")
+        if not self.mean_span >= 1:
+            raise ConfigError(f"train.mean_span={self.mean_span!r} is not valid: it must be >= 1")
         _choice("train.precision", self.precision, PRECISIONS)
         _choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _probability("train.label_smoothing", self.label_smoothing)
@@ -651,7 +684,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
-        needs = ({"seq2seq": "train_src", "lm": "train_text", "mlm": "train_text",
+        needs = ({"seq2seq": "train_pairs" if d.train_pairs else "train_src", "lm": "train_text", "mlm": "train_text", "span_corruption": "train_text",
                   "classify": "train_images" if d.train_images else "train_tsv"}[objective], OBJECTIVE_ARCHS[objective])
         if (d.train_images is not None) != (self.model.vision is not None) and self.train.init_from is None:
             raise ConfigError("data.train_images needs an image encoder ([model.vision]), and an image encoder needs "

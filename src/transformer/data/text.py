@@ -66,12 +66,53 @@ class ReadCounts:
     empty: int = 0
 
 
+class TsvColumn(str):
+    """A text-to-text TSV file (`input<TAB>target` per line) standing for one of its columns where
+    the pipeline takes aligned files: DataConfig.train_files gives (TsvColumn(path, 1),
+    TsvColumn(path, 0)) and iter_examples then reads both sides from the one file."""
+
+    column: int
+
+    def __new__(cls, path: str | os.PathLike, column: int) -> TsvColumn:
+        obj = super().__new__(cls, os.fspath(path))
+        obj.column = column
+        return obj
+
+
+def iter_pairs(path: str | os.PathLike, counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
+    """(line, input, target) of each line of an `input<TAB>target` file; 0-based lines.
+
+    The input is what precedes the first tab, the target the rest. A blank line is skipped (and
+    counted as empty); a line without a tab or with an empty side is a DataError naming the file
+    and its 1-based line."""
+    counts = counts if counts is not None else ReadCounts()
+    for line, raw in enumerate(iter_lines(path)):
+        counts.lines += 1
+        if not raw.strip():
+            counts.empty += 1
+            continue
+        source, tab, target = raw.partition("\t")
+        source, target = source.strip(), target.strip()
+        where = f"{path} line {line + 1}"
+        if not tab:
+            raise DataError(f"{where}: no tab: each line must be input<TAB>target")
+        for side, text in (("input (before the tab)", source), ("target (after the tab)", target)):
+            if not text:
+                raise DataError(f"{where}: the {side} is empty: each line must be input<TAB>target")
+        yield line, source, target
+    if counts.lines == counts.empty:
+        raise DataError(f"{path} has no input<TAB>target line")
+
+
 def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
                   counts: ReadCounts | None = None) -> Iterator[tuple[int, str | None, str]]:
     """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
 
     With sources, the two files are read in step; if one ends before the other, the error
-    names both line counts and where the shorter ended."""
+    names both line counts and where the shorter ended. Two TsvColumn of one file: its pairs."""
+    if isinstance(sources, TsvColumn) and isinstance(targets, TsvColumn):
+        yield from iter_pairs(targets, counts)
+        return
     counts = counts if counts is not None else ReadCounts()
     any_src, any_tgt = sources is None, False  # a file with no non-blank line is "empty"
     if sources is None:

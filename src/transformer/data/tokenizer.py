@@ -39,6 +39,13 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, tra
 from ..files import atomic_write_text
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+SENTINEL = "<extra_id_{}>"
+"""T5's sentinel tokens (span corruption): <extra_id_0>, <extra_id_1>, ..."""
+
+
+def sentinel_tokens(n: int) -> tuple[str, ...]:
+    """The first n sentinel tokens, in order."""
+    return tuple(SENTINEL.format(k) for k in range(n))
 ENCODER_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SHARED_FILE = "tokenizer.json"

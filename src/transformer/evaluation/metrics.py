@@ -208,3 +208,34 @@ def score_classifier(pipeline, path, on_truncate: Callable[[list[int]], None] | 
         results = pipeline.classify_images(data.images)
     predicted = [index[r[0][0]] for r in results]
     return classification_scores(predicted, gold, labels), predicted
+
+
+def task_name(text: str) -> str:
+    """A text-to-text input's task: what precedes its first ": " (e.g. "translate Spanish to English"),
+    or "-" when there is none."""
+    head, sep, _ = text.partition(": ")
+    return head if sep else "-"
+
+
+def score_pairs(pipeline, path, on_truncate: Callable[[list[int]], None] | None = None,
+                **decode) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input) and over
+    all lines: {task: {"lines", "bleu", "chrf", "exact"}} (exact: the share of outputs equal to the
+    target, the accuracy of a task whose targets are labels), and the outputs in file order.
+    Inputs longer than the model takes are truncated, their file line numbers (1-based) given to on_truncate."""
+    from ..data.text import iter_pairs
+
+    rows = list(iter_pairs(path))
+    cut = None if on_truncate is None else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+    outputs = pipeline.translate([x for _, x, _ in rows], on_truncate=cut, **decode)
+    groups: dict[str, list[int]] = {}
+    for i, (_, x, _) in enumerate(rows):
+        groups.setdefault(task_name(x), []).append(i)
+    if len(groups) > 1:
+        groups["all"] = list(range(len(rows)))
+    scores = {}
+    for task, indices in groups.items():
+        hyps, refs = [outputs[i] for i in indices], [rows[i][2] for i in indices]
+        scores[task] = {"lines": len(indices), "bleu": bleu(hyps, refs).score, "chrf": chrf(hyps, refs).score,
+                        "exact": 100.0 * sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(indices)}
+    return scores, outputs

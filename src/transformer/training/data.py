@@ -21,6 +21,7 @@ from ..data.tokenizer import (
     TokenizerError,
     load_tokenizers,
     save_tokenizers,
+    sentinel_tokens,
     train_tokenizer,
 )
 from . import distributed as D
@@ -74,7 +75,10 @@ TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer",
 
 
 def special_tokens(config: RunConfig) -> tuple[str, ...]:
-    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's objectives."""
+    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's objectives,
+    ours followed by T5's sentinels for span corruption."""
+    if config.objective == "span_corruption":
+        return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
     return ENCODER_SPECIALS if config.objective in ("mlm", "classify") else SPECIAL_TOKENS
 
 

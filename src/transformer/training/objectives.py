@@ -8,6 +8,9 @@ that the loop (trainer.py) drives.
   texts: loss, perplexity and masked-token accuracy; best/ by loss.
 - classify: [CLS] text [SEP] -> pooled -> classes, cross entropy per text; validation accuracy and
   macro-F1; best/ by accuracy.
+- span_corruption (T5's pretraining): each text's noise spans replaced by sentinels in the input,
+  the target the sentinels with the spans they hide (data.noising), then as seq2seq; validation
+  on a fixed corruption of the validation texts: loss and perplexity; best/ by loss.
 
 The loss is summed over a step's units (target tokens, chosen tokens or texts) and divided by
 their count over the whole step (all accumulated batches, all processes). Masking draws from a
@@ -28,11 +31,11 @@ import torch
 import torch.nn.functional as F
 
 from ..config import OBJECTIVE_ARCHS, ConfigError, RunConfig
-from ..data.batching import batch_indices, pad_rows, padding_share
+from ..data.batching import Batch, Example, batch_indices, collate, pad_rows, padding_share
 from ..data.images import augment, load_images, to_pixels
-from ..data.noising import IGNORE, mask_tokens
+from ..data.noising import IGNORE, corrupt_spans, mask_tokens, noise_counts, span_corruption_lengths
 from ..data.text import DataError, iter_labelled
-from ..data.tokenizer import EncoderTokens, Tokenizer
+from ..data.tokenizer import SENTINEL, EncoderTokens, Tokenizer
 from ..evaluation.metrics import classification_scores
 from ..model.io import load_config, load_model
 from ..model.transformer import EncoderOnly, Model, build_model, tie_weights
@@ -140,6 +143,8 @@ def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: C
     if objective == "classify":
         return Classify(config, run_dir, dist, say, resume)
     data = prepare_data(config, run_dir, dist, say, resume)
+    if objective == "span_corruption":
+        return SpanCorruption(config, data)
     return MaskedLM(config, data, _init_dir(config, run_dir, resume)) if objective == "mlm" else Seq2Seq(config, data)
 
 
@@ -215,6 +220,90 @@ class Seq2Seq(Objective):
 
     def save_files(self):
         return {"tokenizer": self.data.tokenizers, "decode": self.config.decode}
+
+
+def sentinel_ids(tokenizer: Tokenizer) -> list[int]:
+    """The tokenizer's sentinels <extra_id_0>, <extra_id_1>, ... in order (as many as it has)."""
+    ids = []
+    while (i := tokenizer.token_to_id(SENTINEL.format(len(ids)))) is not None:
+        ids.append(i)
+    return ids
+
+
+class SpanCorruption(Seq2Seq):
+    """T5's span-corruption pretraining of an encoder-decoder on one text per line (data.train_text).
+
+    Each text is corrupted afresh every epoch (a generator seeded by seed, epoch and batch, so a
+    resumed run corrupts as the uninterrupted one did); batches are formed by the corrupted lengths,
+    which follow from each text's length (noising.span_corruption_lengths)."""
+
+    name = "span_corruption"
+
+    def __init__(self, config: RunConfig, data: TrainingData):
+        super().__init__(config, data)
+        self.sentinels = sentinel_ids(data.target_tokenizer)
+        t = config.train
+        longest = max(int(data.train.tgt_lengths.max()) if len(data.train) else 0, config.data.max_len)
+        needed = noise_counts(longest, t.noise_density, t.mean_span)[1]  # the spans of the longest text
+        if len(self.sentinels) < needed:
+            raise ConfigError(f"span corruption of texts up to {longest} tokens needs {needed} sentinel tokens "
+                              f"({SENTINEL.format(0)} ...) but the tokenizer has {len(self.sentinels)}: train it here "
+                              "with objective span_corruption (data.sentinels), or lower data.max_len")
+        lengths = [span_corruption_lengths(int(n), t.noise_density, t.mean_span) for n in data.train.tgt_lengths]
+        self.sizes = np.array([max(i, o + 1) for i, o in lengths], dtype=np.int64)
+        self._cache: dict[tuple[int, int], tuple[Batch, int]] = {}
+        gen = torch.Generator().manual_seed(0)  # one fixed corruption of the validation texts
+        self.valid = [self._corrupt(e.tgt, gen) for e in data.valid]
+
+    def _corrupt(self, ids: list[int], generator: torch.Generator) -> Example:
+        t = self.config.train
+        inputs, targets = corrupt_spans(ids, self.sentinels, generator, t.noise_density, t.mean_span)
+        return Example(inputs, targets)
+
+    def batches(self, epoch):
+        return batch_indices(self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch)
+
+    def attention_shape(self):
+        return typical_shape(self.sizes, self.config.train.batch_tokens)
+
+    def padding_share(self, batches):
+        return padding_share(batches, self.sizes)
+
+    def _batch(self, examples: list[Example]) -> Batch:
+        m = self.model_config
+        return collate(examples, m.pad_id, m.start_id, m.eos_id)
+
+    def collate(self, indices, key):
+        if key not in self._cache:
+            if len(self._cache) > 64:  # only the current step's batches are ever asked for again
+                self._cache.clear()
+            gen = torch.Generator().manual_seed((self.config.train.seed * 1_000_003 + key[0]) * 1_000_003 + key[1])
+            examples = [self._corrupt(self.data.train[i].tgt, gen) for i in indices]
+            self._cache[key] = (self._batch(examples), sum(len(e.tgt) + 1 for e in examples))
+        return self._cache[key][0]
+
+    def units(self, indices, key):
+        self.collate(indices, key)
+        return self._cache[key][1]
+
+    @torch.no_grad()
+    def validate(self, model, device):
+        was_training = model.training
+        model.eval()
+        loss = nll = tokens = 0.0
+        sizes = [e.size for e in self.valid]
+        for indices in batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False):
+            out = self.loss(model, model, self._batch([self.valid[i] for i in indices]).to(device), device)
+            loss, nll, tokens = loss + out.loss.item(), nll + out.nll.item(), tokens + out.units
+        model.train(was_training)
+        return {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+
+    def describe(self, result):
+        return f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  ppl {result['valid_ppl']:.2f}"
+
+    def save_files(self):
+        return {**super().save_files(),
+                "special_tokens": {"sentinels": " ".join(SENTINEL.format(k) for k in range(len(self.sentinels)))}}
 
 
 def _forward(model: torch.nn.Module, batch) -> torch.Tensor:
