@@ -300,3 +300,7 @@ def test_real_t2t_mixture_has_three_prefixed_tasks_on_the_translation_chapters(t
             assert first == ("En el principio crió Dios los cielos y la tierra.",
                              "In the beginning, God created the heavens and the earth.")
             assert ("Gen.1.1", "In the beginning, God created the heavens and the earth.", "Law") in by_task["genre"]
+        if split != "test":  # both languages' verses as plain text, for pretraining
+            text = (out / f"{split}.txt").read_text(encoding="utf-8").splitlines()
+            assert text == [x for _, x, _ in by_task["spa-eng"]] + [y for _, _, y in by_task["spa-eng"]]
+    assert not (out / "test.txt").exists()

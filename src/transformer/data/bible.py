@@ -417,7 +417,8 @@ def task_of(text: str, prefixes: dict[str, str]) -> str | None:
 
 
 def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
-    """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse) and PROVENANCE.md."""
+    """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse), {train,valid}.txt
+    (the split's verses in both languages, one per line: text for span-corruption pretraining) and PROVENANCE.md."""
     for code in (src, tgt):
         if code not in MODULES:
             raise BibleError(f"unknown text code {code!r}: choose from {', '.join(MODULES)}")
@@ -448,6 +449,9 @@ def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: 
     for name, examples in rows.items():
         atomic_write_text(out / f"{name}.tsv", "".join(f"{x}\t{y}\n" for _, _, x, y in examples))
         atomic_write_text(out / f"{name}.ids", "".join(f"{task}\t{b}.{c}.{v}\n" for task, (b, c, v), _, _ in examples))
+        if name != "test":  # monolingual text for pretraining: never the test chapters
+            pairs = [(x.removeprefix(prefixes[forward]), y) for task, _, x, y in examples if task == forward]
+            atomic_write_text(out / f"{name}.txt", "".join(f"{a}\n" for a, _ in pairs) + "".join(f"{b}\n" for _, b in pairs))
     counts = {name: {task: sum(1 for t, *_ in examples if t == task) for task in prefixes}
               for name, examples in rows.items()}
     report = {"src": src, "tgt": tgt, "prefixes": prefixes, "examples": counts,
@@ -469,6 +473,8 @@ def _t2t_provenance(report: dict) -> str:
         "({split}.ids: the task and the verse). Translation both ways uses the verse pairs of `transformer data",
         f"bible` ({report['dropped_chapters']} misaligned chapters dropped); the genre task, the {tgt.language} "
         "verses of `transformer data bible-genre`. Splits are the same whole chapters for every task.",
+        f"{{train,valid}}.txt: the split's verse pairs as plain text, the {src.language} verses then the "
+        f"{tgt.language} ones, one per line (for span-corruption pretraining; none from the test chapters).",
         "",
         "| task | prefix | train | valid | test |",
         "|---|---|---:|---:|---:|",
