@@ -117,8 +117,8 @@ def test_a_text_to_text_mixture_trains_evaluates_per_task_and_translates_with_a_
     from transformer.cli import main
 
     root = _pairs_task(tmp_path)
-    values = _t5_config(tmp_path, objective="seq2seq", max_steps=60, warmup_steps=20, valid_every=30,
-                        save_every=60, batch_tokens=600, lr_factor=2.0)
+    values = _t5_config(tmp_path, objective="seq2seq", max_steps=60, warmup_steps=20, valid_every=20,
+                        save_every=60, batch_tokens=600, lr_factor=0.5)
     values["data"] = {"train_pairs": str(root / "train.tsv"), "valid_pairs": str(root / "valid.tsv"),
                       "tokenizer": "word", "vocab_size": 40, "max_len": 16, "cache": str(root / "cache")}
     values["model"] = {"arch": "encoder-decoder", "d_model": 64, "n_heads": 4, "n_encoder_layers": 2,
@@ -140,6 +140,10 @@ def test_a_text_to_text_mixture_trains_evaluates_per_task_and_translates_with_a_
     with_flag = capsys.readouterr().out.splitlines()
     assert main(["translate", model_dir, "--input", str(tmp_path / "prefixed.txt"), "--beam", "1"]) == 0
     assert with_flag == capsys.readouterr().out.splitlines() and len(with_flag) == 3 and with_flag[1] == ""
+    assert main(["generate", model_dir, "--prefix", "first: ", "--prompt", "fire moon", "--beam", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [with_flag[2]]  # generate answers as translate does
+    assert main(["generate", model_dir, "--prompt", "fire moon", "--temperature", "0.5"]) == 2
+    assert "sampling and chat are for language models" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("line, message", [

@@ -413,10 +413,25 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    """Continue a prompt with a language model (or answer it with --chat)."""
+    """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
+    (text-to-text) model answers it as translate would, after --prefix."""
+    from .model.transformer import EncoderDecoder
 
     _check_flags(args)
     pipeline = _load_pipeline(args, "generate")
+    if isinstance(pipeline.model, EncoderDecoder):
+        sampling = [f"--{name.replace('_', '-')}" for name in ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
+                    if getattr(args, name) is not None] + (["--chat"] if args.chat else [])
+        if sampling:
+            raise UserError(f"{', '.join(sampling)}: an encoder-decoder answers with beam search (--beam) as "
+                            "translate does; sampling and chat are for language models")
+        decode = _decode_overrides(args, ["beam_size"])
+        print(pipeline.translate([(args.prefix or "") + args.prompt], **decode,
+                                 on_truncate=lambda _: _note("generate", "the prompt was cut to the model's "
+                                                                         f"{pipeline.max_source_tokens} tokens"))[0])
+        return
+    if args.prefix:
+        raise UserError("--prefix names a text-to-text model's task: it is for encoder-decoder models")
     decode = _decode_overrides(args, ["max_new_tokens", "temperature", "top_k", "top_p", "beam_size"])
     print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode,
                             on_truncate=lambda message: _note("generate", message)))
@@ -885,9 +900,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_precision_arg(p)
     p.set_defaults(func=cmd_classify)
 
-    p = sub.add_parser("generate", help="continue a prompt with a language model directory")
+    p = sub.add_parser("generate", help="continue a prompt with a language model directory (or answer it with a "
+                                        "text-to-text model)")
     p.add_argument("model_dir")
     p.add_argument("--prompt", required=True, help="the text to continue (or the question, with --chat)")
+    p.add_argument("--prefix", help="an encoder-decoder (text-to-text) model: put this task prefix before the prompt")
     p.add_argument("--chat", action="store_true", help="apply the model's chat template (imported chat models)")
     p.add_argument("--max-new-tokens", dest="max_new_tokens", type=int, help="tokens to generate (default 50)")
     p.add_argument("--temperature", type=float, help="sampling temperature (0 = greedy; default 1)")
