@@ -302,7 +302,11 @@ def test_generate_bad_flags(m, capsys, flags, phrase):
 
 
 def test_generate_with_a_translation_model(m, capsys):
-    fails(["generate", m.mt, "--prompt", "the cat"], capsys, "this is a translation model: use translate, not generate")
+    # an encoder-decoder answers the prompt as translate does; sampling is for language models
+    fails(["generate", m.mt, "--prompt", "the cat", "--top-k", "5"], capsys,
+          "--top-k: an encoder-decoder answers with beam search (--beam) as translate does")
+    fails(["generate", m.lm, "--prompt", "the cat", "--prefix", "x: "], capsys,
+          "--prefix names a text-to-text model's task: it is for encoder-decoder models")
 
 
 @pytest.mark.parametrize("prompt", ["", "   ", "line one\nline two", unicodedata.normalize("NFD", "café"), "a" * 500],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from pathlib import Path
@@ -86,7 +87,9 @@ def test_span_corruption_training_reserves_sentinels_and_learns(tmp_path):
     assert model.config.positional == "t5_bias" and model.config.vocab_size == tok.vocab_size
     metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     valid = [m["valid_loss"] for m in metrics if m.get("split") == "valid"]
-    assert len(valid) == 2 and valid[-1] < valid[0] < 5.0  # learns the filler-word spans (uniform would be ln 60)
+    # it learns the targets' structure (sentinel, a span of filler words, the next sentinel, </s>): far
+    # below a uniform guess over the vocabulary (ln V), and below a uniform guess over the 20 words
+    assert len(valid) == 2 and max(valid) < min(0.75 * math.log(tok.vocab_size), math.log(20))
 
 
 def test_span_corruption_resumes_exactly(tmp_path):

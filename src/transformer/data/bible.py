@@ -225,15 +225,19 @@ def split_of(chapter: Chapter, valid_percent: int = 2, test_percent: int = 3) ->
     return "train"
 
 
-def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
-    """Write out_dir/{train,valid,test}.{src,tgt} (+ .ids with verse references) and PROVENANCE.md."""
+def _check_pair(src: str, tgt: str, out_dir: str | os.PathLike, what: str) -> None:
     for code in (src, tgt):
         if code not in MODULES:
             raise BibleError(f"unknown text code {code!r}: choose from {', '.join(MODULES)}")
     if src == tgt:
         raise BibleError(f"--src and --tgt are both {src!r}: pick two different texts")
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise BibleError(f"--out {out_dir} is a file: give a directory for the corpus")
+        raise BibleError(f"--out {out_dir} is a file: give a directory for the {what}")
+
+
+def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
+    """Write out_dir/{train,valid,test}.{src,tgt} (+ .ids with verse references) and PROVENANCE.md."""
+    _check_pair(src, tgt, out_dir, "corpus")
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
     alignment = align(src_verses, tgt_verses)
@@ -419,13 +423,7 @@ def task_of(text: str, prefixes: dict[str, str]) -> str | None:
 def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
     """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse), {train,valid}.txt
     (the split's verses in both languages, one per line: text for span-corruption pretraining) and PROVENANCE.md."""
-    for code in (src, tgt):
-        if code not in MODULES:
-            raise BibleError(f"unknown text code {code!r}: choose from {', '.join(MODULES)}")
-    if src == tgt:
-        raise BibleError(f"--src and --tgt are both {src!r}: pick two different texts")
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise BibleError(f"--out {out_dir} is a file: give a directory for the dataset")
+    _check_pair(src, tgt, out_dir, "dataset")
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
     alignment = align(src_verses, tgt_verses)

@@ -79,29 +79,36 @@ class TsvColumn(str):
         return obj
 
 
-def iter_pairs(path: str | os.PathLike, counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
-    """(line, input, target) of each line of an `input<TAB>target` file; 0-based lines.
+def _tab_separated(path: str | os.PathLike, left: str, right: str,
+                   counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
+    """(line, left side, right side) of each non-blank `left<TAB>right` line; 0-based lines.
 
-    The input is what precedes the first tab, the target the rest. A blank line is skipped (and
-    counted as empty); a line without a tab or with an empty side is a DataError naming the file
-    and its 1-based line."""
+    The left side is what precedes the first tab, the right side the rest (stripped; tabs inside
+    it stay). Blank lines are skipped (and counted as empty). A line without a tab or with an
+    empty side is a DataError naming the file and its 1-based line, and so is a file without any."""
     counts = counts if counts is not None else ReadCounts()
+    form = f"each line must be {left}<TAB>{right}"
     for line, raw in enumerate(iter_lines(path)):
         counts.lines += 1
         if not raw.strip():
             counts.empty += 1
             continue
-        source, tab, target = raw.partition("\t")
-        source, target = source.strip(), target.strip()
+        a, tab, b = raw.partition("\t")
+        a, b = a.strip(), b.strip()
         where = f"{path} line {line + 1}"
         if not tab:
-            raise DataError(f"{where}: no tab: each line must be input<TAB>target")
-        for side, text in (("input (before the tab)", source), ("target (after the tab)", target)):
+            raise DataError(f"{where}: no tab: {form}")
+        for side, text in ((f"{left} (before the tab)", a), (f"{right} (after the tab)", b)):
             if not text:
-                raise DataError(f"{where}: the {side} is empty: each line must be input<TAB>target")
-        yield line, source, target
+                raise DataError(f"{where}: the {side} is empty: {form}")
+        yield line, a, b
     if counts.lines == counts.empty:
-        raise DataError(f"{path} has no input<TAB>target line")
+        raise DataError(f"{path} has no {left}<TAB>{right} line")
+
+
+def iter_pairs(path: str | os.PathLike, counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
+    """(line, input, target) of each line of a text-to-text `input<TAB>target` file (see _tab_separated)."""
+    return _tab_separated(path, "input", "target", counts)
 
 
 def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
@@ -169,27 +176,8 @@ def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | Non
 
 def iter_labelled(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
     """(line, label, text) for each line of a `label<TAB>text` file (plain or .gz); 0-based lines.
-
-    The label is what precedes the first tab, the text the rest (stripped; tabs inside it stay).
-    Blank lines are skipped. A line without a tab, with an empty label or an empty text is a
-    DataError naming the file and its 1-based line."""
-    any_line = False
-    for line, raw in enumerate(iter_lines(path)):
-        if not raw.strip():
-            continue
-        label, tab, text = raw.partition("\t")
-        label, text = label.strip(), text.strip()
-        where = f"{path} line {line + 1}"
-        if not tab:
-            raise DataError(f"{where}: no tab: each line must be label<TAB>text")
-        if not label:
-            raise DataError(f"{where}: the label (before the tab) is empty: each line must be label<TAB>text")
-        if not text:
-            raise DataError(f"{where}: the text (after the tab) is empty: each line must be label<TAB>text")
-        any_line = True
-        yield line, label, text
-    if not any_line:
-        raise DataError(f"{path} has no label<TAB>text line")
+    Blank lines are skipped; a malformed line is a DataError naming the file and line (_tab_separated)."""
+    return _tab_separated(path, "label", "text")
 
 
 def labelled_texts(path: str | os.PathLike, sample: int, seed: int = 0) -> Iterator[str]:
