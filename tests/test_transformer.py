@@ -211,10 +211,13 @@ def test_attention_weights_are_returned_per_layer_and_head():
     assert (weights["cross"][0][1, :, :, 3:] == 0).all()
 
 
-@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder", "encoder"])
-def test_every_parameter_gets_a_gradient(arch):
+@pytest.mark.parametrize("arch,positional", [("encoder-decoder", "learned"), ("decoder", "learned"),
+                                             ("encoder", "learned"), ("encoder-decoder", "t5_bias")])
+def test_every_parameter_gets_a_gradient(arch, positional):
     extra = dict(mlm_head=True, pooler=True, n_classes=2, n_token_types=2, embedding_norm=True) if arch == "encoder" else {}
-    model = tiny(arch, positional="learned", dropout=0.1, **extra).train()
+    if positional == "t5_bias":  # the relative bias tables, the gate of a gated FFN, a separate output layer
+        extra = dict(activation="geglu_tanh", tie_embeddings=False, share_embeddings=True, scale_attention=False)
+    model = tiny(arch, positional=positional, dropout=0.1, **extra).train()
     ids = rand_ids(2, 6)
     if arch == "encoder-decoder":
         loss = model(ids, ids).sum()
