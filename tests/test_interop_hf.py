@@ -219,6 +219,38 @@ def test_t5_greedy_and_beam_search_match_hf_generate(layout):
         assert any(len(set(row)) > 1 for row in ours.tolist())  # not one repeated token per row
 
 
+def test_an_imported_t5_translates_like_hf_generate_with_its_tokenizer(tmp_path):
+    # A T5 directory with a fast tokenizer that ends each text with </s>, as T5's does: import-hf
+    # records it (decode.json add_eos), so our Pipeline gives the model the inputs HF gives it.
+    import tokenizers
+
+    from transformer.decoding.pipeline import Pipeline
+    from transformer.interop.hf import import_hf
+
+    words = ["<pad>", "</s>", "<unk>"] + [f"w{i}" for i in range(297)]
+    backend = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    backend.decoder = tokenizers.decoders.WordPiece(prefix="##")  # joins words with spaces
+    backend.post_processor = tokenizers.processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>",
+                                                  unk_token="<unk>")
+    hf_model = t5_model(**T5_LAYOUTS["v1.1"])
+    with torch.no_grad():
+        hf_model.shared.weight[1:] *= 0.1
+        hf_model.lm_head.weight[0] *= 0.01
+    hf_model.save_pretrained(tmp_path / "hf")
+    hf_tok.save_pretrained(tmp_path / "hf")
+    import_hf(tmp_path / "hf", tmp_path / "ours")
+    pipeline = Pipeline.load(tmp_path / "ours")
+    assert pipeline.decode.add_eos
+    lines = ["w5 w17 w230 w9", "w100 w3"]
+    batch = hf_tok(lines, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        theirs = hf_model.generate(**batch, do_sample=False, max_new_tokens=12, decoder_start_token_id=0)
+    ours = pipeline.translate(lines, beam_size=1, max_len_a=0, max_len_b=12)
+    assert ours == [hf_tok.decode(row, skip_special_tokens=True).strip() for row in theirs]
+
+
 def test_t5_unsupported_fields_are_named():
     with pytest.raises(HFConversionError, match="feed_forward_proj"):
         from_hf(t5_model(feed_forward_proj="gated-tanh"))

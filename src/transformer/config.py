@@ -385,6 +385,9 @@ class DecodeConfig:
     """New tokens to generate from a prompt (language models)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow their tokenizer."""
+    add_eos: bool = False
+    """End each source of an encoder-decoder with </s> (eos_id), as T5's and Marian's tokenizers do:
+    imported models follow their tokenizer; models trained here read sources without it."""
     precision: str = "fp32"
     """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU) or auto (bf16 where measured faster)."""
 

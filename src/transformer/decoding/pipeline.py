@@ -98,13 +98,17 @@ class Pipeline:
     def encode_sources(self, lines: list[str], truncate: bool = True) -> tuple[list[list[int]], list[int]]:
         """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
         encoded = self.source_tokenizer.encode_batch(_as_lines(lines))
+        eos = [self.model.config.eos_id] if self.decode.add_eos else []  # T5 and Marian end each source with </s>
         limit = self.max_source_tokens
-        cut = [number for number, ids in enumerate(encoded, start=1) if limit is not None and len(ids) > limit]
+        room = None if limit is None else limit - len(eos)
+        cut = [number for number, ids in enumerate(encoded, start=1) if room is not None and len(ids) > room]
         if cut and not truncate:
-            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1])} tokens, more than the model's "
-                                f"max_positions={limit}: split the line into shorter sentences")
+            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1]) + len(eos)} tokens, more than "
+                                f"the model's max_positions={limit}: split the line into shorter sentences")
         for number in cut:
-            encoded[number - 1] = encoded[number - 1][:limit]
+            encoded[number - 1] = encoded[number - 1][:room]
+        if eos:
+            encoded = [ids + eos if ids else ids for ids in encoded]  # an empty line stays empty
         return encoded, cut
 
     def translate(self, lines: list[str], batch_tokens: int = 4000, truncate: bool = True,

@@ -101,15 +101,19 @@ def generation_config(cfg: ModelConfig, decode: DecodeConfig):
     return _transformers().GenerationConfig(**values)
 
 
-def tokenizer_files(tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict | None) -> tuple[str, dict]:
+def tokenizer_files(tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict | None,
+                    add_eos: bool = False) -> tuple[str, dict]:
     """(tokenizer.json text, tokenizer_config.json values) of the transformers tokenizer over `tok`."""
     import tokenizers
 
     backend = tokenizers.Tokenizer.from_str(tok.tokenizer.to_str())  # a copy: ours stays as it is
-    bos = backend.id_to_token(cfg.bos_id)
+    bos, eos = backend.id_to_token(cfg.bos_id), backend.id_to_token(cfg.eos_id)
     if cfg.arch == "decoder" and add_bos and bos is not None:
         backend.post_processor = tokenizers.processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, cfg.bos_id)])
+    elif cfg.arch == "encoder-decoder" and add_eos and eos is not None:  # sources end with </s> (T5, Marian)
+        backend.post_processor = tokenizers.processors.TemplateProcessing(
+            single=f"$A {eos}", pair=f"$A $B:1 {eos}", special_tokens=[(eos, cfg.eos_id)])
     elif cfg.arch != "encoder" and (backend.encode("a b").ids != backend.encode("a b", add_special_tokens=False).ids):
         backend.post_processor = None  # our Pipeline encodes without special tokens
     special = {"bos_token": bos, "eos_token": backend.id_to_token(cfg.eos_id),
@@ -159,7 +163,8 @@ def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
     separate = cfg.arch == "encoder-decoder" and source is not target
     if cfg.arch != "encoder":
         hf_model.generation_config = generation_config(cfg, decode)
-    main = tokenizer_files(source if cfg.arch == "encoder-decoder" else target, cfg, decode.add_bos, chat)
+    main = tokenizer_files(source if cfg.arch == "encoder-decoder" else target, cfg, decode.add_bos, chat,
+                           decode.add_eos)
 
     def write(tmp: Path) -> None:
         hf_model.save_pretrained(tmp)
@@ -206,7 +211,9 @@ def readme(cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool
                   f"`{TARGET_TOKENIZER_DIR}/` decodes outputs. transformers 4's `pipeline(\"translation\")` would "
                   "decode them", "with the source vocabulary: do not use it.", ""]
     if cfg.arch == "encoder-decoder":
-        lines += ["Sources are tokenized without special tokens, as in training. `generation_config.json` holds",
+        lines += [("Sources end with </s>, as the model was trained." if decode.add_eos else
+                   "Sources are tokenized without special tokens, as in training.")
+                  + " `generation_config.json` holds",
                   f"our decoding defaults (beam {decode.beam_size}). Where transformers differs from "
                   "`transformer translate`:",
                   f"- Length limit: ours is floor({decode.max_len_a} x source tokens + {decode.max_len_b}); "

@@ -93,6 +93,14 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
 TOKENIZER_FILE = "tokenizer.json"
 
 
+def _adds_eos(tokenizer) -> bool:
+    """Whether the Hugging Face tokenizer ends an encoded text with its eos token (T5 and Marian do)."""
+    if tokenizer is None or getattr(tokenizer, "eos_token_id", None) is None:
+        return False
+    ids = tokenizer("a").input_ids
+    return bool(ids) and ids[-1] == tokenizer.eos_token_id
+
+
 def _adds_bos(tokenizer) -> bool:
     """Whether the Hugging Face tokenizer starts an encoded text with its bos token (Llama does, GPT-2 does not)."""
     if tokenizer is None or getattr(tokenizer, "bos_token_id", None) is None:
@@ -142,7 +150,9 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
         id2label = getattr(source.model.config, "id2label", None) or {}
         if model.config.n_classes and len(id2label) == model.config.n_classes:
             labels = [str(id2label[i]) for i in range(model.config.n_classes)]
-    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer)), chat=chat, labels=labels,
+    add_eos = model.config.arch == "encoder-decoder" and _adds_eos(source.tokenizer)
+    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer), add_eos=add_eos), chat=chat,
+               labels=labels,
                special_tokens=specials)
     files = (["config.json", "model.safetensors", "decode.json"] + ([CHAT_TEMPLATE_FILE] if chat else [])
              + (["labels.json"] if labels else []) + (["special_tokens.json"] if specials else []))
