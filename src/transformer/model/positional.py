@@ -108,18 +108,18 @@ def relative_bucket(relative: torch.Tensor, bidirectional: bool, buckets: int = 
     farther keys share the last. The logarithm is taken in float32, as T5 and Hugging Face do,
     so the boundaries land on the same buckets.
     """
-    out = torch.zeros_like(relative)
     if bidirectional:
         buckets //= 2
-        out = out + (relative > 0).long() * buckets
+        side = (relative > 0).long() * buckets  # later keys use the second half
         distance = relative.abs()
     else:
+        side = 0
         distance = (-relative).clamp(min=0)
     exact = buckets // 2
     far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
                    * (buckets - exact)).long()
     far = far.clamp(max=buckets - 1)
-    return out + torch.where(distance < exact, distance, far)
+    return side + torch.where(distance < exact, distance, far)
 
 
 class RelativePositionBias(nn.Module):

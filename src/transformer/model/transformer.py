@@ -232,8 +232,9 @@ class Decoder(nn.Module):
             return self.relative(keys - positions.reshape(n, g)[:, :, None])  # (N, H, G, S_cells)
         if cache.key_mask is None:  # every cached key is real: slot = position
             keys = torch.arange(cache.length, device=positions.device)[None]
-            return _relative_bias(self.relative, positions, keys, masked=bool((positions != positions[:1]).any()))
-        return _relative_bias(self.relative, positions, cache.key_mask.long().cumsum(-1) - 1, masked=True)
+        else:
+            keys = cache.key_mask.long().cumsum(-1) - 1
+        return _relative_bias(self.relative, positions, keys, masked=True)  # per row: no check, no sync
 
 
 def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:

@@ -202,17 +202,21 @@ class Seq2Seq(Objective):
         out = label_smoothed_cross_entropy(logits, batch.tgt_out, self.config.train.label_smoothing, model.config.pad_id)
         return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
 
-    @torch.no_grad()
     def validate(self, model, device):
+        result = self._valid_loss(model, device, self.data.valid_batches(self.config.train.batch_tokens, model.config))
+        return {**result, **evaluate_bleu(model, self.data, self.config)}
+
+    @torch.no_grad()
+    def _valid_loss(self, model, device, batches) -> dict[str, float]:
+        """Loss, NLL and perplexity per target token over validation batches, in eval mode."""
         was_training = model.training
         model.eval()
         loss = nll = tokens = 0.0
-        for batch in self.data.valid_batches(self.config.train.batch_tokens, model.config):
+        for batch in batches:
             out = self.loss(model, model, batch.to(device), device)
             loss, nll, tokens = loss + out.loss.item(), nll + out.nll.item(), tokens + out.units
         model.train(was_training)
-        result = {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
-        return {**result, **evaluate_bleu(model, self.data, self.config)}
+        return {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
 
     def describe(self, result):
         scores = f"  BLEU {result['valid_bleu']:.2f}  exact {result['valid_exact']:.1%}" if "valid_bleu" in result else ""
@@ -251,7 +255,7 @@ class SpanCorruption(Seq2Seq):
                               "with objective span_corruption (data.sentinels), or lower data.max_len")
         lengths = [span_corruption_lengths(int(n), t.noise_density, t.mean_span) for n in data.train.tgt_lengths]
         self.sizes = np.array([max(i, o + 1) for i, o in lengths], dtype=np.int64)
-        self._cache: dict[tuple[int, int], tuple[Batch, int]] = {}
+        self._cache: dict[tuple[int, int], Batch] = {}
         gen = torch.Generator().manual_seed(0)  # one fixed corruption of the validation texts
         self.valid = [self._corrupt(e.tgt, gen) for e in data.valid]
 
@@ -278,25 +282,16 @@ class SpanCorruption(Seq2Seq):
             if len(self._cache) > 64:  # only the current step's batches are ever asked for again
                 self._cache.clear()
             gen = torch.Generator().manual_seed((self.config.train.seed * 1_000_003 + key[0]) * 1_000_003 + key[1])
-            examples = [self._corrupt(self.data.train[i].tgt, gen) for i in indices]
-            self._cache[key] = (self._batch(examples), sum(len(e.tgt) + 1 for e in examples))
-        return self._cache[key][0]
+            self._cache[key] = self._batch([self._corrupt(self.data.train[i].tgt, gen) for i in indices])
+        return self._cache[key]
 
     def units(self, indices, key):
-        self.collate(indices, key)
-        return self._cache[key][1]
+        return self.collate(indices, key).n_tokens  # each target and its </s>
 
-    @torch.no_grad()
     def validate(self, model, device):
-        was_training = model.training
-        model.eval()
-        loss = nll = tokens = 0.0
         sizes = [e.size for e in self.valid]
-        for indices in batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False):
-            out = self.loss(model, model, self._batch([self.valid[i] for i in indices]).to(device), device)
-            loss, nll, tokens = loss + out.loss.item(), nll + out.nll.item(), tokens + out.units
-        model.train(was_training)
-        return {"valid_loss": loss / tokens, "valid_nll": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+        return self._valid_loss(model, device, (self._batch([self.valid[i] for i in indices]) for indices in
+                                                batch_indices(sizes, self.config.train.batch_tokens, 0, 0, shuffle=False)))
 
     def describe(self, result):
         return f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  ppl {result['valid_ppl']:.2f}"
