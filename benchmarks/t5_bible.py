@@ -2,12 +2,13 @@
 
     python benchmarks/t5_bible.py --minutes 15            # every run, one after another (resumable)
     python benchmarks/t5_bible.py --minutes 15 --table    # the results table from what has run
+    python benchmarks/t5_bible.py --minutes 15 --only recipe-es-en,bias-es-en   # some runs only
     python benchmarks/t5_bible.py --minutes 0.2 --out /tmp/t5-smoke   # a smoke run of the whole plan
 
 The budget unit B (--minutes) is the training time of one single-task model; every comparison
 gives both sides the same total minutes:
   (a) es->en from scratch: today's recipe (configs/bible-es-en.toml) vs T5's layout
-      (configs/t5-bible-es-en.toml), B each.
+      (configs/t5-bible-es-en.toml) vs the recipe with T5's relative bias for its sinusoids, B each.
   (b) span corruption on both languages' training verses for B/2 (configs/bible-span.toml), then
       es->en fine-tuning for B/2, against (a)'s T5 layout from scratch for B.
   (c) one text-to-text model for es->en, en->es and genre (configs/bible-t2t.toml) for 3B, against
@@ -39,6 +40,7 @@ def plan(b: float) -> list[tuple[str, str, list[str]]]:
     return [
         ("recipe-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b}"]),
         ("t5-es-en", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b}"]),
+        ("bias-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b}", 'model.positional="t5_bias"']),
         ("span", "configs/bible-span.toml", [f"train.max_minutes={b2}"]),
         ("span-es-en", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b2}", "train.init_from=@span"]),
         ("t5-en-es", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b}", *SWAP]),
@@ -103,8 +105,8 @@ def score(out: Path, name: str) -> dict:
 
 
 def table(out: Path, b: float) -> str:
-    got = {name: json.loads((out / f"{name}.json").read_text()) for name, _, _ in plan(b)
-           if (out / f"{name}.json").is_file()}
+    names = [name for name, _, _ in plan(b)] + ["t5-es-en-unscaled"]  # the last: a run kept by hand
+    got = {name: json.loads((out / f"{name}.json").read_text()) for name in names if (out / f"{name}.json").is_file()}
 
     def cell(name, key="bleu"):
         r = got.get(name)
@@ -118,6 +120,8 @@ def table(out: Path, b: float) -> str:
     rows = [
         f"| (a) es->en, today's recipe | {b:g} | {cell('recipe-es-en')} | {cell('recipe-es-en', 'chrf')} |",
         f"| (a) es->en, T5's layout | {b:g} | {cell('t5-es-en')} | {cell('t5-es-en', 'chrf')} |",
+        f"| (a) es->en, T5's layout with unscaled scores (T5's own) | {b:g} | {cell('t5-es-en-unscaled')} | {cell('t5-es-en-unscaled', 'chrf')} |",
+        f"| (a) es->en, today's recipe with T5's relative bias for the sinusoids | {b:g} | {cell('bias-es-en')} | {cell('bias-es-en', 'chrf')} |",
         f"| (b) span corruption {b / 2:g} + es->en {b / 2:g} | {b:g} | {cell('span-es-en')} | {cell('span-es-en', 'chrf')} |",
         f"| (c) single-task en->es (T5's layout) | {b:g} | {cell('t5-en-es')} | {cell('t5-en-es', 'chrf')} |",
         f"| (c) single-task genre (encoder classifier, accuracy %) | {b:g} | {cell('genre', 'genre accuracy')} | |",
@@ -133,6 +137,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=15.0, help="the budget unit B (default 15)")
     parser.add_argument("--out", default="runs/t5-bible", help="where the runs go (default runs/t5-bible)")
     parser.add_argument("--table", action="store_true", help="print the table of what has run, and stop")
+    parser.add_argument("--only", default="", help="comma-separated run names to run (default: all, in order)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -140,7 +145,10 @@ def main() -> int:
         from transformer.precision import cpu_name
 
         print(f"CPU: {cpu_name()} ({platform.machine()})", flush=True)
+        only = set(filter(None, args.only.split(",")))
         for name, config, sets in plan(args.minutes):
+            if only and name not in only:
+                continue
             train(out, name, config, sets)
             print(f"{name}: {score(out, name)}", flush=True)
     print(table(out, args.minutes))
