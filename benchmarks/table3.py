@@ -120,7 +120,7 @@ def table() -> str:
     base = [r for g, _, r in found if r["variant"] == "base"]
     if not base:
         return "no base results yet: python benchmarks/table3.py run --groups base"
-    mean = {k: statistics.mean(float(r[k]) for r in base) for k in ("test_bleu", "valid_bleu", "valid_ppl")}
+    mean = {k: statistics.mean(float(r[k]) for r in base) for k in ("test_bleu", "valid_bleu", "valid_ppl", "test_chrf")}
     spread = (max(float(r["test_bleu"]) for r in base) - min(float(r["test_bleu"]) for r in base)) if len(base) > 1 else 0
     lines = ["| row | variant | params | training FLOPs/token | test BLEU | Δ vs base | valid BLEU | valid PPL | "
              "chrF (test) | paper: PPL / BLEU |",
@@ -133,10 +133,11 @@ def table() -> str:
         bleu = mean["test_bleu"] if is_base else float(r["test_bleu"])
         valid = mean["valid_bleu"] if is_base else float(r["valid_bleu"])
         ppl = mean["valid_ppl"] if is_base else float(r["valid_ppl"])
+        chrf = mean["test_chrf"] if is_base else float(r["test_chrf"])
         delta = "" if is_base else f"{bleu - mean['test_bleu']:+.2f}"
         shown = f"base ({len(base)} seeds, spread {spread:.2f})" if is_base else name
         lines.append(f"| {label} | {shown} | {int(r['parameters']) / 1e6:.2f}M | {_flops(group, r) / 1e6:.1f}M | "
-                     f"{bleu:.2f} | {delta} | {valid:.2f} | {ppl:.2f} | {float(r['test_chrf']):.2f} | "
+                     f"{bleu:.2f} | {delta} | {valid:.2f} | {ppl:.2f} | {chrf:.2f} | "
                      f"{PAPER.get(name, '')} |")
     return "\n".join(lines)
 
