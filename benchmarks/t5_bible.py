@@ -139,13 +139,16 @@ def main() -> int:
     parser.add_argument("--table", action="store_true", help="print the table of what has run, and stop")
     parser.add_argument("--only", default="", help="comma-separated run names to run (default: all, in order)")
     args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    names = [name for name, _, _ in plan(args.minutes)]
+    if only - set(names):
+        parser.error(f"unknown run(s) in --only: {', '.join(sorted(only - set(names)))}; the runs: {', '.join(names)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.table:
         from transformer.precision import cpu_name
 
         print(f"CPU: {cpu_name()} ({platform.machine()})", flush=True)
-        only = set(filter(None, args.only.split(",")))
         for name, config, sets in plan(args.minutes):
             if only and name not in only:
                 continue
