@@ -10,7 +10,8 @@ gives both sides the same total minutes:
   (a) es->en from scratch: today's recipe (configs/bible-es-en.toml) vs T5's layout
       (configs/t5-bible-es-en.toml) vs the recipe with T5's relative bias for its sinusoids, B each.
   (b) span corruption on both languages' training verses for B/2 (configs/bible-span.toml), then
-      es->en fine-tuning for B/2, against (a)'s T5 layout from scratch for B.
+      es->en fine-tuning for B/2, against (a)'s T5 layout from scratch for B; and the same pair in
+      the recipe's layout (sinusoids, LayerNorm, ReLU, tied) against (a)'s recipe.
   (c) one text-to-text model for es->en, en->es and genre (configs/bible-t2t.toml) for 3B, against
       three single-task models of B each: (a)'s T5 es->en, the same layout en->es, and the encoder
       classifier of configs/bible-genre.toml.
@@ -25,11 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 T2T = "data/bible-t2t"
+# configs/bible-span.toml's T5 model replaced by the recipe's (configs/bible-es-en.toml): sinusoids,
+# LayerNorm with biases, ReLU, d_ff 1,024, tied and scaled embeddings, no attention/FFN dropout
+RECIPE_MODEL = ["model.d_ff=1024", "model.attention_dropout=0.0", "model.activation_dropout=0.0",
+                'model.norm="layernorm"', "model.norm_eps=1e-5", "model.bias=true", 'model.positional="sinusoidal"',
+                "model.max_positions=256", 'model.activation="relu"', "model.scale_embedding=true",
+                "model.tie_embeddings=true"]
 SWAP = ['data.train_src="data/bible/train.eng"', 'data.train_tgt="data/bible/train.spa"',
         'data.valid_src="data/bible/valid.eng"', 'data.valid_tgt="data/bible/valid.spa"']  # en->es
 
@@ -43,6 +51,8 @@ def plan(b: float) -> list[tuple[str, str, list[str]]]:
         ("bias-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b}", 'model.positional="t5_bias"']),
         ("span", "configs/bible-span.toml", [f"train.max_minutes={b2}"]),
         ("span-es-en", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b2}", "train.init_from=@span"]),
+        ("span-recipe", "configs/bible-span.toml", [f"train.max_minutes={b2}", *RECIPE_MODEL]),
+        ("span-recipe-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b2}", "train.init_from=@span-recipe"]),
         ("t5-en-es", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b}", *SWAP]),
         ("genre", "configs/bible-genre.toml", [f"train.max_minutes={b}"]),
         ("t2t", "configs/bible-t2t.toml", [f"train.max_minutes={b3}"]),
@@ -61,7 +71,7 @@ def train(out: Path, name: str, config: str, sets: list[str]) -> Path:
     run = out / name
     if (run / "last").is_dir():
         return run
-    sets = [s.replace("@span", str(out / "span" / "last")) for s in sets]
+    sets = [re.sub(r"@([\w-]+)", lambda m: str(out / m.group(1) / "last"), s) for s in sets]
     cmd = ["transformer", "train", config, "--out", str(run), *[a for s in sets for a in ("--set", s)]]
     if (run / "checkpoints").is_dir():
         cmd.append("--resume")
@@ -81,7 +91,7 @@ def score(out: Path, name: str) -> dict:
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
     train_rows = [m for m in metrics if m.get("split") == "train"]
     result = {"steps": train_rows[-1]["step"], "minutes": round(train_rows[-1]["elapsed_s"] / 60, 1)}
-    if name == "span":
+    if name.startswith("span") and not name.endswith("es-en"):
         result["valid_ppl"] = [m for m in metrics if m.get("split") == "valid"][-1]["valid_ppl"]
     elif name == "genre":
         text = subprocess.run(["transformer", "evaluate", str(run / "best"), "--tsv", "data/bible-genre/test.tsv"],
@@ -123,6 +133,7 @@ def table(out: Path, b: float) -> str:
         f"| (a) es->en, T5's layout with unscaled scores (T5's own) | {b:g} | {cell('t5-es-en-unscaled')} | {cell('t5-es-en-unscaled', 'chrf')} |",
         f"| (a) es->en, today's recipe with T5's relative bias for the sinusoids | {b:g} | {cell('bias-es-en')} | {cell('bias-es-en', 'chrf')} |",
         f"| (b) span corruption {b / 2:g} + es->en {b / 2:g} | {b:g} | {cell('span-es-en')} | {cell('span-es-en', 'chrf')} |",
+        f"| (b) the same in the recipe's layout: span corruption {b / 2:g} + es->en {b / 2:g} | {b:g} | {cell('span-recipe-es-en')} | {cell('span-recipe-es-en', 'chrf')} |",
         f"| (c) single-task en->es (T5's layout) | {b:g} | {cell('t5-en-es')} | {cell('t5-en-es', 'chrf')} |",
         f"| (c) single-task genre (encoder classifier, accuracy %) | {b:g} | {cell('genre', 'genre accuracy')} | |",
         f"| (c) one text-to-text model: es->en | {3 * b:g} (all three) | {es_en.get('bleu', '')} | {es_en.get('chrf', '')} |",
