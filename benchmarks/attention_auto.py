@@ -15,8 +15,6 @@ are within 10%. Give the CPU model (printed) with every number; the machine shou
 
 from __future__ import annotations
 
-import argparse
-import os
 import platform
 import statistics
 import sys
@@ -30,19 +28,12 @@ from transformer.precision import cpu_name
 from transformer.training.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from precision import tokens_per_s  # noqa: E402  (benchmarks/precision.py)
+from precision import speed_overrides, speed_parser, tokens_per_s  # noqa: E402  (benchmarks/precision.py)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/bible-es-en.toml")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    args = parser.parse_args()
-    overrides = [f"train.max_steps={args.steps}", "train.max_minutes=0", "train.valid_every=1000000",
-                 "train.save_every=1000000", "train.log_every=1000000", "train.bleu_samples=0", *args.set]
-    os.environ["TRANSFORMER_PRECISION_CACHE"] = "0"
+    args = speed_parser(__doc__.splitlines()[0]).parse_args()
+    overrides = speed_overrides(args)
     print(f"CPU: {cpu_name()} ({platform.machine()}), {torch.get_num_threads()} threads, torch {torch.__version__}")
     rates: dict[str, list[float]] = {"fused": [], "textbook": []}
     auto = []

@@ -36,21 +36,33 @@ def tokens_per_s(run_dir: Path, skip: int = 5) -> float:
     return statistics.median(rates)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def speed_parser(description: str) -> argparse.ArgumentParser:
+    """The options every side-by-side training-speed benchmark here takes."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--config", default="configs/bible-es-en.toml")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    return parser
+
+
+def speed_overrides(args: argparse.Namespace) -> list[str]:
+    """--steps training steps and nothing else: no validation, saving, BLEU or log lines; then --set.
+    The probes read no cache (TRANSFORMER_PRECISION_CACHE=0): each measures afresh."""
+    os.environ["TRANSFORMER_PRECISION_CACHE"] = "0"
+    return [f"train.max_steps={args.steps}", "train.max_minutes=0", "train.valid_every=1000000",
+            "train.save_every=1000000", "train.log_every=1000000", "train.bleu_samples=0", *args.set]
+
+
+def main() -> int:
+    parser = speed_parser(__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    overrides = [f"train.max_steps={args.steps}", "train.max_minutes=0", "train.valid_every=1000000",
-                 "train.save_every=1000000", "train.bleu_samples=0", *args.set]
+    overrides = speed_overrides(args)
     base = load_config(args.config, overrides)
     m = base.model
-    os.environ["TRANSFORMER_PRECISION_CACHE"] = "0"
     choice = resolve_precision("auto", "cpu", m.d_model, m.d_ff, base.data.vocab_size)
     print(f"CPU: {cpu_name()} ({platform.machine()}), {torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"auto at d_model={m.d_model} d_ff={m.d_ff} vocab={base.data.vocab_size}: {choice.describe()}")
