@@ -24,6 +24,7 @@ Data: transformer data bible --out data/bible; data bible-t2t --out data/bible-t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import re
@@ -32,12 +33,20 @@ import sys
 from pathlib import Path
 
 T2T = "data/bible-t2t"
-# configs/bible-span.toml's T5 model replaced by the recipe's (configs/bible-es-en.toml): sinusoids,
-# LayerNorm with biases, ReLU, d_ff 1,024, tied and scaled embeddings, no attention/FFN dropout
-RECIPE_MODEL = ["model.d_ff=1024", "model.attention_dropout=0.0", "model.activation_dropout=0.0",
-                'model.norm="layernorm"', "model.norm_eps=1e-5", "model.bias=true", 'model.positional="sinusoidal"',
-                "model.max_positions=256", 'model.activation="relu"', "model.scale_embedding=true",
-                "model.tie_embeddings=true"]
+PRETRAINING = {"span", "span-recipe"}  # runs scored by their validation perplexity, not translated
+
+
+def recipe_model() -> list[str]:
+    """--set lines that turn configs/bible-span.toml's T5 model into the recipe's
+    (configs/bible-es-en.toml: sinusoids, LayerNorm, ReLU, tied and scaled embeddings, ...)."""
+    from transformer.config import load_config
+
+    recipe = dataclasses.asdict(load_config("configs/bible-es-en.toml").model)
+    span = dataclasses.asdict(load_config("configs/bible-span.toml").model)
+    # None (share_embeddings: "as tie_embeddings says") is the recipe's default and cannot be --set
+    return [f"model.{k}={json.dumps(v)}" for k, v in recipe.items() if v != span[k] and v is not None]
+
+
 SWAP = ['data.train_src="data/bible/train.eng"', 'data.train_tgt="data/bible/train.spa"',
         'data.valid_src="data/bible/valid.eng"', 'data.valid_tgt="data/bible/valid.spa"']  # en->es
 
@@ -51,7 +60,7 @@ def plan(b: float) -> list[tuple[str, str, list[str]]]:
         ("bias-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b}", 'model.positional="t5_bias"']),
         ("span", "configs/bible-span.toml", [f"train.max_minutes={b2}"]),
         ("span-es-en", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b2}", "train.init_from=@span"]),
-        ("span-recipe", "configs/bible-span.toml", [f"train.max_minutes={b2}", *RECIPE_MODEL]),
+        ("span-recipe", "configs/bible-span.toml", [f"train.max_minutes={b2}", *recipe_model()]),
         ("span-recipe-es-en", "configs/bible-es-en.toml", [f"train.max_minutes={b2}", "train.init_from=@span-recipe"]),
         ("t5-en-es", "configs/t5-bible-es-en.toml", [f"train.max_minutes={b}", *SWAP]),
         ("genre", "configs/bible-genre.toml", [f"train.max_minutes={b}"]),
@@ -91,7 +100,7 @@ def score(out: Path, name: str) -> dict:
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
     train_rows = [m for m in metrics if m.get("split") == "train"]
     result = {"steps": train_rows[-1]["step"], "minutes": round(train_rows[-1]["elapsed_s"] / 60, 1)}
-    if name.startswith("span") and not name.endswith("es-en"):
+    if name in PRETRAINING:
         result["valid_ppl"] = [m for m in metrics if m.get("split") == "valid"][-1]["valid_ppl"]
     elif name == "genre":
         text = subprocess.run(["transformer", "evaluate", str(run / "best"), "--tsv", "data/bible-genre/test.tsv"],

@@ -130,14 +130,11 @@ def table() -> str:
             continue
         name = r["variant"]
         is_base = name == "base"
-        bleu = mean["test_bleu"] if is_base else float(r["test_bleu"])
-        valid = mean["valid_bleu"] if is_base else float(r["valid_bleu"])
-        ppl = mean["valid_ppl"] if is_base else float(r["valid_ppl"])
-        chrf = mean["test_chrf"] if is_base else float(r["test_chrf"])
-        delta = "" if is_base else f"{bleu - mean['test_bleu']:+.2f}"
+        v = mean if is_base else {k: float(r[k]) for k in mean}
+        delta = "" if is_base else f"{v['test_bleu'] - mean['test_bleu']:+.2f}"
         shown = f"base ({len(base)} seeds, spread {spread:.2f})" if is_base else name
         lines.append(f"| {label} | {shown} | {int(r['parameters']) / 1e6:.2f}M | {_flops(group, r) / 1e6:.1f}M | "
-                     f"{bleu:.2f} | {delta} | {valid:.2f} | {ppl:.2f} | {chrf:.2f} | "
+                     f"{v['test_bleu']:.2f} | {delta} | {v['valid_bleu']:.2f} | {v['valid_ppl']:.2f} | {v['test_chrf']:.2f} | "
                      f"{PAPER.get(name, '')} |")
     return "\n".join(lines)
 
