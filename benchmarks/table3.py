@@ -2,7 +2,8 @@
 
     python benchmarks/table3.py run              # all groups, one after another (resumable: run it again)
     python benchmarks/table3.py run --groups A,B # some groups
-    python benchmarks/table3.py table            # the markdown table of docs/experiments.md, from the results
+    python benchmarks/table3.py table            # the markdown table of docs/experiments.md, from docs/table3.csv
+    python benchmarks/table3.py record --groups A # copy a finished group's scores into docs/table3.csv
 
 Each group is one `transformer sweep` of configs/bible-es-en.toml into sweeps/table3/<group>, the
 command printed before it runs. As in the paper's Table 3, every variant trains for the same number
@@ -14,12 +15,19 @@ last 3 checkpoints, beam 4, on the project's validation and test splits (sacreBL
 validation perplexity of the trainer's last evaluation (per BPE token, without label smoothing).
 The variants' cost is given as training FLOPs per token (accounting.flops_per_token), not tokens/s:
 the runs may share the machine with other work, which slows them without changing their results.
+
+sweeps/ is not part of the repository and does not outlive a machine; so each finished group's scores
+are copied into docs/table3.csv (one line per row of the table, the base averaged over its seeds),
+which is committed and from which `table` prints: a study spread over sessions keeps every row.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
+import os
+import platform
 import shlex
 import statistics
 import subprocess
@@ -28,6 +36,10 @@ from pathlib import Path
 
 CONFIG = "configs/bible-es-en.toml"
 OUT = Path("sweeps/table3")
+RECORD = Path("docs/table3.csv")
+RECORD_COLUMNS = ["group", "variant", "seeds", "parameters", "flops_per_token", "steps", "test_bleu", "test_chrf",
+                  "valid_bleu", "valid_ppl", "cpu", "note"]
+SCORES = ("test_bleu", "test_chrf", "valid_bleu", "valid_ppl")
 
 # (group, row label in the paper's terms, sweep arguments). The base config: N=3 layers per side,
 # d_model 256, d_ff 1024, h 4, d_k = d_v 64, P_drop 0.1, eps_ls 0.1, sinusoids, pre-norm, LayerNorm,
@@ -92,17 +104,16 @@ def run(groups: list[str], steps: int) -> int:
         if code:
             print(f"{group}: sweep exited with {code}; run this script again to resume", file=sys.stderr)
             return code
+        record([group])
     return 0
 
 
-def rows() -> list[tuple[str, str, dict]]:
-    found = []
-    for group, label, _ in GROUPS:
-        path = OUT / group / "results.csv"
-        if path.is_file():
-            with path.open(encoding="utf-8") as f:
-                found += [(group, label, row) for row in csv.DictReader(f)]
-    return found
+def sweep_rows(group: str) -> list[dict]:
+    path = OUT / group / "results.csv"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 def _flops(group: str, row: dict) -> float:
@@ -115,33 +126,78 @@ def _flops(group: str, row: dict) -> float:
     return flops_per_token(load_config(run), 32)["training"]
 
 
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def read_record() -> list[dict]:
+    if not RECORD.is_file():
+        return []
+    with RECORD.open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def record(groups: list[str]) -> list[str]:
+    """Copy the finished runs of `groups` from sweeps/table3 into docs/table3.csv, one line per variant
+    (the mean over its seeds; the base's seeds come from the `base` and `seeds` groups), replacing
+    that variant's line if there is one. Returns the (group, variant) lines written."""
+    lines = {(r["group"], r["variant"]): r for r in read_record()}
+    written = []
+    for group in groups:
+        source = ["base", "seeds"] if group in ("base", "seeds") else [group]
+        runs = [(g, r) for g in source for r in sweep_rows(g)]
+        for variant in dict.fromkeys(r["variant"] for _, r in runs):
+            seeds = [(g, r) for g, r in runs if r["variant"] == variant]
+            key = ("base" if variant == "base" else group, variant)
+            lines[key] = {
+                "group": key[0], "variant": variant, "seeds": ";".join(r["seed"] for _, r in seeds),
+                "parameters": seeds[0][1]["parameters"], "flops_per_token": f"{_flops(*seeds[0]):.0f}",
+                "steps": seeds[0][1]["steps"],
+                **{k: f"{statistics.mean(float(r[k]) for _, r in seeds):.2f}" for k in SCORES},
+                "cpu": _cpu(), "note": ""}
+            written.append(f"{key[0]}/{variant}")
+    order = {g: i for i, (g, _, _) in enumerate(GROUPS)}
+    text = io.StringIO()
+    writer = csv.DictWriter(text, RECORD_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(sorted(lines.values(), key=lambda r: order.get(r["group"], len(order))))
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RECORD.with_suffix(".tmp")
+    tmp.write_text(text.getvalue(), encoding="utf-8")
+    os.replace(tmp, RECORD)
+    return written
+
+
 def table() -> str:
-    found = rows()
-    base = [r for g, _, r in found if r["variant"] == "base"]
-    if not base:
-        return "no base results yet: python benchmarks/table3.py run --groups base"
-    mean = {k: statistics.mean(float(r[k]) for r in base) for k in ("test_bleu", "valid_bleu", "valid_ppl", "test_chrf")}
-    spread = (max(float(r["test_bleu"]) for r in base) - min(float(r["test_bleu"]) for r in base)) if len(base) > 1 else 0
+    found = read_record()
+    base = next((r for r in found if r["variant"] == "base"), None)
+    if base is None:
+        return f"no base results in {RECORD} yet: python benchmarks/table3.py run --groups base,seeds"
+    labels = {g: label for g, label, _ in GROUPS}
     lines = ["| row | variant | params | training FLOPs/token | test BLEU | Δ vs base | valid BLEU | valid PPL | "
              "chrF (test) | paper: PPL / BLEU |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for group, label, r in found:
-        if group == "seeds":
-            continue
+    for r in found:
         name = r["variant"]
         is_base = name == "base"
-        v = mean if is_base else {k: float(r[k]) for k in mean}
-        delta = "" if is_base else f"{v['test_bleu'] - mean['test_bleu']:+.2f}"
-        shown = f"base ({len(base)} seeds, spread {spread:.2f})" if is_base else name
-        lines.append(f"| {label} | {shown} | {int(r['parameters']) / 1e6:.2f}M | {_flops(group, r) / 1e6:.1f}M | "
-                     f"{v['test_bleu']:.2f} | {delta} | {v['valid_bleu']:.2f} | {v['valid_ppl']:.2f} | {v['test_chrf']:.2f} | "
-                     f"{PAPER.get(name, '')} |")
+        v = {k: float(r[k]) for k in SCORES}
+        delta = "" if is_base else f"{v['test_bleu'] - float(base['test_bleu']):+.2f}"
+        shown = f"base ({len(r['seeds'].split(';'))} seeds)" if is_base else name
+        lines.append(f"| {labels.get(r['group'], r['group'])} | {shown} | {int(r['parameters']) / 1e6:.2f}M | "
+                     f"{float(r['flops_per_token']) / 1e6:.1f}M | {v['test_bleu']:.2f} | {delta} | {v['valid_bleu']:.2f} | "
+                     f"{v['valid_ppl']:.2f} | {v['test_chrf']:.2f} | {PAPER.get(name, '')} |")
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "table", "commands"])
+    parser.add_argument("what", choices=["run", "record", "table", "commands"])
     parser.add_argument("--groups", default=",".join(g for g, _, _ in GROUPS),
                         help="comma-separated groups to run (default all, in the order listed in this file)")
     parser.add_argument("--steps", type=int, default=1200, help="training steps of every variant (default 1200)")
@@ -152,6 +208,10 @@ def main() -> int:
         parser.error(f"unknown group(s) {', '.join(unknown)}: choose from {', '.join(g for g, _, _ in GROUPS)}")
     if args.what == "run":
         return run(groups, args.steps)
+    if args.what == "record":
+        written = record(groups)
+        print(f"{RECORD}: " + (", ".join(written) if written else "nothing finished in sweeps/table3 for these groups"))
+        return 0
     if args.what == "commands":
         print("\n".join(shlex.join(command(g, a, args.steps)) for g, _, a in GROUPS if g in groups))
         return 0
