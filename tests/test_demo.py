@@ -51,6 +51,8 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
     assert result["examples"] == dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     printed = "\n".join(lines)
     assert "averaged the last 2 checkpoints" in printed and str(scores["bleu"]) in printed
+    assert "with model.dropout=0.0 model.d_model=32" in printed  # the demo's setting, then the caller's
+    assert load_model(model_dir).config.dropout == 0.0
     for source, translation in result["examples"].items():
         assert f"{source}\n    -> {translation}" in printed
 
@@ -62,3 +64,23 @@ def test_demo_reports_a_missing_config(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "REPO", tmp_path)
     with pytest.raises(demo.DemoError, match="configs/bible-es-en.toml not found"):
         demo.config_path()
+
+
+def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
+    from transformer.config import load_config
+    from transformer.demo import CONFIG, demo_config
+
+    recipe = load_config(CONFIG)
+    assert recipe.model.dropout > 0  # the 60-minute recipe regularises; the 15-minute demo does not
+    config = demo_config(15, tmp_path)
+    assert config.model.dropout == 0.0 and config.train.max_minutes == 15
+    assert config.data.train_src == str(tmp_path / "train.spa") and config.data.valid_tgt == str(tmp_path / "valid.eng")
+    assert config.model.n_heads == recipe.model.n_heads and config.decode == recipe.decode  # nothing else changes
+    assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
+
+
+def test_demo_reports_a_bad_override(tmp_path):
+    import transformer.demo as demo
+
+    with pytest.raises(demo.DemoError, match="dropout"):
+        demo.demo_config(15, tmp_path, ("model.dropout=lots",))
