@@ -6,8 +6,8 @@
     python benchmarks/table3.py record --groups A # copy a finished group's scores into docs/table3.csv
 
 Each group is one `transformer sweep` of benchmarks/table3_base.toml (the recipe as it was when the
-study began) into sweeps/table3/<group>, the command printed before it runs. As in the paper's Table 3, every variant trains for the same number
-of steps (--steps, default 1,200: what the base makes in 15 minutes on the 2-core AMX Xeon with
+study began) into sweeps/table3/<group>, the command printed before it runs. As in the paper's
+Table 3, every variant trains for the same number of steps (--steps, default 1,200: what the base makes in 15 minutes on the 2-core AMX Xeon with
 bf16 and the textbook attention path), one factor changed at a time from the base; the precision
 and the attention path are pinned (bf16, textbook) so the numbers do not depend on what a machine
 measures, and a study that spans sessions and machines stays one study. Scores: the average of the
@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -126,16 +124,6 @@ def _flops(group: str, row: dict) -> float:
     return flops_per_token(load_config(run), 32)["training"]
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def read_record() -> list[dict]:
     if not RECORD.is_file():
         return []
@@ -147,6 +135,9 @@ def record(groups: list[str]) -> list[str]:
     """Copy the finished runs of `groups` from sweeps/table3 into docs/table3.csv, one line per variant
     (the mean over its seeds; the base's seeds come from the `base` and `seeds` groups), replacing
     that variant's line if there is one. Returns the (group, variant) lines written."""
+    from transformer.files import atomic_write_text
+    from transformer.precision import cpu_name
+
     lines = {(r["group"], r["variant"]): r for r in read_record()}
     written = []
     for group in groups:
@@ -160,17 +151,14 @@ def record(groups: list[str]) -> list[str]:
                 "parameters": seeds[0][1]["parameters"], "flops_per_token": f"{_flops(*seeds[0]):.0f}",
                 "steps": seeds[0][1]["steps"],
                 **{k: f"{statistics.mean(float(r[k]) for _, r in seeds):.2f}" for k in SCORES},
-                "cpu": _cpu(), "note": ""}
+                "cpu": cpu_name(), "note": ""}
             written.append(f"{key[0]}/{variant}")
     order = {g: i for i, (g, _, _) in enumerate(GROUPS)}
     text = io.StringIO()
     writer = csv.DictWriter(text, RECORD_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(sorted(lines.values(), key=lambda r: order.get(r["group"], len(order))))
-    RECORD.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RECORD.with_suffix(".tmp")
-    tmp.write_text(text.getvalue(), encoding="utf-8")
-    os.replace(tmp, RECORD)
+    atomic_write_text(RECORD, text.getvalue())
     return written
 
 

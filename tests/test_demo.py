@@ -67,15 +67,23 @@ def test_demo_reports_a_missing_config(tmp_path, monkeypatch):
 
 
 def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
-    from transformer.config import load_config
-    from transformer.demo import CONFIG, demo_config
+    import dataclasses
 
-    recipe = load_config(CONFIG)
+    from transformer.config import load_config
+    from transformer.demo import config_path, demo_config
+
+    recipe = load_config(str(config_path()))
     assert recipe.model.dropout > 0  # the 60-minute recipe regularises; the 15-minute demo does not
     config = demo_config(15, tmp_path)
     assert config.model.dropout == 0.0 and config.train.max_minutes == 15
-    assert config.data.train_src == str(tmp_path / "train.spa") and config.data.valid_tgt == str(tmp_path / "valid.eng")
-    assert config.model.n_heads == recipe.model.n_heads and config.decode == recipe.decode  # nothing else changes
+    paths = {f"{side}_{part}": str(tmp_path / f"{side}.{lang}")
+             for side in ("train", "valid") for part, lang in (("src", "spa"), ("tgt", "eng"))}
+    assert {k: getattr(config.data, k) for k in paths} == paths
+    # nothing else differs from the recipe: the same model but for dropout, the same training but for the budget
+    assert dataclasses.replace(config.model, dropout=recipe.model.dropout) == recipe.model
+    assert dataclasses.replace(config.train, max_minutes=recipe.train.max_minutes) == recipe.train
+    assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
+    assert config.decode == recipe.decode
     assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
 
 
