@@ -4,7 +4,7 @@
 
 Trains configs/bible-es-en.toml for --steps steps, then the same with T5's pieces added one after
 another (each row keeps the rows above it), until the last row is configs/t5-bible-es-en.toml's
-model: the relative bias for the sinusoids; RMSNorm without biases; gated GELU (d_ff 683: three
+model: the relative bias for the recipe's positions (sinusoids when measured, RoPE since #15); RMSNorm without biases; gated GELU (d_ff 683: three
 matrices, the same parameters); shared inputs with an untied output; unscaled embeddings;
 dropout 0.1 on the attention weights and the FFN's hidden layer. The variants alternate in rounds
 on the same batches (same seed); tokens/s is real target tokens per second of the training steps
@@ -33,7 +33,7 @@ from precision import speed_overrides, speed_parser, tokens_per_s  # noqa: E402 
 # (row name, the --set overrides it adds to the rows above it)
 STEPS = [
     ("the recipe (configs/bible-es-en.toml)", []),
-    ("+ relative bias for the sinusoids", ['model.positional="t5_bias"']),
+    ("+ relative bias for the positions", ['model.positional="t5_bias"']),
     ("+ RMSNorm without biases", ['model.norm="rmsnorm"', "model.norm_eps=1e-6", "model.bias=false"]),
     ("+ gated GELU, d_ff 683", ['model.activation="geglu_tanh"', "model.d_ff=683"]),
     ("+ untied output (shared inputs)", ["model.tie_embeddings=false", "model.share_embeddings=true"]),

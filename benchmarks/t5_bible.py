@@ -8,10 +8,10 @@
 The budget unit B (--minutes) is the training time of one single-task model; every comparison
 gives both sides the same total minutes:
   (a) es->en from scratch: today's recipe (configs/bible-es-en.toml) vs T5's layout
-      (configs/t5-bible-es-en.toml) vs the recipe with T5's relative bias for its sinusoids, B each.
+      (configs/t5-bible-es-en.toml) vs the recipe with T5's relative bias for its positions, B each.
   (b) span corruption on both languages' training verses for B/2 (configs/bible-span.toml), then
       es->en fine-tuning for B/2, against (a)'s T5 layout from scratch for B; and the same pair in
-      the recipe's layout (sinusoids, LayerNorm, ReLU, tied) against (a)'s recipe.
+      the recipe's layout (RoPE, LayerNorm, ReLU, tied; sinusoids before #15) against (a)'s recipe.
   (c) one text-to-text model for es->en, en->es and genre (configs/bible-t2t.toml) for 3B, against
       three single-task models of B each: (a)'s T5 es->en, the same layout en->es, and the encoder
       classifier of configs/bible-genre.toml.
@@ -38,7 +38,7 @@ PRETRAINING = {"span", "span-recipe"}  # runs scored by their validation perplex
 
 def recipe_model() -> list[str]:
     """--set lines that turn configs/bible-span.toml's T5 model into the recipe's
-    (configs/bible-es-en.toml: sinusoids, LayerNorm, ReLU, tied and scaled embeddings, ...)."""
+    (configs/bible-es-en.toml: its positions, LayerNorm, ReLU, tied and scaled embeddings, ...)."""
     from transformer.config import load_config
 
     recipe = dataclasses.asdict(load_config("configs/bible-es-en.toml").model)
@@ -140,7 +140,7 @@ def table(out: Path, b: float) -> str:
         f"| (a) es->en, today's recipe | {b:g} | {cell('recipe-es-en')} | {cell('recipe-es-en', 'chrf')} |",
         f"| (a) es->en, T5's layout | {b:g} | {cell('t5-es-en')} | {cell('t5-es-en', 'chrf')} |",
         f"| (a) es->en, T5's layout with unscaled scores (T5's own) | {b:g} | {cell('t5-es-en-unscaled')} | {cell('t5-es-en-unscaled', 'chrf')} |",
-        f"| (a) es->en, today's recipe with T5's relative bias for the sinusoids | {b:g} | {cell('bias-es-en')} | {cell('bias-es-en', 'chrf')} |",
+        f"| (a) es->en, today's recipe with T5's relative bias for its positions | {b:g} | {cell('bias-es-en')} | {cell('bias-es-en', 'chrf')} |",
         f"| (b) span corruption {b / 2:g} + es->en {b / 2:g} | {b:g} | {cell('span-es-en')} | {cell('span-es-en', 'chrf')} |",
         f"| (b) the same in the recipe's layout: span corruption {b / 2:g} + es->en {b / 2:g} | {b:g} | {cell('span-recipe-es-en')} | {cell('span-recipe-es-en', 'chrf')} |",
         f"| (c) single-task en->es (T5's layout) | {b:g} | {cell('t5-en-es')} | {cell('t5-en-es', 'chrf')} |",
