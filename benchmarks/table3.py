@@ -73,6 +73,7 @@ PAPER = {
     "dropout=0.0": "5.77 / 24.6", "dropout=0.2": "4.95 / 25.5", "dropout=0.3": "",
     "label_smoothing=0.0": "4.67 / 25.3", "label_smoothing=0.2": "5.47 / 25.7",
     "positional=learned": "4.92 / 25.7",
+    "norm_position=post": "the paper's base is post-norm",
     "n_encoder_layers=2,n_decoder_layers=2": "5.19 / 25.3 (N 4 of 6)",
     "n_encoder_layers=4,n_decoder_layers=4": "4.88 / 25.5 (N 8 of 6)",
     "d_model=128": "5.75 / 24.5 (256)", "d_model=512": "4.66 / 26.0 (1024)",
