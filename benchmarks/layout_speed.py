@@ -4,8 +4,8 @@
 
 Trains configs/bible-es-en.toml for --steps steps, then the same with T5's pieces added one after
 another (each row keeps the rows above it), until the last row is configs/t5-bible-es-en.toml's
-model: the relative bias for the recipe's positions (sinusoids when measured, RoPE since #15); RMSNorm without biases; gated GELU (d_ff 683: three
-matrices, the same parameters); shared inputs with an untied output; unscaled embeddings;
+model: the relative bias for the recipe's positions (sinusoids when measured, RoPE since #15);
+RMSNorm without biases; gated GELU (d_ff 683: three matrices, the same parameters); shared inputs with an untied output; unscaled embeddings;
 dropout 0.1 on the attention weights and the FFN's hidden layer. The variants alternate in rounds
 on the same batches (same seed); tokens/s is real target tokens per second of the training steps
 (median over each run's steps after the first 5, then median over rounds), and each row's ratio is

@@ -7,8 +7,8 @@
 
 Each group is one `transformer sweep` of benchmarks/table3_base.toml (the recipe as it was when the
 study began) into sweeps/table3/<group>, the command printed before it runs. As in the paper's
-Table 3, every variant trains for the same number of steps (--steps, default 1,200: what the base makes in 15 minutes on the 2-core AMX Xeon with
-bf16 and the textbook attention path), one factor changed at a time from the base; the precision
+Table 3, every variant trains for the same number of steps (--steps, default 1,200: what the base
+makes in 15 minutes on the 2-core AMX Xeon with bf16 and the textbook attention path), one factor changed at a time from the base; the precision
 and the attention path are pinned (bf16, textbook) so the numbers do not depend on what a machine
 measures, and a study that spans sessions and machines stays one study. Scores: the average of the
 last 3 checkpoints, beam 4, on the project's validation and test splits (sacreBLEU), and the
