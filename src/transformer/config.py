@@ -603,7 +603,9 @@ class TrainConfig:
     freeze_encoder: bool = False
     """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
     schedule: str = "inverse_sqrt"
-    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to min_lr."""
+    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to
+    min_lr, reached at max_steps or at the end of max_minutes, whichever comes first (under a time
+    budget the decay follows the clock, so it ends when the run does)."""
     warmup_steps: int = 4000
     """Steps of linear warmup (the paper: 4000)."""
     lr_factor: float = 1.0
@@ -611,7 +613,7 @@ class TrainConfig:
     lr: float = 5e-4
     """cosine: the peak learning rate reached after warmup."""
     min_lr: float = 0.0
-    """cosine: the learning rate at max_steps."""
+    """cosine: the learning rate at the end (max_steps or max_minutes)."""
     adam_beta1: float = 0.9
     """Adam beta1 (the paper: 0.9)."""
     adam_beta2: float = 0.98

@@ -67,11 +67,12 @@ class TrainResult:
         return self.best if self.best_key == "valid_loss" else None
 
 
-def learning_rate(config: RunConfig, d_model: int, step: int) -> float:
+def learning_rate(config: RunConfig, d_model: int, step: int, time_progress: float = 0.0) -> float:
+    """The rate of update `step`; time_progress: the share of max_minutes spent since the warmup ended."""
     t = config.train
     if t.schedule == "inverse_sqrt":
         return inverse_sqrt(step, d_model, t.warmup_steps, t.lr_factor)
-    return warmup_cosine(step, t.lr, t.warmup_steps, t.max_steps, t.min_lr)
+    return warmup_cosine(step, t.lr, t.warmup_steps, t.max_steps, t.min_lr, time_progress)
 
 
 class Progress:
@@ -232,6 +233,11 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     progress = Progress(t.max_steps, step, t.log_every, log, main)
     best = state["best_valid_loss"]
     elapsed_before = state["elapsed_s"]
+    # A cosine under max_minutes decays on the clock from the end of the warmup: the time then (None
+    # before it). The clock is rank 0's elapsed time at the end of the last step, shared with the
+    # step's sums so that every process takes the same rate, and saved so that a resume goes on from it.
+    warmup_end_s = state.get("warmup_end_s")
+    clock = state.get("schedule_clock_s", elapsed_before)
     last_valid_s = 0.0
     validated_at = None  # the step of the last validation: the final one is skipped when it already ran
     tick, tick_tokens = time.monotonic(), 0.0
@@ -264,7 +270,8 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
         if main:
             snapshot = {"step": step, "epoch": epoch, "position": position, "best_valid_loss": best,
                         "precision": t.precision, "attention": attention.impl,
-                        "elapsed_s": elapsed(), "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
+                        "elapsed_s": elapsed(), "warmup_end_s": warmup_end_s, "schedule_clock_s": clock,
+                        "rng": rngs, "scaler": scaler.state_dict() if scaler.is_enabled() else None}
             save_checkpoint(run_dir, step, model, optimizer, snapshot, keep_last=t.keep_last, **task.save_files())
         D.barrier(dist)
 
@@ -282,10 +289,15 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             keys = [(epoch, position + k) for k in range(len(group))]  # what seeds a batch's noise (mlm)
             position += per_step
             global_units = sum(task.units(b, key) for b, key in zip(group, keys, strict=True))
-            lr = learning_rate(config, mcfg.d_model, step + 1)
+            time_progress = 0.0
+            if t.schedule == "cosine" and t.max_minutes and step >= t.warmup_steps:
+                if warmup_end_s is None:
+                    warmup_end_s = clock
+                time_progress = (clock - warmup_end_s) / max(t.max_minutes * 60 - warmup_end_s, 1e-9)
+            lr = learning_rate(config, mcfg.d_model, step + 1, time_progress)
             for g in optimizer.param_groups:
                 g["lr"] = lr
-            sums = [0.0, 0.0, 0.0, 0.0]
+            sums = [0.0, 0.0, 0.0, 0.0, 0.0]
             mine = list(zip(group, keys, strict=True))[dist.rank::dist.world_size]
             for j, (indices, key) in enumerate(mine):
                 batch = task.collate(indices, key).to(device)
@@ -306,7 +318,9 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            loss_sum, nll_sum, n_units, n_tok = D.all_reduce_sum(sums, dist)
+            if dist.rank == 0:
+                sums[4] = elapsed()
+            loss_sum, nll_sum, n_units, n_tok, clock = D.all_reduce_sum(sums, dist)
             now = time.monotonic()
             tick_tokens += n_tok
             record = {"step": step, "split": "train", "epoch": epoch, "loss": loss_sum / n_units,
