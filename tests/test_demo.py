@@ -51,7 +51,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
     assert result["examples"] == dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     printed = "\n".join(lines)
     assert "averaged the last 2 checkpoints" in printed and str(scores["bleu"]) in printed
-    assert "with model.dropout=0.0 model.d_model=32" in printed  # the demo's setting, then the caller's
+    assert 'with model.dropout=0.0 train.schedule="inverse_sqrt" model.d_model=32' in printed  # the demo's, then the caller's
     assert load_model(model_dir).config.dropout == 0.0
     for source, translation in result["examples"].items():
         assert f"{source}\n    -> {translation}" in printed
@@ -71,17 +71,23 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
 
     from transformer.config import load_config
     from transformer.demo import config_path, demo_config
+    from transformer.training.trainer import learning_rate
 
     recipe = load_config(str(config_path()))
     assert recipe.model.dropout > 0  # the 60-minute recipe regularises; the 15-minute demo does not
     config = demo_config(15, tmp_path)
     assert config.model.dropout == 0.0 and config.train.max_minutes == 15
+    assert recipe.train.schedule == "cosine" and config.train.schedule == "inverse_sqrt"  # the demo averages a high rate
     paths = {f"{side}_{part}": str(tmp_path / f"{side}.{lang}")
              for side in ("train", "valid") for part, lang in (("src", "spa"), ("tgt", "eng"))}
     assert {k: getattr(config.data, k) for k in paths} == paths
-    # nothing else differs from the recipe: the same model but for dropout, the same training but for the budget
+    # nothing else differs from the recipe: the same model but for dropout, the same training but for the
+    # budget and the schedule (whose peak is the same: 1.8e-3 at step 300)
     assert dataclasses.replace(config.model, dropout=recipe.model.dropout) == recipe.model
-    assert dataclasses.replace(config.train, max_minutes=recipe.train.max_minutes) == recipe.train
+    assert dataclasses.replace(config.train, max_minutes=recipe.train.max_minutes, schedule=recipe.train.schedule) \
+        == recipe.train
+    peak = config.train.warmup_steps
+    assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, 256, peak), rel=0.01)
     assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
     assert config.decode == recipe.decode
     assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
