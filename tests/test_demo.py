@@ -87,7 +87,7 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     assert dataclasses.replace(config.train, max_minutes=recipe.train.max_minutes, schedule=recipe.train.schedule) \
         == recipe.train
     peak = config.train.warmup_steps
-    assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, 256, peak), rel=0.01)
+    assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, recipe.model.d_model, peak), rel=0.01)
     assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
     assert config.decode == recipe.decode
     assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
