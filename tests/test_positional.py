@@ -60,6 +60,35 @@ def test_rope_rotates_interleaved_pairs_and_keeps_norms():
     torch.testing.assert_close(rope(y, torch.arange(5).expand(2, 5)).norm(dim=-1), y.norm(dim=-1))
 
 
+def rotate_pairs_written_out(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoFormer's rotation as a loop over the pairs: (x[2i], x[2i+1]) by angle pos * base^(-2i/D)."""
+    out = torch.empty_like(x)
+    d = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    for i in range(d // 2):
+        theta = positions.double() * inv_freq[i]  # (B, L)
+        cos, sin = torch.cos(theta).float()[:, None].to(x.dtype), torch.sin(theta).float()[:, None].to(x.dtype)
+        x1, x2 = x[..., 2 * i], x[..., 2 * i + 1]
+        out[..., 2 * i] = x1 * cos - x2 * sin
+        out[..., 2 * i + 1] = x1 * sin + x2 * cos
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_equals_the_written_out_rotation_bit_for_bit(dtype):
+    rope = RotaryEmbedding(16, 64)
+    x = torch.randn(3, 2, 7, 16).to(dtype)
+    offsets = torch.tensor([0, 3, 50])[:, None]  # rows at different positions, as with left padding or a cache
+    positions = offsets + torch.arange(7)
+    assert torch.equal(rope(x, positions), rotate_pairs_written_out(x, positions))
+
+
+def test_rope_gradient():
+    rope = RotaryEmbedding(8, 32)
+    x = torch.randn(2, 2, 5, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: rope(t, torch.arange(5).expand(2, 5) + 3), (x,))
+
+
 def loop_bucket(relative: int, bidirectional: bool, buckets: int, max_distance: int) -> int:
     """T5's bucket of one relative position (key - query), written out: the first half of a direction's
     buckets are exact distances, the rest log-spaced up to max_distance (float32 logarithm, as T5)."""

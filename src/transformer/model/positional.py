@@ -85,16 +85,22 @@ class RotaryEmbedding(nn.Module):
         self.max_positions = max_positions
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
         angles = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq  # (P, D/2)
-        self.register_buffer("cos", torch.cos(angles).float(), persistent=False)
-        self.register_buffer("sin", torch.sin(angles).float(), persistent=False)
+        # Per dimension: each pair's cosine twice, and its sine with the sign of the pair's slot, so
+        # that rotating is x * cos + swap_pairs(x) * sin, four operations on whole tensors.
+        sin = torch.sin(angles)
+        self.register_buffer("cos", torch.cos(angles).repeat_interleave(2, dim=-1).float(), persistent=False)
+        self.register_buffer("sin", torch.stack((-sin, sin), dim=-1).flatten(-2).float(), persistent=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate x (B, H, L, D) at positions (B, L)."""
+        """Rotate x (B, H, L, D) at positions (B, L).
+
+        Pair (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): the same products and sums as the
+        written-out rotation, so the same numbers in any dtype."""
         check_positions(positions, self.max_positions)
-        cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D/2)
+        cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D)
         sin = self.sin[positions].unsqueeze(1).to(x.dtype)
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, L, D/2) each
-        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x2, x1) in each pair's slots
+        return x * cos + swapped * sin
 
 
 def relative_bucket(relative: torch.Tensor, bidirectional: bool, buckets: int = 32,
