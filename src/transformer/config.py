@@ -489,6 +489,14 @@ class DataConfig:
     tokenizer_sample: int = 200_000
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
+    bpe_dropout: float = 0.0
+    """BPE-dropout (Provilkov et al. 2020): when segmenting the training sentences, skip each merge
+    with this probability (0.1 in the paper), so that a word comes in several segmentations, a
+    regulariser for many epochs of a small corpus. Validation, evaluation and translation segment
+    as trained. BPE tokenizers and objectives seq2seq / lm only."""
+    segmentations: int = 8
+    """With bpe_dropout: how many dropped segmentations of the training corpus are prepared (each
+    a corpus in the cache); epoch e trains on segmentation e mod this."""
     sentinels: int = 100
     """span_corruption: the sentinel tokens <extra_id_0> ... <extra_id_{n-1}> the trained tokenizer
     reserves after its four special tokens (T5: 100); a text can have at most this many noise spans."""
@@ -509,6 +517,13 @@ class DataConfig:
         _positive("data.sentinels", self.sentinels)
         if self.tokenizer_sample < 0:
             raise ConfigError(f"data.tokenizer_sample={self.tokenizer_sample}: give a number of examples, or 0 for all")
+        if not 0.0 <= self.bpe_dropout < 1.0:
+            raise ConfigError(f"data.bpe_dropout={self.bpe_dropout} must be in [0, 1): the probability of skipping "
+                              "a merge (0 = off; Provilkov et al. use 0.1)")
+        if self.bpe_dropout and self.tokenizer != "bpe":
+            raise ConfigError(f"data.bpe_dropout is for data.tokenizer = \"bpe\", not {self.tokenizer!r}: "
+                              "set data.bpe_dropout = 0")
+        _positive("data.segmentations", self.segmentations)
         if (self.train_src is None) != (self.train_tgt is None):
             raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
         if (self.valid_src is None) != (self.valid_tgt is None):
@@ -697,6 +712,9 @@ class RunConfig:
         if getattr(d, needs[0]) is None:
             raise ConfigError(f"train.objective={objective!r} trains on data.{needs[0]}"
                               + ("/train_tgt" if needs[0] == "train_src" else "") + ": set it")
+        if d.bpe_dropout and objective not in ("seq2seq", "lm"):
+            raise ConfigError(f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
+                              "set data.bpe_dropout = 0")
         if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
             raise ConfigError("train.freeze_encoder is for objective = \"classify\" with train.init_from "
                               "(a pretrained encoder under a new head)")

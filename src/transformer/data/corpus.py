@@ -59,12 +59,16 @@ def file_key(path: str | os.PathLike) -> dict:
 
 
 def corpus_key(targets: str | os.PathLike, sources: str | os.PathLike | None, tgt_tok: Tokenizer,
-               src_tok: Tokenizer | None, max_len: int) -> dict:
-    """Everything the arrays depend on: if any of it changes, they are built again."""
-    return {"format": FORMAT,
-            "files": {"target": file_key(targets), **({"source": file_key(sources)} if sources else {})},
-            "tokenizers": {"target": fingerprint(tgt_tok), **({"source": fingerprint(src_tok)} if src_tok else {})},
-            "max_len": max_len}
+               src_tok: Tokenizer | None, max_len: int, segmentation: int | None = None) -> dict:
+    """Everything the arrays depend on: if any of it changes, they are built again. `segmentation`
+    numbers the corpora of one BPE-dropout tokenizer (each a different random segmentation)."""
+    key = {"format": FORMAT,
+           "files": {"target": file_key(targets), **({"source": file_key(sources)} if sources else {})},
+           "tokenizers": {"target": fingerprint(tgt_tok), **({"source": fingerprint(src_tok)} if src_tok else {})},
+           "max_len": max_len}
+    if segmentation is not None:
+        key["segmentation"] = segmentation
+    return key
 
 
 def key_digest(key: dict) -> str:
@@ -148,10 +152,11 @@ def damage(path: Path, key: dict) -> str | None:
 
 def prepare_corpus(targets: str | os.PathLike, tgt_tok: Tokenizer, max_len: int,
                    sources: str | os.PathLike | None = None, src_tok: Tokenizer | None = None,
-                   cache: str | os.PathLike | None = None, say=lambda message: None) -> Corpus:
+                   cache: str | os.PathLike | None = None, say=lambda message: None,
+                   segmentation: int | None = None) -> Corpus:
     """The prepared corpus of these files: opened if the cache holds a complete one for the same
     key, else built (streaming, CHUNK_LINES at a time) and then opened."""
-    key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len)
+    key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len, segmentation)
     root = Path(cache) if cache else default_cache_root()
     path = root / key_digest(key)
     if path.exists():

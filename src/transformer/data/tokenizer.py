@@ -100,6 +100,16 @@ class Tokenizer:
         texts = self.tokenizer.decode_batch([[int(i) for i in ids] for ids in batch], skip_special_tokens=True)
         return [detokenize_words(t.split(" ")) for t in texts] if self._join_words else texts
 
+    def with_bpe_dropout(self, p: float) -> Tokenizer:
+        """A copy that skips each BPE merge with probability p when encoding (BPE-dropout, Provilkov et
+        al. 2020): the same vocabulary, other segmentations of the same text. Drawn by the tokenizers
+        library, which takes no seed."""
+        if self.kind != "bpe":
+            raise TokenizerError(f"BPE-dropout needs a BPE tokenizer, this one is {self.kind!r}: set data.bpe_dropout = 0")
+        copy = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
+        copy.model.dropout = p
+        return Tokenizer(copy)
+
     @property
     def vocab_size(self) -> int:
         """Number of ids, added tokens included (the model's embedding size must be at least this)."""

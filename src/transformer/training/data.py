@@ -40,6 +40,13 @@ class TrainingData:
     seed: int
     valid_references: list[str] = field(default_factory=list)
     """The validation target lines as read (indexed by Example.line): references for BLEU."""
+    segmentations: list[C.Corpus] = field(default_factory=list)
+    """With data.bpe_dropout: the training corpus in several random segmentations, epoch e training
+    on segmentations[e % len]; `train` is the first. Empty without BPE-dropout."""
+
+    def corpus(self, epoch: int) -> C.Corpus:
+        """The training corpus epoch `epoch` reads."""
+        return self.segmentations[epoch % len(self.segmentations)] if self.segmentations else self.train
 
     @property
     def shared(self) -> bool:
@@ -51,15 +58,16 @@ class TrainingData:
         return self.source_tokenizer if self.shared else (self.source_tokenizer, self.target_tokenizer)
 
     def train_batches(self, epoch: int) -> Sequence[list[int]]:
-        """The epoch's batches (lists of example indices): a pure function of (seed, epoch)."""
-        return batch_indices(self.train.sizes, self.batch_tokens, self.seed, epoch)
+        """The epoch's batches (lists of example indices into corpus(epoch)): a pure function of (seed,
+        epoch) and that corpus."""
+        return batch_indices(self.corpus(epoch).sizes, self.batch_tokens, self.seed, epoch)
 
-    def target_tokens(self, indices: list[int]) -> int:
-        """Target tokens the loss counts in a batch (each target plus its </s>)."""
-        return int(self.train.tgt_lengths[indices].sum()) + len(indices)
+    def target_tokens(self, indices: list[int], epoch: int = 0) -> int:
+        """Target tokens the loss counts in a batch of epoch `epoch` (each target plus its </s>)."""
+        return int(self.corpus(epoch).tgt_lengths[indices].sum()) + len(indices)
 
-    def collate(self, indices: list[int], model_config: ModelConfig, split: str = "train") -> Batch:
-        examples = self.train if split == "train" else self.valid
+    def collate(self, indices: list[int], model_config: ModelConfig, split: str = "train", epoch: int = 0) -> Batch:
+        examples = self.corpus(epoch) if split == "train" else self.valid
         return collate([examples[i] for i in indices], model_config.pad_id, model_config.start_id, model_config.eos_id)
 
     def valid_batches(self, batch_tokens: int, model_config: ModelConfig) -> Iterator[Batch]:
@@ -67,8 +75,9 @@ class TrainingData:
         for indices in batch_indices(sizes, batch_tokens, 0, 0, shuffle=False):
             yield self.collate(indices, model_config, split="valid")
 
-    def padding_share(self, batches: Sequence[list[int]]) -> float:
-        return padding_share(batches, self.train.tgt_lengths, self.train.src_lengths)
+    def padding_share(self, batches: Sequence[list[int]], epoch: int = 0) -> float:
+        corpus = self.corpus(epoch)
+        return padding_share(batches, corpus.tgt_lengths, corpus.src_lengths)
 
 
 TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
@@ -138,16 +147,30 @@ def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
     unless train.init_from gives one, and the training corpus's arrays), kept in the cache."""
     src_tok, tgt_tok = load_tokenizers(config.train.init_from) if config.train.init_from else \
         train_tokenizers(config, say)
-    return training_corpus(config, src_tok, tgt_tok, say)
+    return training_corpora(config, src_tok, tgt_tok, say)[0]
 
 
-def training_corpus(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, say: Callable[[str], None]) -> C.Corpus:
-    """The config's training files prepared with these tokenizers (built, or opened from the cache).
-    A masked-LM text takes [CLS] and [SEP] (one more than a language model's <s>): one less to its max_len."""
+def training_corpora(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer,
+                     say: Callable[[str], None]) -> list[C.Corpus]:
+    """The config's training files prepared with these tokenizers (built, or opened from the cache):
+    one corpus, or with data.bpe_dropout data.segmentations of them, each segmented anew with the
+    merges dropped at random (kept in the cache: a resumed run reads the same ones). A masked-LM
+    text takes [CLS] and [SEP] (one more than a language model's <s>): one less to its max_len."""
     d = config.data
     targets, sources = d.train_files
     max_len = d.max_len - (config.objective == "mlm")
-    return C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say)
+    if not d.bpe_dropout:
+        return [C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say)]
+    try:
+        dropped_tgt = tgt_tok.with_bpe_dropout(d.bpe_dropout)
+        dropped_src = dropped_tgt if src_tok is tgt_tok else src_tok.with_bpe_dropout(d.bpe_dropout)
+    except TokenizerError as e:
+        raise TokenizerError(f"{e} (the run's tokenizer{' from train.init_from' if config.train.init_from else ''})") \
+            from None
+    say(f"data: BPE-dropout {d.bpe_dropout}: {d.segmentations} segmentations of the training corpus, "
+        f"epoch e on segmentation e mod {d.segmentations}")
+    return [C.prepare_corpus(targets, dropped_tgt, max_len, sources, dropped_src if sources else None, d.cache,
+                             say=say, segmentation=k) for k in range(d.segmentations)]
 
 
 def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None) -> list[dict]:
@@ -216,16 +239,19 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
     d, t = config.data, config.train
     if dist.is_main:
         src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
-        train = training_corpus(config, src_tok, tgt_tok, say)
+        corpora = training_corpora(config, src_tok, tgt_tok, say)
     D.barrier(dist)  # rank 0 has written the tokenizers and the arrays: the others read them
     if not dist.is_main:
         src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
-        train = training_corpus(config, src_tok, tgt_tok, say=lambda _: None)
+        corpora = training_corpora(config, src_tok, tgt_tok, say=lambda _: None)
+    train = corpora[0]
     dropped = train.dropped
     if dropped["empty"]:
         say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
-    if dropped["too_long"]:
-        say(f"dropped {dropped['too_long']:,} training example(s) longer than data.max_len={d.max_len} tokens")
+    too_long = max(c.dropped["too_long"] for c in corpora)
+    if too_long:
+        say(f"dropped {too_long:,} training example(s) longer than data.max_len={d.max_len} tokens"
+            + (" (the most of any segmentation)" if len(corpora) > 1 else ""))
 
     valid, valid_targets = [], []
     if d.valid_files[0]:
@@ -236,4 +262,5 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         if too_long:
             say(f"dropped {too_long:,} validation example(s) longer than data.max_len={d.max_len} tokens")
     say(f"data: {len(train):,} training and {len(valid):,} validation examples")
-    return TrainingData(src_tok, tgt_tok, train, valid, t.batch_tokens, t.seed, list(valid_targets))
+    return TrainingData(src_tok, tgt_tok, train, valid, t.batch_tokens, t.seed, list(valid_targets),
+                        corpora if d.bpe_dropout else [])

@@ -179,10 +179,10 @@ class Seq2Seq(Objective):
         return self.data.padding_share(batches)
 
     def units(self, indices, key):
-        return self.data.target_tokens(indices)
+        return self.data.target_tokens(indices, epoch=key[0])
 
     def collate(self, indices, key):
-        return self.data.collate(indices, self.model_config)
+        return self.data.collate(indices, self.model_config, epoch=key[0])
 
     @property
     def has_valid(self):
