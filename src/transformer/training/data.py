@@ -75,9 +75,9 @@ class TrainingData:
         for indices in batch_indices(sizes, batch_tokens, 0, 0, shuffle=False):
             yield self.collate(indices, model_config, split="valid")
 
-    def padding_share(self, batches: Sequence[list[int]], epoch: int = 0) -> float:
-        corpus = self.corpus(epoch)
-        return padding_share(batches, corpus.tgt_lengths, corpus.src_lengths)
+    def padding_share(self, batches: Sequence[list[int]]) -> float:
+        """Padding share of epoch 0's batches (with BPE-dropout: of the first segmentation, `train`)."""
+        return padding_share(batches, self.train.tgt_lengths, self.train.src_lengths)
 
 
 TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
