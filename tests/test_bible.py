@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import re
 import sys
 
 import pytest
@@ -147,6 +148,47 @@ def test_real_spanish_english_corpus(tmp_path, capsys):
     assert not chapters["train"] & chapters["test"] and not chapters["train"] & chapters["valid"]
     provenance = (out / "PROVENANCE.md").read_text(encoding="utf-8")
     assert "Job 39" in provenance and "spaRV1909eb" in provenance and "Public Domain" in provenance
+
+
+@pytest.mark.parametrize("codes, message", [
+    (["xyz"], "unknown text code 'xyz' in --add-target"),
+    (["eng"], "--add-target eng is already the target"),
+    (["spa"], "--add-target spa is already the source"),
+    (["kjv", "kjv"], "names a text twice"),
+])
+def test_add_target_rejects_bad_codes_before_reading_anything(tmp_path, codes, message):
+    with pytest.raises(BibleError, match=re.escape(message)):
+        build_bible_corpus("spa", "eng", tmp_path / "out", sword_dir=tmp_path / "no-sword", add_targets=tuple(codes))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _installed(), reason="SWORD modules not installed: apt-get install -y sword-text-sparv sword-text-web sword-text-kjv (CI installs them)")
+def test_real_added_target_trains_on_tagged_kjv_pairs_of_the_training_chapters_only(tmp_path, capsys):
+    plain, both = tmp_path / "plain", tmp_path / "both"
+    assert main(["data", "bible", "--src", "spa", "--tgt", "eng", "--out", str(plain)]) == 0
+    assert main(["data", "bible", "--src", "spa", "--tgt", "eng", "--add-target", "kjv", "--out", str(both)]) == 0
+    assert "(tagged <kjv>)" in capsys.readouterr().out
+    for name in ("valid.spa", "valid.eng", "valid.ids", "test.spa", "test.eng", "test.ids"):
+        assert (both / name).read_bytes() == (plain / name).read_bytes(), name
+    read = {d: {side: (d / f"train.{side}").read_text(encoding="utf-8").splitlines() for side in ("spa", "eng", "ids")}
+            for d in (plain, both)}
+    n = len(read[plain]["ids"])
+    assert len(read[both]["spa"]) == len(read[both]["eng"]) == len(read[both]["ids"]) > n + 28_000
+    for side in ("spa", "eng", "ids"):
+        assert read[both][side][:n] == read[plain][side]  # the main pairs first, unchanged
+    extra = dict(zip(read[both]["ids"][n:], zip(read[both]["spa"][n:], read[both]["eng"][n:], strict=True), strict=True))
+    assert extra["kjv:Gen.1.1"] == ("<kjv> En el principio crió Dios los cielos y la tierra.",
+                                    "In the beginning God created the heaven and the earth.")
+    assert all(k.startswith("kjv:") and s.startswith("<kjv> ") and len(s) > 7 and e for k, (s, e) in extra.items())
+    train_chapters = {k.rsplit(".", 1)[0] for k in read[plain]["ids"]}
+    held_out = {k.rsplit(".", 1)[0] for split in ("valid", "test")
+                for k in (plain / f"{split}.ids").read_text(encoding="utf-8").splitlines()}
+    extra_chapters = {k[len("kjv:"):].rsplit(".", 1)[0] for k in extra}
+    assert not extra_chapters & held_out  # no held-out verse reaches training through the second target
+    assert len(extra_chapters - train_chapters) < 30  # chapters only the KJV pairing keeps (the WEB's misaligned ones)
+    provenance = (both / "PROVENANCE.md").read_text(encoding="utf-8")
+    assert "engKJV2006eb" in provenance and "Added target kjv" in provenance
 
 
 # --------------------------------------------------------------------------------------------

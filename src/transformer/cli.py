@@ -218,9 +218,10 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
     """Build aligned train/valid/test files from two SWORD Bible modules."""
     from .data.bible import build_bible_corpus
 
-    report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir)
+    report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target))
     pairs = report["pairs"]
-    print(f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
+    added = "".join(f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items())
+    print(f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
           f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
           f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
 
@@ -791,6 +792,9 @@ def build_parser() -> argparse.ArgumentParser:
     texts = ["spa", "eng", "kjv"]
     p.add_argument("--src", default="spa", choices=texts, help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)")
     p.add_argument("--tgt", default="eng", choices=texts, help="target text (same codes)")
+    p.add_argument("--add-target", action="append", default=[], choices=texts, metavar="CODE",
+                   help="also train on this text as a second target (repeatable): its training-chapter pairs follow "
+                        "the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help="SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
     p.set_defaults(func=cmd_data_bible)

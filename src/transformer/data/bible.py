@@ -3,6 +3,9 @@
 `build_bible_corpus("spa", "eng", out_dir)` reads two modules with `pysword`, strips the OSIS
 markup, aligns verses by book/chapter/verse, drops chapters whose verse numbering does not line
 up, splits whole chapters into train/valid/test, and writes aligned files plus a provenance note.
+`add_targets=("kjv",)` also trains on a second translation of the same verses: its pairs are
+appended to the training split only, each source prefixed by a tag (`<kjv> `), so that untagged
+input still asks for the main target's wording and tagged input for the other's.
 
 `build_genre_corpus("eng", out_dir)` labels each verse of one module with the genre of its book
 (GENRES: 8 labels over the 66 books) for text classification, with the same chapter splits.
@@ -235,29 +238,61 @@ def _check_pair(src: str, tgt: str, out_dir: str | os.PathLike, what: str) -> No
         raise BibleError(f"--out {out_dir} is a file: give a directory for the {what}")
 
 
-def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
-    """Write out_dir/{train,valid,test}.{src,tgt} (+ .ids with verse references) and PROVENANCE.md."""
+def target_tag(code: str) -> str:
+    """The source prefix that asks for an added target's wording (`<kjv>`)."""
+    return f"<{code}>"
+
+
+def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None,
+                       add_targets: tuple[str, ...] = ()) -> dict:
+    """Write out_dir/{train,valid,test}.{src,tgt} (+ .ids with verse references) and PROVENANCE.md.
+
+    add_targets: more target texts for the training chapters only; their pairs follow the main
+    ones in train.{src,tgt}, each source line prefixed by target_tag(code) and a space, their
+    references in train.ids as `code:Book.chapter.verse`. valid and test hold `tgt` alone.
+    """
     _check_pair(src, tgt, out_dir, "corpus")
+    for code in add_targets:
+        if code not in MODULES:
+            raise BibleError(f"unknown text code {code!r} in --add-target: choose from {', '.join(MODULES)}")
+        if code in (src, tgt):
+            raise BibleError(f"--add-target {code} is already the {'source' if code == src else 'target'}: "
+                             f"give a third text")
+    if len(set(add_targets)) != len(add_targets):
+        raise BibleError(f"--add-target names a text twice ({', '.join(add_targets)}): give each once")
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
     alignment = align(src_verses, tgt_verses)
     splits: dict[str, list[Verse]] = {"train": [], "valid": [], "test": []}
     for key in alignment.pairs:
         splits[split_of(key[:2])].append(key)
+    lines = {name: ([alignment.pairs[k][0] for k in keys], [alignment.pairs[k][1] for k in keys],
+                    [f"{b}.{c}.{v}" for b, c, v in keys]) for name, keys in splits.items()}
+    versions = {src: src_version, tgt: tgt_version}
+    added: dict[str, dict] = {}
+    for code in add_targets:
+        verses, versions[code] = read_module(code, sword_dir)
+        extra = align(src_verses, verses)
+        keys = [key for key in extra.pairs if split_of(key[:2]) == "train"]
+        sources, targets, ids = lines["train"]
+        sources += [f"{target_tag(code)} {extra.pairs[k][0]}" for k in keys]
+        targets += [extra.pairs[k][1] for k in keys]
+        ids += [f"{code}:{b}.{c}.{v}" for b, c, v in keys]
+        added[code] = {"pairs": len(keys), "dropped_chapters": len(extra.dropped_chapters)}
 
     from ..files import atomic_write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name, keys in splits.items():
-        atomic_write_text(out / f"{name}.{src}", "".join(alignment.pairs[k][0] + "\n" for k in keys))
-        atomic_write_text(out / f"{name}.{tgt}", "".join(alignment.pairs[k][1] + "\n" for k in keys))
-        atomic_write_text(out / f"{name}.ids", "".join(f"{b}.{c}.{v}\n" for b, c, v in keys))
+    for name, (sources, targets, ids) in lines.items():
+        atomic_write_text(out / f"{name}.{src}", "".join(line + "\n" for line in sources))
+        atomic_write_text(out / f"{name}.{tgt}", "".join(line + "\n" for line in targets))
+        atomic_write_text(out / f"{name}.ids", "".join(line + "\n" for line in ids))
     report = {
         "src": src, "tgt": tgt, "pairs": {name: len(keys) for name, keys in splits.items()},
         "dropped_chapters": {f"{b} {c}": why for (b, c), why in sorted(alignment.dropped_chapters.items())},
         "dropped_verses": len(alignment.dropped_verses), "only_in_one": alignment.only_in_one,
-        "versions": {src: src_version, tgt: tgt_version},
+        "versions": versions, "added": added,
     }
     atomic_write_text(out / "PROVENANCE.md", _provenance(report, alignment))
     return report
@@ -273,7 +308,7 @@ def _provenance(report: dict, alignment: Alignment) -> str:
         "| code | text | SWORD module | version | Debian package | licence |",
         "|---|---|---|---|---|---|",
     ]
-    for module in (src, tgt):
+    for module in (src, tgt, *(MODULES[code] for code in report["added"])):
         lines.append(f"| {module.code} | {module.title} | {module.name} | {report['versions'][module.code]} "
                      f"| {module.package} | Public Domain |")
     counts = report["pairs"]
@@ -282,6 +317,17 @@ def _provenance(report: dict, alignment: Alignment) -> str:
         f"Verse pairs: train {counts['train']:,}, valid {counts['valid']:,}, test {counts['test']:,} "
         f"(total {sum(counts.values()):,}). Splits hold whole chapters, chosen by a hash of the chapter name.",
         "",
+    ]
+    for code, extra in report["added"].items():
+        lines += [
+            f"Added target {code} ({MODULES[code].title}): {extra['pairs']:,} more training pairs (the training "
+            f"chapters' verses that line up with {src.code}; {extra['dropped_chapters']} chapters dropped for "
+            f"misalignment), after the {counts['train']:,} above in train.{src.code} / train.{tgt.code}, each "
+            f"source prefixed by `{target_tag(code)} `; their references in train.ids read `{code}:Book.chapter.verse`. "
+            f"valid and test hold {tgt.code} alone. Translate with the prefix to ask for the {MODULES[code].title}'s wording.",
+            "",
+        ]
+    lines += [
         "OSIS markup is stripped: footnotes, cross references, variant readings, headings and speaker labels",
         "are dropped; psalm titles are kept as text (the Reina-Valera has them in verse 1 too).",
         "",
