@@ -36,26 +36,36 @@ from transformer.training.loss import label_smoothed_cross_entropy  # noqa: E402
 PAD, BOS, EOS = 0, 2, 3
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sample_arguments(parser: argparse.ArgumentParser, batch_tokens: int, steps: int, repeats: int) -> None:
+    """The options of a training benchmark on a sample of the Bible corpus (also benchmarks/loss_speed.py)."""
     parser.add_argument("--data", default="data/bible", help="directory with train.spa / train.eng")
     parser.add_argument("--pairs", type=int, default=6000, help="training pairs to use (a prefix of the shuffled set)")
-    parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=8, help="steps per side per round")
-    parser.add_argument("--repeats", type=int, default=5, help="rounds")
+    parser.add_argument("--batch-tokens", type=int, default=batch_tokens)
+    parser.add_argument("--steps", type=int, default=steps, help="steps per side per round")
+    parser.add_argument("--repeats", type=int, default=repeats, help="rounds")
+
+
+def bible_examples(data: Path, pairs: int, vocab_size: int = 8000):
+    """A fixed random sample of `pairs` Spanish->English training pairs, a joint BPE trained on it, the encoded examples."""
+    src = data.joinpath("train.spa").read_text(encoding="utf-8").splitlines()
+    tgt = data.joinpath("train.eng").read_text(encoding="utf-8").splitlines()
+    order = list(range(len(src)))
+    random.Random(0).shuffle(order)
+    src, tgt = [src[i] for i in order[:pairs]], [tgt[i] for i in order[:pairs]]
+    tok = train_bpe(src + tgt, vocab_size=vocab_size)
+    examples, _ = encode_examples(tgt, tok, 128, src, tok)
+    return tok, examples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sample_arguments(parser, batch_tokens=4096, steps=8, repeats=5)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    data = Path(args.data)
-    src = data.joinpath("train.spa").read_text(encoding="utf-8").splitlines()
-    tgt = data.joinpath("train.eng").read_text(encoding="utf-8").splitlines()
-    order = list(range(len(src)))
-    random.Random(0).shuffle(order)
-    src, tgt = [src[i] for i in order[: args.pairs]], [tgt[i] for i in order[: args.pairs]]
-    tok = train_bpe(src + tgt, vocab_size=8000)
-    examples, _ = encode_examples(tgt, tok, 128, src, tok)
+    tok, examples = bible_examples(Path(args.data), args.pairs)
     vocab = tok.vocab_size
 
     ours_batches = batch_indices([e.size for e in examples], args.batch_tokens, seed=1, epoch=0)
