@@ -22,15 +22,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from train_speed import bible_examples, sample_arguments  # benchmarks/train_speed.py
+from train_speed import BOS, EOS, PAD, bible_examples, sample_arguments  # benchmarks/train_speed.py
 
 import transformer
 from transformer.config import ModelConfig
 from transformer.data.batching import batch_indices, collate
 from transformer.precision import cpu_name
 from transformer.training.loss import LossSums, label_smoothed_cross_entropy
-
-PAD, BOS, EOS = 0, 2, 3
 
 
 def autograd_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int) -> LossSums:
