@@ -6,7 +6,9 @@ times each; a run's speed is its target tokens over the wall time of steps --ski
 each and the ratio. The other commit is checked out with `git worktree` into a temporary folder.
 
     PYTHONPATH=src python benchmarks/loop_speed.py --ref c99fbba [--config configs/bible-es-en.toml]
-        [--steps 150] [--skip 20] [--runs 3]
+        [--steps 150] [--skip 20] [--runs 3] [--set 'train.precision="auto"' ...]
+
+Training runs in fp32 unless a --set says otherwise (--set overrides are applied after the defaults).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tokens_per_s(checkout: Path, config: Path, steps: int, skip: int, out: Path) -> float:
+def tokens_per_s(checkout: Path, config: Path, steps: int, skip: int, out: Path, overrides: list[str]) -> float:
     shutil.rmtree(out, ignore_errors=True)
     sets = [f"train.max_steps={steps}", "train.log_every=10", "train.valid_every=100000", "train.save_every=100000",
-            'train.precision="fp32"', "train.max_minutes=1000.0"]
+            'train.precision="fp32"', "train.max_minutes=1000.0", *overrides]
     argv = [sys.executable, "-m", "transformer.cli", "train", str(config), "--out", str(out)]
     for s in sets:
         argv += ["--set", s]
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--skip", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], help="a config override for both sides, as on `train`")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="loop_speed-"))
     ref = work / "ref"
@@ -55,7 +58,8 @@ def main() -> None:
         speeds: dict[str, list[float]] = {"this checkout": [], args.ref: []}
         for i in range(args.runs):
             for name, checkout in (("this checkout", ROOT), (args.ref, ref)):
-                speed = tokens_per_s(checkout, Path(args.config), args.steps, args.skip, work / f"run-{i}-{name[:4]}")
+                speed = tokens_per_s(checkout, Path(args.config), args.steps, args.skip, work / f"run-{i}-{name[:4]}",
+                                     args.set)
                 speeds[name].append(speed)
                 print(f"run {i + 1} {name}: {speed:,.0f} target tokens/s", flush=True)
         mine, theirs = (statistics.median(v) for v in speeds.values())

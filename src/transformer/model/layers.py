@@ -37,8 +37,37 @@ class FeedForward(nn.Module):
 
 
 def dropped(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it ~13 times a step."""
-    return dropout(x) if dropout.training and dropout.p > 0 else x
+    """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it ~13 times a step.
+    On the CPU through cpu_dropout (same distribution, ~2x faster forward and backward), elsewhere nn.Dropout."""
+    if not dropout.training or dropout.p == 0:
+        return x
+    return cpu_dropout(x, dropout.p) if x.device.type == "cpu" else dropout(x)
+
+
+KEEP_BITS = 15
+"""Random bits per element in cpu_dropout: p is rounded to a multiple of 2^-15 (0.1 -> 0.100006)."""
+
+
+def cpu_dropout(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Inverted dropout, x * keep / (1 - p) with keep ~ Bernoulli(1 - p), for the CPU.
+
+    torch's CPU dropout draws each element with bernoulli_ (~4.9 ns an element, 2 cores) and keeps a
+    mask in x's dtype for the backward pass. Here one 64-bit draw of the generator (torch's default
+    unless given: seeding and exact resume work as before) gives four elements 15 random bits each,
+    compared with round(p * 2^15): 4 ms -> 0.6 ms of drawing for a (3,072, 256) batch, and a boolean
+    mask. On the Bible recipe's training steps (17 dropouts a step) ~7% faster; benchmarks/loop_speed.py.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if p == 1.0:
+        return x * 0.0
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(generator=generator)
+    # random_ fills int64 with 63 uniform bits; each 16-bit lane masked to its low 15 is uniform
+    # on [0, 2^15) whatever the byte order (the top lane's 16th bit is the always-zero one).
+    bits = draws.view(torch.int16)[:n].view(x.shape) & ((1 << KEEP_BITS) - 1)
+    keep = bits >= round(p * (1 << KEEP_BITS))  # (x.shape) bool: P(keep) = 1 - p
+    return (x * keep).mul_(1.0 / (1.0 - p))
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .layers import dropped
 from .positional import sinusoidal_table
 
 POSITIONS = ("learned", "sinusoidal2d", "none")
@@ -87,4 +88,4 @@ class PatchEmbedding(nn.Module):
         x = torch.cat([self.cls.expand(x.size(0), -1, -1).to(x.dtype), x], dim=1)  # (B, 1 + N, D)
         if self.positions is not None:
             x = x + self.positions.to(x.dtype)
-        return self.dropout(x)
+        return dropped(self.dropout, x)

@@ -355,7 +355,7 @@ class PooledClassifier(nn.Module):
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, L, C) -> (B, n_classes) logits, or the pooled (B, C) when there is no classifier."""
         pooled = self.pool(hidden, mask)
-        return pooled if self.classifier is None else self.classifier(self.dropout(pooled))
+        return pooled if self.classifier is None else self.classifier(dropped(self.dropout, pooled))
 
 
 class EncoderOnly(nn.Module):

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..allocator import keep_freed_memory, release_freed_memory
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
@@ -146,6 +147,7 @@ def train(config: RunConfig, run_dir: str | Path, resume: bool = False, log: Cal
         raise
     finally:
         torch.set_num_threads(threads)  # a library call leaves the process's setting as it found it
+        release_freed_memory()  # what keep_freed_memory kept in the heap goes back to the system
         D.cleanup(dist)
 
 
@@ -164,6 +166,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     if not resume and checkpoints:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue it, or choose another --out")
     choice = _precision(config, device, load_training_state(checkpoints[-1]) if resume else None, dist)
+    allocator = keep_freed_memory(device.type)
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, precision=choice.precision))
     t = config.train
     start_time = time.monotonic()
@@ -216,7 +219,8 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     frozen = n_params - sum(p.numel() for p in trainable)
     say(f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{f' ({frozen / 1e6:.2f}M frozen)' if frozen else ''}, "
         f"{_inputs(mcfg)}; objective {task.name}; device {device}, "
-        f"{dist.world_size} process(es), precision {choice.describe()}; attention {attention.describe()}")
+        f"{dist.world_size} process(es), precision {choice.describe()}; attention {attention.describe()}; "
+        f"allocator {allocator.describe()}")
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
         if dist.distributed else None
