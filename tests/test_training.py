@@ -839,3 +839,23 @@ def test_resume_with_another_number_of_processes_is_a_clear_error(tmp_path, copy
     state_file.write_text(json.dumps(state))
     with pytest.raises(TrainError, match=r"was written by 2 process\(es\), this run has 1: resume with the same number"):
         train(_tiny(copy_data, max_steps=6), tmp_path / "run", resume=True, log=lambda _: None)
+
+
+def test_cpu_training_keeps_freed_memory_and_gives_it_back_every_trim_steps_and_at_the_end(tmp_path, copy_data,
+                                                                                          monkeypatch):
+    """transformer.allocator: kept while training (the model: line says so), trimmed every TRIM_EVERY_STEPS steps
+    so that the heap's fragments do not add up, and trimmed once more when training ends."""
+    import transformer.training.trainer as trainer_module
+    from transformer.allocator import AllocatorChoice
+
+    asked, trims = [], []
+    monkeypatch.setattr(trainer_module, "keep_freed_memory",
+                        lambda device_type: asked.append(device_type) or AllocatorChoice(True, "glibc, in a test"))
+    monkeypatch.setattr(trainer_module, "release_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(trainer_module, "TRIM_EVERY_STEPS", 4)
+    lines = []
+    train(_tiny(copy_data, max_steps=10, valid_every=100, save_every=100), tmp_path / "run", log=lines.append)
+    assert asked == ["cpu"]
+    assert any(line.startswith("model: ") and line.endswith("; allocator keeps freed memory (glibc, in a test)")
+               for line in lines)
+    assert len(trims) == 3  # steps 4 and 8, then the end

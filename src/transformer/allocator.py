@@ -9,10 +9,12 @@ their gradient, ~50 MB each. That is ~31,000 page faults a step, ~10% of a 2-cor
 What: mallopt(M_MMAP_THRESHOLD, 1 GiB) and mallopt(M_TRIM_THRESHOLD, 2 GiB - 1), so that freed
 blocks stay in the heap and the next step reuses them (benchmarks/loop_speed.py, docs/benchmarks.md:
 page faults 31,700 -> 5,000 a step, steps ~1.1x faster on an Intel Xeon, 2 cores). It is what
-jemalloc or tcmalloc under LD_PRELOAD do for PyTorch on CPUs, without a library to install. The
-process keeps its peak heap while it trains (a step reaches that peak again anyway); when training
-ends, release_freed_memory() gives the free pages back (malloc_trim). The thresholds stay as set:
-glibc has no call that restores its adaptive rule.
+jemalloc or tcmalloc under LD_PRELOAD do for PyTorch on CPUs, without a library to install.
+Batches differ in shape, so freed blocks do not always fit the next request and the heap's free
+fragments add up (the Bible hour without trimming: 3.0 GB resident after 2 minutes, 4.1 GB after
+16): every TRIM_EVERY_STEPS steps and when training ends, release_freed_memory() gives the free
+pages back to the kernel (malloc_trim), which costs one step's page faults per TRIM_EVERY_STEPS.
+The thresholds stay as set: glibc has no call that restores its adaptive rule.
 
 Where not: other C libraries (musl, macOS: mallopt is absent or does nothing), GPU runs (their
 large tensors live in the CUDA allocator), and TRANSFORMER_MALLOC_TUNING=0.
@@ -30,6 +32,7 @@ M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 30  # blocks below 1 GiB come from the heap
 TRIM_THRESHOLD = (1 << 31) - 1  # the heap's free top is kept up to 2 GiB (mallopt takes an int)
+TRIM_EVERY_STEPS = 100  # training steps between malloc_trim calls
 
 
 @dataclass(frozen=True)

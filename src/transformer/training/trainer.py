@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from ..allocator import keep_freed_memory, release_freed_memory
+from ..allocator import TRIM_EVERY_STEPS, keep_freed_memory, release_freed_memory
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
@@ -342,6 +342,8 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
                 validate()
             if step % t.save_every == 0 and step < t.max_steps:
                 checkpoint()
+            if allocator.kept and step % TRIM_EVERY_STEPS == 0:
+                release_freed_memory()  # else the heap's free fragments add up over the run
             step_s = time.monotonic() - now + (now - start_time) / max(step - state["step"], 1)
             if t.max_minutes and D.any_true(elapsed() + last_valid_s + step_s > t.max_minutes * 60, dist):
                 stop_reason = "max_minutes"
