@@ -639,6 +639,10 @@ class TrainConfig:
     """Decoupled weight decay (AdamW style; the paper: none)."""
     label_smoothing: float = 0.1
     """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
+    late_dropout: float = 0.0
+    """Share of training (of max_minutes when set, else of max_steps; whichever is further along) run
+    with every dropout of the model off before they start at their rates (Liu et al. 2023, "late
+    dropout": training.dropout); 0 = dropout from the first step."""
     clip_norm: float = 0.0
     """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
     precision: str = "auto"
@@ -676,6 +680,7 @@ class TrainConfig:
         _choice("train.precision", self.precision, PRECISIONS)
         _choice("train.device", self.device, ("auto", "cpu", "cuda"))
         _probability("train.label_smoothing", self.label_smoothing)
+        _probability("train.late_dropout", self.late_dropout)
         for name in ("adam_beta1", "adam_beta2"):
             _probability(f"train.{name}", getattr(self, name))
         for name in ("max_minutes", "lr_factor", "lr", "min_lr", "adam_eps", "weight_decay", "clip_norm"):

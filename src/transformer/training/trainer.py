@@ -45,6 +45,7 @@ from .checkpoint import (
     set_rng_state,
     step_dirs,
 )
+from .dropout import DropoutSwitch, dropout_is_on
 from .objectives import Objective, prepare_objective
 from .schedule import inverse_sqrt, warmup_cosine
 
@@ -242,6 +243,7 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
     # step's sums so that every process takes the same rate, and saved so that a resume goes on from it.
     warmup_end_s = state.get("warmup_end_s")
     clock = state.get("schedule_clock_s", elapsed_before)
+    late = DropoutSwitch(model) if t.late_dropout else None  # off until late_dropout of the budget is spent
     last_valid_s = 0.0
     validated_at = None  # the step of the last validation: the final one is skipped when it already ran
     tick, tick_tokens = time.monotonic(), 0.0
@@ -299,6 +301,11 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
                     warmup_end_s = clock
                 time_progress = (clock - warmup_end_s) / max(t.max_minutes * 60 - warmup_end_s, 1e-9)
             lr = learning_rate(config, mcfg.d_model, step + 1, time_progress)
+            if late is not None:
+                share = max(step / t.max_steps, clock / (t.max_minutes * 60) if t.max_minutes else 0.0)
+                if dropout_is_on(share, t.late_dropout) and not late.on:
+                    say(f"step {step + 1}: dropout on ({share:.0%} of the budget spent; train.late_dropout)")
+                late.set(dropout_is_on(share, t.late_dropout))
             for g in optimizer.param_groups:
                 g["lr"] = lr
             sums = [0.0, 0.0, 0.0, 0.0, 0.0]
