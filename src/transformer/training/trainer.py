@@ -303,9 +303,10 @@ def _train(config: RunConfig, run_dir: Path, resume: bool, log, on_step, dist: D
             lr = learning_rate(config, mcfg.d_model, step + 1, time_progress)
             if late is not None:
                 share = max(step / t.max_steps, clock / (t.max_minutes * 60) if t.max_minutes else 0.0)
-                if dropout_is_on(share, t.late_dropout) and not late.on:
+                on = dropout_is_on(share, t.late_dropout)
+                if on and not late.on:
                     say(f"step {step + 1}: dropout on ({share:.0%} of the budget spent; train.late_dropout)")
-                late.set(dropout_is_on(share, t.late_dropout))
+                late.set(on)
             for g in optimizer.param_groups:
                 g["lr"] = lr
             sums = [0.0, 0.0, 0.0, 0.0, 0.0]
