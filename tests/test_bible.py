@@ -146,8 +146,12 @@ def test_real_spanish_english_corpus(tmp_path, capsys):
     assert rev[1] == "The grace of the Lord Jesus Christ be with all the saints. Amen."
     chapters = {split: {k.rsplit(".", 1)[0] for k in v} for split, v in lines.items()}
     assert not chapters["train"] & chapters["test"] and not chapters["train"] & chapters["valid"]
+    # 1 Chronicles 21: the Reina-Valera splits verse 15 in two, so its verses 15-30 hold the text
+    # of the English verse before; the chapter checks keep the chapter, the verse check the first 14
+    assert "1Chr.21.14" in lines["test"] and not any(f"1Chr.21.{v}" in lines["test"] for v in range(15, 31))
     provenance = (out / "PROVENANCE.md").read_text(encoding="utf-8")
     assert "Job 39" in provenance and "spaRV1909eb" in provenance and "Public Domain" in provenance
+    assert "- 1Chr 21: 15-30" in provenance and "- 1Kgs 22: 43-53" in provenance
 
 
 @pytest.mark.parametrize("codes, message", [

@@ -222,8 +222,9 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
     pairs = report["pairs"]
     added = "".join(f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items())
     print(f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test {pairs['test']:,} verse pairs "
-          f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters "
-          f"and {report['dropped_verses']} one-sided verses (see {args.out}/PROVENANCE.md)")
+          f"({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned chapters, "
+          f"{report['misaligned_verses']} misaligned verses and {report['dropped_verses']} one-sided verses "
+          f"(see {args.out}/PROVENANCE.md)")
 
 
 def cmd_data_bible_genre(args: argparse.Namespace) -> None:

@@ -2,7 +2,8 @@
 
 `build_bible_corpus("spa", "eng", out_dir)` reads two modules with `pysword`, strips the OSIS
 markup, aligns verses by book/chapter/verse, drops chapters whose verse numbering does not line
-up, splits whole chapters into train/valid/test, and writes aligned files plus a provenance note.
+up and, in the others, the verses that do not translate each other (verse_align), splits whole
+chapters into train/valid/test, and writes aligned files plus a provenance note.
 `add_targets=("kjv",)` also trains on a second translation of the same verses: its pairs are
 appended to the training split only, each source prefixed by a tag (`<kjv> `), so that untagged
 input still asks for the main target's wording and tagged input for the other's.
@@ -22,6 +23,8 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .verse_align import aligned_verses, fit_length_model
 
 Verse = tuple[str, int, int]  # (OSIS book, chapter, verse)
 
@@ -150,6 +153,7 @@ class Alignment:
     pairs: dict[Verse, tuple[str, str]]
     dropped_chapters: dict[Chapter, str] = field(default_factory=dict)  # chapter -> reason
     dropped_verses: list[Verse] = field(default_factory=list)  # text on one side only
+    misaligned_verses: list[Verse] = field(default_factory=list)  # text on both sides, not each other's (verse_align)
     only_in_one: int = 0  # verses whose book/chapter the other module lacks
 
 
@@ -185,7 +189,8 @@ def misalignment(pairs: list[tuple[str, str]]) -> str | None:
 
 
 def align(src: dict[Verse, str], tgt: dict[Verse, str]) -> Alignment:
-    """Pair verses with the same book/chapter/verse; drop chapters that do not line up."""
+    """Pair verses with the same book/chapter/verse; drop chapters that do not line up, then the
+    verses of the remaining chapters that do not translate each other (verse_align)."""
     chapters: dict[Chapter, list[Verse]] = {}
     for key in src:
         if key in tgt:
@@ -198,6 +203,7 @@ def align(src: dict[Verse, str], tgt: dict[Verse, str]) -> Alignment:
         tgt_counts[key[:2]] = tgt_counts.get(key[:2], 0) + 1
     result = Alignment(pairs={})
     result.only_in_one = sum(1 for k in src if k not in tgt) + sum(1 for k in tgt if k not in src)
+    kept: list[tuple[list[Verse], list[tuple[str, str]]]] = []  # chapters that pass the chapter checks
     for chapter, keys in chapters.items():
         if src_counts[chapter] != tgt_counts[chapter]:
             result.dropped_chapters[chapter] = f"{src_counts[chapter]} vs {tgt_counts[chapter]} verses"
@@ -209,9 +215,15 @@ def align(src: dict[Verse, str], tgt: dict[Verse, str]) -> Alignment:
         if reason:
             result.dropped_chapters[chapter] = reason
             continue
-        for key, (a, b) in zip(keys, texts, strict=True):
+        kept.append((keys, texts))
+    model = fit_length_model([pair for _, texts in kept for pair in texts])
+    for keys, texts in kept:
+        for key, (a, b), aligned in zip(keys, texts, aligned_verses(texts, model), strict=True):
             if a and b:
-                result.pairs[key] = (a, b)
+                if aligned:
+                    result.pairs[key] = (a, b)
+                else:
+                    result.misaligned_verses.append(key)
             elif a or b:
                 result.dropped_verses.append(key)
     return result
@@ -291,7 +303,8 @@ def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir
     report = {
         "src": src, "tgt": tgt, "pairs": {name: len(keys) for name, keys in splits.items()},
         "dropped_chapters": {f"{b} {c}": why for (b, c), why in sorted(alignment.dropped_chapters.items())},
-        "dropped_verses": len(alignment.dropped_verses), "only_in_one": alignment.only_in_one,
+        "dropped_verses": len(alignment.dropped_verses), "misaligned_verses": len(alignment.misaligned_verses),
+        "only_in_one": alignment.only_in_one,
         "versions": versions, "added": added,
     }
     atomic_write_text(out / "PROVENANCE.md", _provenance(report, alignment))
@@ -338,7 +351,29 @@ def _provenance(report: dict, alignment: Alignment) -> str:
         "",
     ]
     lines += [f"- {chapter}: {why}" for chapter, why in report["dropped_chapters"].items()]
+    by_chapter: dict[Chapter, list[int]] = {}
+    for book, chapter, verse in alignment.misaligned_verses:
+        by_chapter.setdefault((book, chapter), []).append(verse)
+    lines += [
+        "",
+        f"Verses dropped because they do not translate each other although their numbers match: "
+        f"{report['misaligned_verses']} in {len(by_chapter)} chapters (a length-based alignment of each chapter's "
+        "verses: a numbering that shifts mid-chapter, or a clause one text has and the other lacks).",
+        "",
+    ]
+    lines += [f"- {book} {chapter}: {_ranges(verses)}" for (book, chapter), verses in sorted(by_chapter.items())]
     return "\n".join(lines) + "\n"
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[15, 16, 17, 30] -> "15-17, 30"."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,7 +535,7 @@ def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: 
               for name, examples in rows.items()}
     report = {"src": src, "tgt": tgt, "prefixes": prefixes, "examples": counts,
               "versions": {src: src_version, tgt: tgt_version},
-              "dropped_chapters": len(alignment.dropped_chapters)}
+              "dropped_chapters": len(alignment.dropped_chapters), "misaligned_verses": len(alignment.misaligned_verses)}
     atomic_write_text(out / "PROVENANCE.md", _t2t_provenance(report))
     return report
 
@@ -515,7 +550,8 @@ def _t2t_provenance(report: dict) -> str:
         "",
         "Each line of {train,valid,test}.tsv is `input<TAB>target`; the input starts with its task's prefix",
         "({split}.ids: the task and the verse). Translation both ways uses the verse pairs of `transformer data",
-        f"bible` ({report['dropped_chapters']} misaligned chapters dropped); the genre task, the {tgt.language} "
+        f"bible` ({report['dropped_chapters']} misaligned chapters and {report['misaligned_verses']} misaligned verses "
+        f"dropped); the genre task, the {tgt.language} "
         "verses of `transformer data bible-genre`. Splits are the same whole chapters for every task.",
         f"{{train,valid}}.txt: the split's verse pairs as plain text, the {src.language} verses then the "
         f"{tgt.language} ones, one per line (for span-corruption pretraining; none from the test chapters).",
