@@ -53,7 +53,7 @@ def fit_length_model(pairs: list[tuple[str, str]]) -> LengthModel:
     lengths = [(len(a), len(b)) for a, b in pairs if a and b]
     if not lengths:
         return LengthModel(1.0, MIN_VARIANCE)
-    ratio = sum(b for _, b in lengths) / max(1, sum(a for a, _ in lengths))
+    ratio = sum(b for _, b in lengths) / sum(a for a, _ in lengths)
     residuals = [(b - ratio * a) ** 2 / ((a + b) / 2 + 1) for a, b in lengths]
     return LengthModel(ratio, max(MIN_VARIANCE, statistics.median(residuals) / 0.455))
 
@@ -71,7 +71,7 @@ def best_path(pairs: list[tuple[str, str]], model: LengthModel) -> tuple[float, 
 
     def relax(i: int, j: int, di: int, dj: int, cost: float, kept: bool) -> None:
         cell = (i + di, j + dj)
-        if abs(cell[0] - cell[1]) > MAX_OFFSET or cell[0] > n or cell[1] > n:
+        if abs(cell[0] - cell[1]) > MAX_OFFSET:  # the callers keep cells within the chapter
             return
         total = best[(i, j)] + cost
         if total < best.get(cell, math.inf):
