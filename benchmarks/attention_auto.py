@@ -8,7 +8,7 @@ Trains the config for --steps steps with model.attention_impl "fused" (torch's k
 config's data with the same batches (same seed), in the precision the config resolves to, and
 reports tokens (positions) per second of the training steps (median over each run's steps after
 the first 5, then median over repeats) and their ratio, next to what `auto` measures at the
-run's typical batch (transformer.precision.resolve_attention, measured afresh: the cache is not
+run's typical batch (transformer.runtime.precision.resolve_attention, measured afresh: the cache is not
 read). `auto` is right when it picks the path that trains faster here, or either where the two
 are within 10%. Give the CPU model (printed) with every number; the machine should be otherwise idle.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from transformer.config import load_config
-from transformer.precision import cpu_name
+from transformer.runtime.precision import cpu_name
 from transformer.training.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

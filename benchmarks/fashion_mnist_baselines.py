@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer.data.images import augment, load_images, to_pixels
-from transformer.precision import cpu_name
+from transformer.runtime.precision import cpu_name
 
 
 def scores(gold, predicted) -> dict:

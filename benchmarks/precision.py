@@ -6,7 +6,7 @@ Trains the recipe for --steps steps with train.precision fp32, then bf16 (autoca
 --repeats times each, on the config's data (the same batches every time: same seed), and reports
 real target tokens per second of the training steps (median over each run's steps after the
 first 5, then median over repeats) and their ratio, next to what `auto` measures at the recipe's
-shapes (transformer.precision, measured afresh: the cache is not read). `auto` is right on this
+shapes (transformer.runtime.precision, measured afresh: the cache is not read). `auto` is right on this
 machine when it picks bf16 only where real training is faster in bf16, and fp32 only where real
 training gains less than 1.15x from bf16 (a small gain is not worth bf16's loss of accuracy).
 Give the CPU model (printed) with every number; the machine should be otherwise idle.
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from transformer.config import load_config
-from transformer.precision import cpu_name, resolve_precision
+from transformer.runtime.precision import cpu_name, resolve_precision
 from transformer.training.trainer import train
 
 

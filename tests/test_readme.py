@@ -27,7 +27,7 @@ def test_the_readme_states_printed_numbers():
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_python_block_runs_and_prints_what_it_says(index, tmp_path, monkeypatch, capsys):
     block = BLOCKS[index]
-    if "exported/demo-ct2" in block:  # tests/test_export_ct2.py runs the same lines on a small model
+    if "exported/demo-ct2" in block:  # tests/export/test_export_ct2.py runs the same lines on a small model
         pytest.skip(f"README python block {index + 1} runs the exported demo model (make demo, then transformer export)")
     for module in OPTIONAL:
         if re.search(rf"\b{module}\b", block) and importlib.util.find_spec(module) is None:

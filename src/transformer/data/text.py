@@ -1,7 +1,7 @@
 """Read and validate plain-text training data, as streams: aligned source/target files or one
 monolingual file, plain or gzipped.
 
-Files hold one sentence per line, UTF-8 (the line rules of transformer.lines). Problems a user
+Files hold one sentence per line, UTF-8 (the line rules of transformer.cli.lines). Problems a user
 can fix (a missing or empty file, invalid UTF-8, an unreadable .gz, line counts that differ)
 raise `DataError` with a one-line message naming the file and line. Pairs with an empty side
 are dropped and counted, never silently.
@@ -36,7 +36,7 @@ def check_file(path: str | os.PathLike) -> Path:
 def iter_lines(path: str | os.PathLike) -> Iterator[str]:
     """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings.
 
-    Same rules as transformer.lines.split_lines: a BOM at the start is dropped, lines end at
+    Same rules as transformer.cli.lines.split_lines: a BOM at the start is dropped, lines end at
     "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
     naming the file and line."""
     path = check_file(path)
@@ -68,7 +68,7 @@ class ReadCounts:
 
 class TsvColumn(str):
     """A text-to-text TSV file (`input<TAB>target` per line) standing for one of its columns where
-    the pipeline takes aligned files: DataConfig.train_files gives (TsvColumn(path, 1),
+    the pipeline takes aligned files: training.corpora.train_files gives (TsvColumn(path, 1),
     TsvColumn(path, 0)) and iter_examples then reads both sides from the one file."""
 
     column: int

@@ -39,7 +39,7 @@ from ..model_dir import (
     load_special_tokens,
     load_tokenizers,
 )
-from ..precision import PrecisionChoice, inference_precision
+from ..runtime.precision import PrecisionChoice, inference_precision
 from .beam import beam_search
 from .greedy import greedy_search
 from .sampling import sample

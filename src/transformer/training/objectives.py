@@ -42,7 +42,7 @@ from ..model.transformer import EncoderOnly, Model, build_model, tie_weights
 from ..model_dir import load_labels, load_special_tokens
 from . import distributed as D
 from .checkpoint import step_dirs
-from .data import TrainingData, prepare_data, run_tokenizers
+from .corpora import TrainingData, prepare_data, run_tokenizers
 from .loss import label_smoothed_cross_entropy
 from .validation import evaluate_bleu
 

@@ -28,14 +28,19 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from ..allocator import TRIM_EVERY_STEPS, keep_freed_memory, release_freed_memory
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
 from ..model.io import ModelFileError, load_model
 from ..model.transformer import Model
 from ..model_dir import save_model
-from ..precision import AttentionChoice, PrecisionChoice, resolve_attention, resolve_precision
+from ..runtime.allocator import TRIM_EVERY_STEPS, keep_freed_memory, release_freed_memory
+from ..runtime.precision import (
+    AttentionChoice,
+    PrecisionChoice,
+    resolve_attention,
+    resolve_precision,
+)
 from . import distributed as D
 from .checkpoint import (
     load_training_state,

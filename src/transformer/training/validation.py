@@ -15,7 +15,7 @@ from ..config import RunConfig
 from ..decoding.greedy import greedy_search
 from ..evaluation.metrics import bleu
 from ..model.transformer import EncoderDecoder, Model
-from .data import TrainingData
+from .corpora import TrainingData
 
 
 def bleu_sample(n_valid: int, n_samples: int) -> list[int]:

@@ -200,7 +200,7 @@ def prenorm_model(tmp_path, tokenizers):
     """Our Bible recipe's model (runs/demo/averaged) when it exists, else a small one of its layout."""
     from pathlib import Path
 
-    demo = Path(__file__).resolve().parents[1] / "runs" / "demo" / "averaged"
+    demo = Path(__file__).resolve().parents[2] / "runs" / "demo" / "averaged"
     if (demo / "config.json").is_file():
         return demo
     return model_dir(tmp_path, tokenizers[0], "marian", name="prenorm", norm_position="pre",

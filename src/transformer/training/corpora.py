@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ModelConfig, RunConfig
+from ..config import DataConfig, ModelConfig, RunConfig
 from ..data import corpus as C
 from ..data import text as T
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
@@ -25,6 +25,26 @@ from ..data.tokenizer import (
     train_tokenizer,
 )
 from . import distributed as D
+
+
+def train_files(d: DataConfig) -> tuple[str, str | None]:
+    """(targets, sources) of the training data; sources None for a language model (for a
+    classifier, the TSV file: its texts are the targets; text-to-text pairs: the TSV's two
+    columns, data.text.TsvColumn)."""
+    if d.train_pairs is not None:
+        return T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0)
+    if d.is_translation:
+        return d.train_tgt, d.train_src
+    return (d.train_text or d.train_tsv), None
+
+
+def valid_files(d: DataConfig) -> tuple[str | None, str | None]:
+    """(targets, sources) of the validation data; targets None when there is none."""
+    if d.valid_pairs is not None:
+        return T.TsvColumn(d.valid_pairs, 1), T.TsvColumn(d.valid_pairs, 0)
+    if d.is_translation:
+        return d.valid_tgt, d.valid_src
+    return (d.valid_text or d.valid_tsv), None
 
 
 @dataclass
@@ -94,7 +114,7 @@ def special_tokens(config: RunConfig) -> tuple[str, ...]:
 def tokenizer_cache_key(config: RunConfig) -> dict:
     """What a tokenizer trained from the [data] files depends on."""
     d = config.data
-    key = {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in d.train_files if f],
+    key = {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in train_files(d) if f],
            "vocab_size": d.vocab_size, "min_frequency": d.min_frequency,
            "shared": d.shared_vocab or not d.is_translation, "sample": d.tokenizer_sample}
     if special_tokens(config) != SPECIAL_TOKENS:
@@ -108,7 +128,7 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     """(source, target) tokenizers of this kind trained on the training stream: one object for a
     shared vocabulary (and for a language model, which has only targets)."""
     d = config.data
-    targets, sources = d.train_files
+    targets, sources = train_files(d)
     specials = special_tokens(config)
     if d.train_tsv:
         texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
@@ -157,7 +177,7 @@ def training_corpora(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer,
     merges dropped at random (kept in the cache: a resumed run reads the same ones). A masked-LM
     text takes [CLS] and [SEP] (one more than a language model's <s>): one less to its max_len."""
     d = config.data
-    targets, sources = d.train_files
+    targets, sources = train_files(d)
     max_len = d.max_len - (config.objective == "mlm")
     if not d.bpe_dropout:
         return [C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say)]
@@ -177,8 +197,8 @@ def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None
     """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
     training data with its vocab_size and min_frequency, measured on its validation text (the
     training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
-    targets, sources = config.data.train_files
-    valid_targets, valid_sources = config.data.valid_files
+    targets, sources = train_files(config.data)
+    valid_targets, valid_sources = valid_files(config.data)
     eval_sources, eval_targets = read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
     rows = []
     for kind in ("word", "char", "bpe", "unigram"):
@@ -254,8 +274,8 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
             + (" (the most of any segmentation)" if len(corpora) > 1 else ""))
 
     valid, valid_targets = [], []
-    if d.valid_files[0]:
-        valid_sources, valid_targets = read_valid(*d.valid_files)
+    if valid_files(d)[0]:
+        valid_sources, valid_targets = read_valid(*valid_files(d))
         max_len = d.max_len - (config.objective == "mlm")
         valid, too_long = encode_examples(valid_targets, tgt_tok, max_len, valid_sources,
                                           src_tok if valid_sources else None)

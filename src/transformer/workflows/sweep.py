@@ -38,7 +38,7 @@ from typing import Any
 
 from ..config import ConfigError, RunConfig, load_config, parse_override
 from ..files import atomic_write_text
-from .checkpoint import average_into, step_dirs
+from ..training.checkpoint import average_into, step_dirs
 
 PLAN_FILE, RESULTS_CSV, RESULTS_MD, RESULTS_PNG = "sweep.json", "results.csv", "results.md", "results.png"
 
@@ -149,7 +149,7 @@ def _run_config(plan: Plan, changes: list[tuple[str, str]], seed: int) -> RunCon
 def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[str], None] = print,
               train_fn: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the sweep; returns the rows of results.csv."""
-    from .trainer import train
+    from ..training.trainer import train
 
     train_fn = train if train_fn is None else train_fn
     out = Path(out)
@@ -252,7 +252,7 @@ def _score(plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir
         if plan.test:
             row.update(_translation_scores(pipeline, plan.test[0], plan.test[1], "test"))
     elif isinstance(model, EncoderOnly) and model.config.n_classes:
-        from ..evaluation.metrics import score_classifier
+        from ..evaluation.scoring import score_classifier
 
         valid = config.data.valid_images or config.data.valid_tsv
         for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):

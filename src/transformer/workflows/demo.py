@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError, load_config
-from .data.bible import MODULES, BibleError, find_sword_dir
+from ..config import ConfigError, load_config
+from ..data.bible import MODULES, BibleError, find_sword_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "configs/bible-es-en.toml"
@@ -87,11 +87,11 @@ def run_demo(minutes: float = 15.0, data_dir: str | os.PathLike = "data/bible", 
              overrides: tuple[str, ...] = (), average_last: int = 3, test_lines: int | None = None,
              log=print) -> dict:
     """Build, train, average, evaluate, translate. Returns the scores and sample translations."""
-    from .data.bible import build_bible_corpus
-    from .decoding.pipeline import Pipeline
-    from .evaluation.metrics import bleu, chrf
-    from .training.checkpoint import average_into, step_dirs
-    from .training.trainer import train
+    from ..data.bible import build_bible_corpus
+    from ..decoding.pipeline import Pipeline
+    from ..evaluation.metrics import bleu, chrf
+    from ..training.checkpoint import average_into, step_dirs
+    from ..training.trainer import train
 
     started = time.time()
     data_dir, run_dir = Path(data_dir), Path(run_dir)

@@ -13,7 +13,8 @@ from transformer.cli import main
 from transformer.config import DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline, PipelineError
-from transformer.evaluation.metrics import bleu, chrf, text_perplexity
+from transformer.evaluation.metrics import bleu, chrf
+from transformer.evaluation.scoring import text_perplexity
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "the sun is warm today", "birds sing in the trees",
         "el gato se sentó", "un perro corrió en el parque", "hace sol hoy", "los pájaros cantan"] * 20

@@ -14,7 +14,7 @@ from transformer.config import ConfigError, ModelConfig, build_run_config
 from transformer.data.tokenizer import TokenizerError, train_word
 from transformer.model_dir import load_model, load_tokenizers
 from transformer.training import distributed as D
-from transformer.training.data import prepare_data
+from transformer.training.corpora import prepare_data
 from transformer.training.trainer import train
 
 WORDS = ["river", "mountain", "shepherd", "vineyard", "harvest", "kingdom", "servant", "stranger", "morning",

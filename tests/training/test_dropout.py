@@ -1,5 +1,5 @@
 """The CPU dropout (transformer.model.layers.cpu_dropout) against the textbook one, and the allocator setting
-that training on a CPU makes (transformer.allocator)."""
+that training on a CPU makes (transformer.runtime.allocator)."""
 
 import os
 import subprocess
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer import allocator
 from transformer.model.layers import KEEP_BITS, cpu_dropout, dropped
+from transformer.runtime import allocator
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -89,7 +89,7 @@ def test_dropped_is_the_identity_in_eval_and_at_zero_and_cpu_dropout_in_training
 
 FAULTS = """
 import resource, torch
-from transformer import allocator
+from transformer.runtime import allocator
 print(allocator.keep_freed_memory("cpu").kept)
 def step():  # a training step's large temporaries: the logits (64 MB here) and their gradient
     logits = torch.ones(4096, 4096)

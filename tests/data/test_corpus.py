@@ -51,7 +51,7 @@ def tok(files):
 
 
 def plain_lines(path: Path) -> list[str]:
-    """The whole file at once, by the rules of transformer.lines: what the streaming reader must match."""
+    """The whole file at once, by the rules of transformer.cli.lines: what the streaming reader must match."""
     lines = path.read_bytes().decode("utf-8").removeprefix("\ufeff").split("\n")
     return [line.removesuffix("\r").strip() for line in (lines[:-1] if lines[-1] == "" else lines)]
 
@@ -232,7 +232,7 @@ def test_data_prepare_then_train_reuses_the_tokenizer_and_the_arrays(files, tmp_
 
     sets = [f'data.train_src="{files / "train.src"}"', f'data.train_tgt="{files / "train.tgt"}"',
             "data.vocab_size=300", "data.max_len=40", f'data.cache="{tmp_path / "cache"}"']
-    argv = ["data", "prepare", str(Path(__file__).resolve().parents[1] / "configs" / "copy.toml")] + [a for s in sets for a in ("--set", s)]
+    argv = ["data", "prepare", str(Path(__file__).resolve().parents[2] / "configs" / "copy.toml")] + [a for s in sets for a in ("--set", s)]
     assert main(argv) in (0, None)
     out = capsys.readouterr().out
     assert "data: preparing" in out and "dropped" in out

@@ -324,7 +324,7 @@ def test_torchrun_two_processes_match_one_process(task, tmp_path, kind):
     config = _config(task, kind, cache=tmp_path / "cache", max_steps=4, valid_every=100, save_every=100)
     file = tmp_path / "ddp.toml"
     file.write_text(config.to_toml())
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
                           env=env, capture_output=True, text=True, timeout=180)

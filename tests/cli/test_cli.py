@@ -48,7 +48,7 @@ from transformer.config import DecodeConfig  # noqa: E402
 from transformer.data.tokenizer import train_bpe  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "el gato se sentó", "hace sol hoy"] * 30
 
@@ -156,7 +156,7 @@ def test_generate_keeps_the_end_of_an_over_long_prompt(tmp_path, capsys):
 
 
 def test_stream_lines_hands_over_at_most_chunk_lines():
-    from transformer.lines import stream_lines
+    from transformer.cli.lines import stream_lines
 
     r, w = os.pipe()
     os.write(w, ("a\r\n" * 1300 + "tail").encode())

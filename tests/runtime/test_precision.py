@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from transformer.precision import (
+from transformer.runtime.precision import (
     ATTENTION_IMPLS,
     MAX_ATTENTION_ELEMENTS,
     PRECISIONS,

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from transformer.decoding.pipeline import Pipeline
-from transformer.demo import EXAMPLES, run_demo
 from transformer.evaluation.metrics import bleu, chrf
 from transformer.model_dir import load_model
 from transformer.training.checkpoint import step_dirs
+from transformer.workflows.demo import EXAMPLES, run_demo
 
 
 @pytest.mark.slow
@@ -58,7 +58,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
 
 
 def test_demo_reports_a_missing_config(tmp_path, monkeypatch):
-    import transformer.demo as demo
+    import transformer.workflows.demo as demo
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(demo, "REPO", tmp_path)
@@ -70,8 +70,8 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     import dataclasses
 
     from transformer.config import load_config
-    from transformer.demo import config_path, demo_config
     from transformer.training.trainer import learning_rate
+    from transformer.workflows.demo import config_path, demo_config
 
     recipe = load_config(str(config_path()))
     assert recipe.model.dropout > 0  # the 60-minute recipe regularises; the 15-minute demo does not
@@ -94,7 +94,7 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
 
 
 def test_demo_reports_a_bad_override(tmp_path):
-    import transformer.demo as demo
+    import transformer.workflows.demo as demo
 
     with pytest.raises(demo.DemoError, match="dropout"):
         demo.demo_config(15, tmp_path, ("model.dropout=lots",))

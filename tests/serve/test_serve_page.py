@@ -5,7 +5,7 @@ a language model, the streamed text), hovers output tokens and checks that the s
 follows the weights the API returns, for the mean of the heads and for one head. A screenshot is
 saved in the test's directory, or where $SERVE_SCREENSHOT says; $SERVE_MODEL serves another model
 directory (the README's screenshot: SERVE_MODEL=runs/demo/averaged
-SERVE_SCREENSHOT=docs/img/serve.png pytest tests/test_serve_page.py -k translation).
+SERVE_SCREENSHOT=docs/img/serve.png pytest tests/serve/test_serve_page.py -k translation).
 """
 
 import os

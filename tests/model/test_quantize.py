@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import transformer
-import transformer.precision as precision_module
+import transformer.runtime.precision as precision_module
 from transformer.config import ConfigError, DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline, PipelineError

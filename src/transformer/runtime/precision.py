@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from .files import atomic_write_text
+from ..files import atomic_write_text
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -295,7 +295,7 @@ def measure_attention_speedup(rows: int, n_heads: int, length: int, head_dim: in
                               repeats: int = 5, budget_s: float = 0.5) -> float:
     """Fused time / textbook time of attention forward and backward on (rows, heads, length, head_dim)
     in `dtype`, with a padding mask hiding the last quarter of the keys of half the rows."""
-    from .model.attention import fused_attention, scaled_dot_product_attention
+    from ..model.attention import fused_attention, scaled_dot_product_attention
 
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(rows, n_heads, length, head_dim, generator=gen).to(dtype).requires_grad_()

@@ -7,7 +7,7 @@ The rules every command keeps:
   was none, an existing one unchanged, no temporary `.NAME.*.tmp` left behind.
 - Odd but valid input (CRLF, a UTF-8 byte-order mark, empty and whitespace-only lines, no final
   newline, very long or one-character lines, NFD Unicode): exactly one output line per input line
-  (see transformer.lines).
+  (see transformer.cli.lines).
 - The Python API raises ValueError subclasses (ConfigError, ModelFileError, PipelineError) for bad
   values and TypeError for a wrong kind of argument, each naming the fix.
 
@@ -37,7 +37,7 @@ from transformer.model.io import ModelFileError
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "el gato se sentó", "hace sol hoy", "café crème"] * 30
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 # ---- helpers ----

@@ -31,7 +31,7 @@ from transformer.training.schedule import inverse_sqrt, warmup_cosine
 from transformer.training.trainer import TrainError, train
 from transformer.training.validation import bleu_sample
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 # ---- loss ----
@@ -433,7 +433,7 @@ def test_resume_with_a_damaged_run_tokenizer_says_where_the_copies_are(tmp_path,
 
 def test_max_epochs_stops_at_the_epoch_boundary(tmp_path, copy_data):
     """max_epochs = 2 (max_steps far away): every batch of epochs 0 and 1 is one step, then the run stops."""
-    from transformer.training.data import prepare_data
+    from transformer.training.corpora import prepare_data
     from transformer.training.distributed import DistInfo
 
     cfg = _tiny(copy_data, max_steps=100000, max_epochs=2, batch_tokens=1024, valid_every=100000, save_every=100000,
@@ -597,14 +597,14 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
     """precision = "auto": the (here faked) measurement decides; the run's header says what and why,
     config.toml and the checkpoints record it, the logits really are bf16 or fp32, and a resumed run
     keeps what its checkpoint recorded even where a new measurement would decide otherwise."""
-    import transformer.precision
+    import transformer.runtime.precision
     import transformer.training.objectives as trainer
 
     seen = []
     loss = trainer.label_smoothed_cross_entropy
     monkeypatch.setattr(trainer, "label_smoothed_cross_entropy", lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
     for speedup, precision, dtype in ((0.5, "fp32", torch.float32), (3.0, "bf16", torch.bfloat16)):
-        monkeypatch.setattr(transformer.precision, "measure_bf16_speedup", lambda *a, s=speedup: s)
+        monkeypatch.setattr(transformer.runtime.precision, "measure_bf16_speedup", lambda *a, s=speedup: s)
         monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
         lines, seen[:] = [], []
         run = tmp_path / precision
@@ -617,7 +617,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
         assert json.loads((step_dirs(run)[-1] / "state.json").read_text())["precision"] == precision
         assert set(seen) == {dtype}
         # resumed where the measurement now says the opposite: the run keeps its own precision
-        monkeypatch.setattr(transformer.precision, "measure_bf16_speedup", lambda *a, s=speedup: 3.5 - s)
+        monkeypatch.setattr(transformer.runtime.precision, "measure_bf16_speedup", lambda *a, s=speedup: 3.5 - s)
         lines, seen[:] = [], []
         train(_tiny(copy_data, precision="auto", max_steps=6, valid_every=100, bleu_samples=0), run, resume=True,
               log=lines.append)
@@ -630,7 +630,7 @@ def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, c
     path every attention layer trains with; the header says which and why, checkpoints record it, a
     resumed run keeps it, and the saved model still says "auto" (inference takes the fused kernel)."""
     import transformer.model.attention as attention
-    import transformer.precision
+    import transformer.runtime.precision
 
     used = []
     for name in ("scaled_dot_product_attention", "fused_attention"):
@@ -640,7 +640,7 @@ def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, c
     monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
     for speedup, impl, path in ((0.5, "fused", "fused_attention"), (3.0, "textbook", "scaled_dot_product_attention")):
         asked = []
-        monkeypatch.setattr(transformer.precision, "measure_attention_speedup",
+        monkeypatch.setattr(transformer.runtime.precision, "measure_attention_speedup",
                             lambda *a, s=speedup, _asked=asked: _asked.append(a) or s)
         lines, used[:] = [], []
         run = tmp_path / impl
@@ -654,7 +654,7 @@ def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, c
         assert set(used) == {path}
         assert json.loads((step_dirs(run)[-1] / "state.json").read_text())["attention"] == impl
         assert json.loads((step_dirs(run)[-1] / "config.json").read_text())["attention_impl"] == "auto"
-        monkeypatch.setattr(transformer.precision, "measure_attention_speedup", lambda *a, s=speedup: 3.5 - s)
+        monkeypatch.setattr(transformer.runtime.precision, "measure_attention_speedup", lambda *a, s=speedup: 3.5 - s)
         lines, used[:] = [], []
         train(cfg, run, resume=True, log=lines.append)
         assert any(f"; attention {impl} (as the run recorded it); allocator " in line for line in lines)
@@ -775,7 +775,7 @@ def test_bleu_sample_is_fixed_and_evenly_spread():
 
 
 def test_preset_configs_load():
-    presets = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+    presets = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
     assert {p.stem for p in presets} >= {"copy", "base", "big", "cpu-translation", "lm"}
     for preset in presets:
         load_config(preset)
@@ -820,7 +820,7 @@ def test_copy_task_learns_to_copy_held_out_sequences(tmp_path):
     data = tmp_path / "copy"
     write_copy_task(data, n_train=4000, n_valid=50, n_test=100, n_symbols=10, max_len=8)
     overrides = [f"data.{split}_{side}={data}/{split}.{side}" for split in ("train", "valid") for side in ("src", "tgt")]
-    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "copy.toml",
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "copy.toml",
                       overrides + ["train.max_steps=450", "train.batch_tokens=512", "train.warmup_steps=100",
                                    "train.valid_every=1000", "train.save_every=1000"])
     train(cfg, tmp_path / "run", log=lambda _: None)
@@ -843,10 +843,10 @@ def test_resume_with_another_number_of_processes_is_a_clear_error(tmp_path, copy
 
 def test_cpu_training_keeps_freed_memory_and_gives_it_back_every_trim_steps_and_at_the_end(tmp_path, copy_data,
                                                                                           monkeypatch):
-    """transformer.allocator: kept while training (the model: line says so), trimmed every TRIM_EVERY_STEPS steps
+    """transformer.runtime.allocator: kept while training (the model: line says so), trimmed every TRIM_EVERY_STEPS steps
     so that the heap's fragments do not add up, and trimmed once more when training ends."""
     import transformer.training.trainer as trainer_module
-    from transformer.allocator import AllocatorChoice
+    from transformer.runtime.allocator import AllocatorChoice
 
     asked, trims = [], []
     monkeypatch.setattr(trainer_module, "keep_freed_memory",

@@ -13,9 +13,9 @@ import math
 import sys
 from pathlib import Path
 
-from .config import ConfigError
+from ..config import ConfigError
+from ..model.io import ModelFileError
 from .lines import LineError, format_lines, read_lines, stream_lines
-from .model.io import ModelFileError
 
 DESCRIPTION = """\
 The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): train translation and
@@ -40,8 +40,8 @@ USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OS
 
 def cmd_info(args: argparse.Namespace) -> None:
     """Print a model directory's config, parameter count and FLOPs per token."""
-    from .model.accounting import count_parameters, flops_per_image, flops_per_token
-    from .model.io import load_config, load_model
+    from ..model.accounting import count_parameters, flops_per_image, flops_per_token
+    from ..model.io import load_config, load_model
 
     _check_flags(args)
     config = load_config(args.model_dir)
@@ -68,8 +68,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     """Train from a TOML config (see configs/), writing a run directory."""
     from pathlib import Path
 
-    from .config import load_config
-    from .training.trainer import train
+    from ..config import load_config
+    from ..training.trainer import train
 
     config = load_config(args.config, args.set or [])
     out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
@@ -78,7 +78,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     """Train each variant of a grid for the same budget, one after another, and score them (training/sweep.py)."""
-    from .training.sweep import Plan, SweepError, parse_grid, run_sweep
+    from ..workflows.sweep import Plan, SweepError, parse_grid, run_sweep
 
     if args.repeats < 1:
         raise UserError(f"--repeats {args.repeats}: give a positive number of seeds per variant")
@@ -102,7 +102,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 def cmd_average(args: argparse.Namespace) -> None:
     """Average checkpoints' parameters into a model directory (§6.1)."""
-    from .training.checkpoint import average_into, step_dirs
+    from ..training.checkpoint import average_into, step_dirs
 
     if args.last is not None:
         if len(args.checkpoints) != 1:
@@ -123,7 +123,7 @@ def cmd_average(args: argparse.Namespace) -> None:
 
 def cmd_data_copy(args: argparse.Namespace) -> None:
     """Write the synthetic copy task (target = source)."""
-    from .data.copy import SYMBOLS, write_copy_task
+    from ..data.copy import SYMBOLS, write_copy_task
 
     for flag, value, low in (("--n-train", args.n_train, 1), ("--n-valid", args.n_valid, 0),
                              ("--n-test", args.n_test, 0), ("--min-len", args.min_len, 1)):
@@ -141,8 +141,8 @@ def cmd_data_copy(args: argparse.Namespace) -> None:
 
 def cmd_data_prepare(args: argparse.Namespace) -> None:
     """Tokenize a config's training data once into the corpus cache, as train would on first use."""
-    from .config import load_config
-    from .training.data import prepare_only
+    from ..config import load_config
+    from ..training.corpora import prepare_only
 
     config = load_config(args.config, args.set or [])
     if config.objective == "classify":
@@ -159,15 +159,15 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
     """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
     from pathlib import Path
 
-    from .data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
+    from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
 
     if args.compare:
         if args.tokenizer or args.text:
             raise UserError("--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it")
         if args.sample < 0:
             raise UserError(f"--sample {args.sample}: give a number of training examples, or 0 for all")
-        from .config import load_config
-        from .training.data import compare_tokenizers
+        from ..config import load_config
+        from ..training.corpora import compare_tokenizers
 
         config = load_config(args.compare, args.set or [])
         rows = compare_tokenizers(config, args.sample, say=lambda m: print(m, file=sys.stderr))
@@ -197,8 +197,8 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 
 def cmd_import_hf(args: argparse.Namespace) -> None:
     """Convert a Hugging Face model directory or .gguf file into a model directory."""
-    from .interop.hf import import_hf
-    from .model.accounting import count_parameters
+    from ..interop.hf import import_hf
+    from ..model.accounting import count_parameters
 
     result = import_hf(args.path, args.out)
     total = count_parameters(result.model)
@@ -208,7 +208,7 @@ def cmd_import_hf(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     """Write a model directory as a CTranslate2 (--to ct2) or Hugging Face (--to hf) model."""
-    from .export import export_model
+    from ..export import export_model
 
     out = export_model(args.model_dir, args.to, args.out, quantization=args.quantization)
     print(f"wrote {out} ({args.to}): see {out}/README.md for how to run it")
@@ -216,7 +216,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_data_bible(args: argparse.Namespace) -> None:
     """Build aligned train/valid/test files from two SWORD Bible modules."""
-    from .data.bible import build_bible_corpus
+    from ..data.bible import build_bible_corpus
 
     report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target))
     pairs = report["pairs"]
@@ -229,7 +229,7 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
 
 def cmd_data_bible_genre(args: argparse.Namespace) -> None:
     """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD module."""
-    from .data.bible import GENRES, build_genre_corpus
+    from ..data.bible import GENRES, build_genre_corpus
 
     report = build_genre_corpus(args.lang, args.out, args.sword_dir)
     verses, skipped = report["verses"], report["skipped_books"]
@@ -240,7 +240,7 @@ def cmd_data_bible_genre(args: argparse.Namespace) -> None:
 
 def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
     """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre task."""
-    from .data.bible import build_t2t_corpus
+    from ..data.bible import build_t2t_corpus
 
     report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
     counts = report["examples"]
@@ -252,7 +252,7 @@ def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
 
 def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
     """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see transformer.data.images)."""
-    from .data.images import build_fashion_mnist
+    from ..data.images import build_fashion_mnist
 
     if args.valid < 10 or args.valid >= 60000:
         raise UserError(f"--valid {args.valid}: give a number of validation images between 10 and 59,999")
@@ -262,8 +262,8 @@ def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Spanish -> English on the Bible, end to end (see transformer.demo)."""
-    from .demo import DemoError, run_demo
+    """Spanish -> English on the Bible, end to end (see transformer.workflows.demo)."""
+    from ..workflows.demo import DemoError, run_demo
 
     try:
         run_demo(minutes=args.minutes, data_dir=args.data, run_dir=args.out, overrides=tuple(args.set or ()))
@@ -312,19 +312,19 @@ def _setup_device(args: argparse.Namespace) -> str:
 
 
 def _read_text(path: str | None, what: str) -> list[str]:
-    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.lines)."""
+    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.cli.lines)."""
     if path in (None, "-"):
         return [line for chunk in stream_lines() for line in chunk]
     return read_lines(path, what)
 
 
 def _write_text(path: str | None, lines: list[str]) -> None:
-    """Lines to a file (atomically) or to standard output, one line each (see transformer.lines)."""
+    """Lines to a file (atomically) or to standard output, one line each (see transformer.cli.lines)."""
     if path in (None, "-"):
         sys.stdout.write(format_lines(lines))
         sys.stdout.flush()
         return
-    from .files import atomic_write_text
+    from ..files import atomic_write_text
 
     _check_output(path)
     atomic_write_text(path, format_lines(lines))
@@ -346,7 +346,7 @@ def _note(command: str, text: str) -> None:
 
 def _load_pipeline(args: argparse.Namespace, command: str):
     """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it chose."""
-    from .decoding.pipeline import Pipeline
+    from ..decoding.pipeline import Pipeline
 
     pipeline = Pipeline.load(args.model_dir, _setup_device(args), precision=args.precision)
     if (args.precision or pipeline.decode.precision) == "auto":
@@ -365,8 +365,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
     what is waiting is batched, and each line typed at a terminal is answered at once. Lines
     longer than the model takes are truncated, and a note on stderr says which.
     """
-    from .decoding.pipeline import truncation_note
-    from .model.transformer import EncoderDecoder
+    from ..decoding.pipeline import truncation_note
+    from ..model.transformer import EncoderDecoder
 
     _check_flags(args)
     if args.output not in (None, "-"):
@@ -417,7 +417,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 def cmd_generate(args: argparse.Namespace) -> None:
     """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
     (text-to-text) model answers it as translate would, after --prefix."""
-    from .model.transformer import EncoderDecoder
+    from ..model.transformer import EncoderDecoder
 
     _check_flags(args)
     pipeline = _load_pipeline(args, "generate")
@@ -441,7 +441,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 def _classify(pipeline, lines: list[str], top_k: int, command: str) -> list:
     """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on stderr."""
-    from .decoding.pipeline import truncation_note
+    from ..decoding.pipeline import truncation_note
 
     kept = [i for i, line in enumerate(lines) if line.strip()]
     cut: list[int] = []
@@ -480,7 +480,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
 
 def _image_files(paths: list[str]) -> list[str]:
     """Image files named, and those inside named folders (recursively, sorted)."""
-    from .data.images import IMAGE_SUFFIXES
+    from ..data.images import IMAGE_SUFFIXES
 
     files = []
     for name in paths:
@@ -499,9 +499,9 @@ def _image_files(paths: list[str]) -> list[str]:
 
 def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
     """Accuracy, macro-F1, per-class precision/recall and the confusion matrix on a label<TAB>text file."""
-    from .data.text import DataError
-    from .decoding.pipeline import truncation_note
-    from .evaluation.metrics import score_classifier
+    from ..data.text import DataError
+    from ..decoding.pipeline import truncation_note
+    from ..evaluation.scoring import score_classifier
 
     if pipeline.labels is None:
         raise UserError(f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here")
@@ -517,7 +517,7 @@ def _evaluate_tsv(args: argparse.Namespace, pipeline) -> None:
 
 def _evaluate_images(args: argparse.Namespace, pipeline) -> None:
     """The same report as --tsv on labelled images (a prepared split or a folder of class folders)."""
-    from .evaluation.metrics import score_classifier
+    from ..evaluation.scoring import score_classifier
 
     scores, predicted = score_classifier(pipeline, args.images)
     _report(args, scores, predicted, f"images of {args.images}", args.images)
@@ -537,7 +537,7 @@ def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, s
     for label, counts in zip(labels, scores.confusion, strict=True):
         print(f"{label:<{width}}  " + " ".join(f"{n:6,}" for n in counts))
     if args.plot:
-        from .viz.confusion import plot_confusion
+        from ..viz.confusion import plot_confusion
 
         plot_confusion(scores, args.plot, title=f"{Path(args.model_dir).name} on {Path(source).name}: "
                                                  f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}")
@@ -547,9 +547,10 @@ def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, s
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, perplexity of a language model on text, or a
     classifier's accuracy on labelled text."""
-    from .decoding.pipeline import truncation_note
-    from .evaluation.metrics import bleu, chrf, text_perplexity
-    from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
+    from ..decoding.pipeline import truncation_note
+    from ..evaluation.metrics import bleu, chrf
+    from ..evaluation.scoring import text_perplexity
+    from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     _check_flags(args)
     if args.pairs:
@@ -611,9 +612,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _evaluate_pairs(args: argparse.Namespace) -> None:
-    from .decoding.pipeline import truncation_note
-    from .evaluation.metrics import score_pairs
-    from .model.transformer import EncoderDecoder
+    from ..decoding.pipeline import truncation_note
+    from ..evaluation.scoring import score_pairs
+    from ..model.transformer import EncoderDecoder
 
     if not Path(args.pairs).is_file():
         raise UserError(f"--pairs {args.pairs} not found: give a file of input<TAB>target lines")
@@ -636,7 +637,7 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
 
 
 def _check_plot(path: str) -> None:
-    from .viz import FORMATS
+    from ..viz import FORMATS
 
     if Path(path).suffix[1:].lower() not in FORMATS:
         raise UserError(f"--plot {path}: the picture is written as .png, .svg or .pdf; give a file name with one of those")
@@ -652,9 +653,9 @@ def cmd_attention(args: argparse.Namespace) -> None:
         raise UserError("plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)")
     from pathlib import Path
 
-    from .decoding.pipeline import Pipeline
-    from .viz import FORMATS
-    from .viz.attention import attention_map, plot_attention
+    from ..decoding.pipeline import Pipeline
+    from ..viz import FORMATS
+    from ..viz.attention import attention_map, plot_attention
 
     _check_flags(args)
     if Path(args.out).is_dir():
@@ -685,8 +686,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
 def _image_attention(args: argparse.Namespace, pipeline) -> None:
     import torch
 
-    from .data.images import read_image, to_pixels
-    from .viz.image_attention import image_attention, plot_image_attention
+    from ..data.images import read_image, to_pixels
+    from ..viz.image_attention import image_attention, plot_image_attention
 
     v = pipeline.model.config.vision
     if v is None:
@@ -722,7 +723,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         raise UserError("serve needs FastAPI and uvicorn: pip install 'transformer[serve]'")
     if not (Path(args.model_dir) / "config.json").is_file():
         raise UserError(f"{args.model_dir} is not a model directory (no config.json)")
-    from .serve import API_KEY_ENV, ServeConfig, serve
+    from ..serve import API_KEY_ENV, ServeConfig, serve
 
     config = ServeConfig(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
                          max_queue=args.max_queue, timeout=args.timeout, max_lines=args.max_lines,
@@ -754,7 +755,7 @@ def _add_beam_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     parser = argparse.ArgumentParser(prog="transformer", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,0 +1,346 @@
+"""The shape of a Transformer: ModelConfig with its nested front ends (vision, relative bias), the
+choice lists of its settings, and the paper's presets (Table 3).
+
+Every field carries a one-line doc. A config is validated when it is built, and an error
+names the field, the bad value and what would be valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .checks import (
+    ConfigError,
+    check_choice,
+    check_positive,
+    check_probability,
+    check_types,
+    from_values,
+)
+
+ARCHS = ("encoder-decoder", "encoder", "decoder")
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """The image front end of an encoder (ViT): `[model.vision]`. Images are channels x image_size x
+    image_size; see transformer.model.patches."""
+
+    image_size: int = 28
+    """Height and width of the images, in pixels (square)."""
+    patch_size: int = 4
+    """Side of the square patches; image_size must be a multiple of it."""
+    channels: int = 1
+    """Colour channels: 1 (grayscale) or 3 (RGB)."""
+    positions: str = "learned"
+    """learned (ViT's), sinusoidal2d (fixed, row and column) or none."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "model.vision")
+        for name in ("image_size", "patch_size", "channels"):
+            check_positive(f"model.vision.{name}", getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ConfigError(f"model.vision.image_size={self.image_size} is not divisible by patch_size="
+                              f"{self.patch_size}: the patches must tile the image")
+        check_choice("model.vision.positions", self.positions, ("learned", "sinusoidal2d", "none"))
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+@dataclass(frozen=True)
+class RelativeBiasConfig:
+    """T5's bucketed relative position bias (Raffel et al. 2020): `[model.relative_bias]`, used when
+    positional = "t5_bias". A learned scalar per head and bucket of the distance key - query,
+    added to the attention scores; see transformer.model.positional.relative_bucket."""
+
+    buckets: int = 32
+    """Buckets per direction set: half of them exact distances, the rest logarithmic up to max_distance.
+    The encoder splits them between the two directions, the decoder uses them all for the past."""
+    max_distance: int = 128
+    """Distances from here on share the last bucket."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "model.relative_bias")
+        check_positive("model.relative_bias.buckets", self.buckets)
+        check_positive("model.relative_bias.max_distance", self.max_distance)
+        if self.buckets < 4:
+            raise ConfigError(f"model.relative_bias.buckets={self.buckets} is too few: the encoder halves them "
+                              "per direction and each half needs exact and logarithmic buckets (use >= 4, T5: 32)")
+        if self.max_distance <= self.buckets // 4:
+            raise ConfigError(f"model.relative_bias.max_distance={self.max_distance} must exceed buckets / 4 = "
+                              f"{self.buckets // 4}, the largest exact distance of the encoder's buckets")
+
+
+POSITIONALS = ("sinusoidal", "learned", "rope", "t5_bias", "none")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "geglu_tanh")
+GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh"}
+"""Gated feed-forward activations (Shazeer 2020) -> the activation of their gate."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of a Transformer. Defaults are the paper's base model (Table 3)."""
+
+    arch: str = "encoder-decoder"
+    """encoder-decoder (the paper), encoder (BERT-style) or decoder (GPT/Llama-style)."""
+    vocab_size: int = 37000
+    """Token vocabulary; shared by source and target unless tgt_vocab_size is set."""
+    tgt_vocab_size: int | None = None
+    """Target vocabulary of an encoder-decoder when it is separate (None = shared)."""
+    d_model: int = 512
+    """Width of every residual stream (§3)."""
+    n_heads: int = 8
+    """Attention heads h; each has d_model / n_heads dimensions (§3.2.2)."""
+    n_kv_heads: int | None = None
+    """Key/value heads for grouped-query attention (None = n_heads, plain multi-head)."""
+    d_k: int | None = None
+    """Size of each head's queries and keys (§3.2.1's d_k; None = d_model / n_heads). Values keep
+    d_model / n_heads dimensions (d_v): the paper's Table 3 (B) shrinks d_k alone."""
+    d_v: int | None = None
+    """Size of each head's values (None = d_model / n_heads); the heads then concatenate to
+    n_heads * d_v before the output projection (T5 v1.1 small: 6 heads of 64 in a 512 model)."""
+    n_encoder_layers: int = 6
+    """Encoder layers N (ignored by decoder-only models)."""
+    n_decoder_layers: int = 6
+    """Decoder layers N (ignored by encoder-only models)."""
+    d_ff: int = 2048
+    """Inner width of the position-wise feed-forward network (§3.3)."""
+    dropout: float = 0.1
+    """Dropout on each sub-layer output and on the embedding sums (§5.4, P_drop)."""
+    attention_dropout: float = 0.0
+    """Dropout on the attention weights."""
+    activation_dropout: float = 0.0
+    """Dropout inside the feed-forward network, after the activation."""
+    norm_position: str = "post"
+    """post: LayerNorm(x + Sublayer(x)) as in the paper; pre: x + Sublayer(LayerNorm(x))."""
+    norm: str = "layernorm"
+    """layernorm or rmsnorm."""
+    norm_eps: float = 1e-5
+    """Epsilon inside the norms."""
+    final_norm: bool | None = None
+    """A norm after the last layer of each stack (None = on for pre-norm, off for post-norm)."""
+    positional: str = "sinusoidal"
+    """sinusoidal (§3.5), learned, rope (rotary, on queries and keys), t5_bias (T5's bucketed
+    relative bias on the self-attention scores, model.relative_bias) or none (an image encoder
+    takes model.vision.positions instead)."""
+    max_positions: int = 1024
+    """Longest sequence the position encoding covers."""
+    rope_base: float = 10000.0
+    """Base of the rotary frequencies."""
+    sinusoidal_layout: str = "interleaved"
+    """interleaved: sin/cos alternate as in §3.5; halves: all sines then all cosines (Marian)."""
+    activation: str = "relu"
+    """Feed-forward activation: relu (the paper), gelu, gelu_tanh (GPT-2), silu, or a gated one
+    (Shazeer 2020: act(x W1) * x W3, a third matrix): swiglu (Llama), geglu, geglu_tanh (T5 v1.1)."""
+    bias: bool = True
+    """Biases in the linear layers and LayerNorms."""
+    output_bias: bool = False
+    """A bias on the output projection (Marian's final_logits_bias)."""
+    tie_embeddings: bool = True
+    """Tie target embedding and output layer (§3.4); with a shared vocabulary, all three."""
+    share_embeddings: bool | None = None
+    """Encoder and decoder read one token embedding (None = when the vocabulary is shared and
+    tie_embeddings is on). true with tie_embeddings = false: shared inputs, a separate output
+    layer (T5 v1.1)."""
+    scale_attention: bool = True
+    """Divide the attention scores by sqrt(d_k) (§3.2.1). T5 does not: it folds the factor into
+    its initialisation (false)."""
+    scale_output: bool = False
+    """Multiply the decoder's final state by d_model^-1/2 before the output layer (T5 v1.0, whose
+    output layer is the tied embedding)."""
+    scale_embedding: bool = True
+    """Multiply token embeddings by sqrt(d_model) (§3.4)."""
+    embedding_norm: bool = False
+    """A LayerNorm on the summed embeddings (BERT)."""
+    n_token_types: int = 0
+    """Token-type (segment) embeddings of the encoder (BERT uses 2; 0 = none)."""
+    mlm_head: bool = False
+    """A masked-LM head on an encoder-only model (BERT pretraining)."""
+    pooler: bool = False
+    """BERT's pooler: a dense + tanh layer on the pooled hidden state of an encoder-only model."""
+    pooling: str = "first"
+    """What the pooler and classifier read: "first" (the first token's state, [CLS]: BERT's, the
+    default) or "mean" (the mean over real tokens, as sentence-transformers and ViT variants do)."""
+    n_classes: int = 0
+    """Classes of a classifier on the pooled output of an encoder-only model (0 = none)."""
+    pad_id: int = 0
+    """Padding token id; padding positions are never attended to on the source side."""
+    bos_id: int = 2
+    """Beginning-of-sequence token id."""
+    eos_id: int = 3
+    """End-of-sequence token id."""
+    decoder_start_id: int | None = None
+    """First decoder input of an encoder-decoder (None = bos_id; Marian uses its pad id)."""
+    attention_impl: str = "auto"
+    """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V;
+    auto: fused, except that training measures both at its batch shape and takes the faster (transformer.runtime.precision)."""
+    vision: VisionConfig | None = None
+    """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder" only)."""
+    relative_bias: RelativeBiasConfig | None = None
+    """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional = "t5_bias"."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.vision, dict):  # from JSON / TOML
+            object.__setattr__(self, "vision", from_values(VisionConfig, self.vision, "model.vision"))
+        if self.vision is not None and not isinstance(self.vision, VisionConfig):
+            raise ConfigError(f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig")
+        if isinstance(self.relative_bias, dict):
+            object.__setattr__(self, "relative_bias",
+                               from_values(RelativeBiasConfig, self.relative_bias, "model.relative_bias"))
+        if self.relative_bias is None and self.positional == "t5_bias":
+            object.__setattr__(self, "relative_bias", RelativeBiasConfig())
+        if self.relative_bias is not None and not isinstance(self.relative_bias, RelativeBiasConfig):
+            raise ConfigError(f"relative_bias={self.relative_bias!r} is not valid: give a [model.relative_bias] "
+                              "table or a RelativeBiasConfig")
+        if self.relative_bias is not None and self.positional != "t5_bias":
+            raise ConfigError(f"model.relative_bias is set but positional={self.positional!r}: set positional = "
+                              "\"t5_bias\" to use it, or remove the [model.relative_bias] table")
+        check_types(self, None)
+        check_choice("arch", self.arch, ARCHS)
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
+            check_positive(name, getattr(self, name))
+        for name in ("n_encoder_layers", "n_decoder_layers", "n_token_types"):
+            check_positive(name, getattr(self, name), allow_zero=True)
+        if self.tgt_vocab_size is not None:
+            check_positive("tgt_vocab_size", self.tgt_vocab_size)
+            if self.arch != "encoder-decoder":
+                raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; leave it None for arch={self.arch!r}")
+        if self.arch in ("encoder-decoder", "encoder") and self.n_encoder_layers == 0:
+            raise ConfigError(f"n_encoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
+        if self.arch in ("encoder-decoder", "decoder") and self.n_decoder_layers == 0:
+            raise ConfigError(f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
+        if self.d_v is None and self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions")
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+        if self.n_kv_heads is not None:
+            check_positive("n_kv_heads", self.n_kv_heads)
+            if self.n_heads % self.n_kv_heads:
+                raise ConfigError(f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each key/value head serves a whole group of query heads")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            check_probability(name, getattr(self, name))
+        check_choice("norm_position", self.norm_position, ("post", "pre"))
+        check_choice("norm", self.norm, ("layernorm", "rmsnorm"))
+        if not self.norm_eps > 0:
+            raise ConfigError(f"norm_eps={self.norm_eps!r} is not valid: it must be > 0")
+        check_choice("final_norm", self.final_norm, (None, True, False))
+        check_choice("positional", self.positional, POSITIONALS)
+        check_choice("sinusoidal_layout", self.sinusoidal_layout, ("interleaved", "halves"))
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"d_model={self.d_model} must be even for sinusoidal positions (sin/cos pairs)")
+        if self.positional == "rope" and self.qk_dim % 2:
+            raise ConfigError(f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope")
+        if not self.rope_base > 0:
+            raise ConfigError(f"rope_base={self.rope_base!r} is not valid: it must be > 0")
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("attention_impl", self.attention_impl, ("auto", "fused", "textbook"))
+        if self.n_token_types and self.arch != "encoder":
+            raise ConfigError(f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0")
+        check_positive("n_classes", self.n_classes, allow_zero=True)
+        if (self.mlm_head or self.pooler) and self.arch != "encoder":
+            raise ConfigError(f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}")
+        if self.vision is not None:
+            if self.arch != "encoder":
+                raise ConfigError(f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}")
+            if self.mlm_head or self.n_token_types:
+                raise ConfigError("an image encoder (model.vision) has no masked-LM head or token types: "
+                                  "leave mlm_head and n_token_types at false and 0")
+            if self.vision.n_patches + 1 > self.max_positions:
+                raise ConfigError(f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}")
+        if self.n_classes and self.arch != "encoder":
+            raise ConfigError(f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}")
+        check_choice("pooling", self.pooling, ("first", "mean"))
+        for name in ("pad_id", "bos_id", "eos_id"):
+            self._check_id(name, getattr(self, name))
+        if self.decoder_start_id is not None:
+            self._check_id("decoder_start_id", self.decoder_start_id)
+        check_choice("share_embeddings", self.share_embeddings, (None, True, False))
+        if self.share_embeddings and self.tgt_vocab_size is not None:
+            raise ConfigError(f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
+                              "remove tgt_vocab_size or set share_embeddings = false")
+        for name in ("bias", "output_bias", "tie_embeddings", "scale_embedding", "embedding_norm", "mlm_head", "pooler",
+                     "scale_attention", "scale_output"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not valid: it must be true or false")
+
+    def _check_id(self, name: str, value: Any) -> None:
+        check_positive(name, value, allow_zero=True)
+        if value >= self.vocab_size:
+            raise ConfigError(f"{name}={value} is outside the vocabulary (vocab_size={self.vocab_size})")
+
+    # Derived values: properties, so they can never disagree with the fields.
+    @property
+    def head_dim(self) -> int:
+        """Each head's value size: d_v, else d_model / n_heads."""
+        return self.d_v or self.d_model // self.n_heads
+
+    @property
+    def qk_dim(self) -> int:
+        """Each head's query/key size: d_k, else d_model / n_heads."""
+        return self.d_k or self.head_dim
+
+    @property
+    def shares_embeddings(self) -> bool:
+        """Whether an encoder-decoder's encoder and decoder read one token embedding."""
+        if self.share_embeddings is not None:
+            return self.share_embeddings
+        return self.tgt_vocab_size is None and self.tie_embeddings
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.tgt_vocab_size or self.vocab_size
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.norm_position == "pre" if self.final_norm is None else self.final_norm
+
+    @property
+    def start_id(self) -> int:
+        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], section: str = "model") -> ModelConfig:
+        """Build from a plain dict (JSON/TOML), rejecting unknown keys with the closest match."""
+        return from_values(cls, values, section)
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+
+
+def paper_base(vocab_size: int = 37000, **changes: Any) -> ModelConfig:
+    """The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1."""
+    return ModelConfig(vocab_size=vocab_size, **changes)
+
+
+def paper_big(vocab_size: int = 37000, **changes: Any) -> ModelConfig:
+    """The paper's big model (Table 3): N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3."""
+    values = dict(d_model=1024, d_ff=4096, n_heads=16, dropout=0.3)
+    return ModelConfig(vocab_size=vocab_size, **{**values, **changes})
+
+
+def cpu_small(vocab_size: int = 8000, **changes: Any) -> ModelConfig:
+    """A translation model that trains in minutes on a laptop CPU: 3+3 layers, d_model=256."""
+    values = dict(d_model=256, d_ff=1024, n_heads=4, n_encoder_layers=3, n_decoder_layers=3,
+                  norm_position="pre", max_positions=512)
+    return ModelConfig(vocab_size=vocab_size, **{**values, **changes})
+
+
+def cpu_tiny(vocab_size: int = 64, **changes: Any) -> ModelConfig:
+    """A model for tests and the copy task: 2+2 layers, d_model=64."""
+    values = dict(d_model=64, d_ff=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
+                  dropout=0.0, max_positions=256)
+    return ModelConfig(vocab_size=vocab_size, **{**values, **changes})
+
+
+PRESETS = {"base": paper_base, "big": paper_big, "cpu-small": cpu_small, "cpu-tiny": cpu_tiny}

@@ -1,0 +1,412 @@
+"""What a training run reads: [data] and [train] beside [model] and [decode], and the TOML file they
+come from (reading, `--set section.key=value` overrides, writing the resolved config back)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .checks import (
+    ConfigError,
+    check_choice,
+    check_positive,
+    check_probability,
+    check_types,
+    from_values,
+)
+from .decode import DecodeConfig
+from .model import ModelConfig
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the training text is and how to tokenize it (the `[data]` section)."""
+
+    train_src: str | None = None
+    """Source side of the aligned training files (translation), one sentence per line."""
+    train_tgt: str | None = None
+    """Target side of the aligned training files, line i translating train_src line i."""
+    valid_src: str | None = None
+    """Source side of the validation files (optional)."""
+    valid_tgt: str | None = None
+    """Target side of the validation files."""
+    train_text: str | None = None
+    """Training text of a language model (arch = "decoder"), one document or sentence per line."""
+    valid_text: str | None = None
+    """Validation text of a language model or masked-LM (optional)."""
+    train_tsv: str | None = None
+    """Labelled training texts of a classifier: one `label<TAB>text` per line."""
+    valid_tsv: str | None = None
+    """Labelled validation texts (optional); every label must occur in train_tsv."""
+    train_pairs: str | None = None
+    """Text-to-text training pairs of an encoder-decoder: one `input<TAB>target` per line (e.g. a
+    mixture of tasks named by a prefix of the input, as `transformer data bible-t2t` writes)."""
+    valid_pairs: str | None = None
+    """Text-to-text validation pairs (optional), as train_pairs."""
+    train_images: str | None = None
+    """Labelled training images of an image classifier (model.vision): a prepared split (.safetensors,
+    from transformer data fashion-mnist) or a folder of class folders DIR/<label>/*.png|jpg."""
+    valid_images: str | None = None
+    """Labelled validation images (optional), as train_images; every label must occur there."""
+    random_crop: int = 0
+    """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 = off)."""
+    horizontal_flip: bool = False
+    """Images: mirror left-right with probability 1/2."""
+    tokenizer: str = "bpe"
+    """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
+    (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
+    (characters; ~5x longer sequences than BPE: set max_len for them). See transformer.data.tokenizer."""
+    vocab_size: int = 8000
+    """Size of the vocabulary to train, special tokens included (the model's vocabulary comes from it);
+    "char" needs room for every character seen min_frequency times."""
+    shared_vocab: bool = True
+    """One joint BPE vocabulary for source and target (the paper's, §5.1); false = one per side."""
+    min_frequency: int = 2
+    """A pair must occur this often to become a BPE merge."""
+    max_len: int = 256
+    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted. Tokens,
+    not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same sentences."""
+    tokenizer_sample: int = 200_000
+    """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
+    merge statistics settle long before millions of lines."""
+    bpe_dropout: float = 0.0
+    """BPE-dropout (Provilkov et al. 2020): when segmenting the training sentences, skip each merge
+    with this probability (0.1 in the paper), so that a word comes in several segmentations, a
+    regulariser for many epochs of a small corpus. Validation, evaluation and translation segment
+    as trained. BPE tokenizers and objectives seq2seq / lm only."""
+    segmentations: int = 8
+    """With bpe_dropout: how many dropped segmentations of the training corpus are prepared (each
+    a corpus in the cache); epoch e trains on segmentation e mod this."""
+    sentinels: int = 100
+    """span_corruption: the sentinel tokens <extra_id_0> ... <extra_id_{n-1}> the trained tokenizer
+    reserves after its four special tokens (T5: 100); a text can have at most this many noise spans."""
+    cache: str | None = None
+    """Folder for prepared corpora (token ids in memory-mapped arrays, built on first use, see
+    transformer.data.corpus); default $TRANSFORMER_CACHE_DIR/corpora, else ~/.cache/transformer/corpora."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "data")
+        check_positive("data.vocab_size", self.vocab_size)
+        if self.tokenizer not in ("bpe", "unigram", "word", "char"):
+            raise ConfigError(f"data.tokenizer={self.tokenizer!r} is not valid: it must be bpe, unigram, word or char")
+        if self.tokenizer == "bpe" and self.vocab_size < 260:
+            raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least 260 "
+                              "(256 bytes + 4 special tokens)")
+        check_positive("data.min_frequency", self.min_frequency)
+        check_positive("data.max_len", self.max_len)
+        check_positive("data.sentinels", self.sentinels)
+        if self.tokenizer_sample < 0:
+            raise ConfigError(f"data.tokenizer_sample={self.tokenizer_sample}: give a number of examples, or 0 for all")
+        if not 0.0 <= self.bpe_dropout < 1.0:
+            raise ConfigError(f"data.bpe_dropout={self.bpe_dropout} must be in [0, 1): the probability of skipping "
+                              "a merge (0 = off; Provilkov et al. use 0.1)")
+        if self.bpe_dropout and self.tokenizer != "bpe":
+            raise ConfigError(f"data.bpe_dropout is for data.tokenizer = \"bpe\", not {self.tokenizer!r}: "
+                              "set data.bpe_dropout = 0")
+        check_positive("data.segmentations", self.segmentations)
+        if (self.train_src is None) != (self.train_tgt is None):
+            raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
+        if (self.valid_src is None) != (self.valid_tgt is None):
+            raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
+        given = [name for name, value in (("train_src/train_tgt", self.train_src), ("train_text", self.train_text),
+                                          ("train_tsv", self.train_tsv), ("train_images", self.train_images),
+                                          ("train_pairs", self.train_pairs))
+                 if value is not None]
+        if len(given) > 1:
+            raise ConfigError(f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
+                              "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
+                              "(language model, masked-LM, span corruption), train_tsv (text classification) or "
+                              "train_images (image classification)")
+        if not given:
+            raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
+                              "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
+                              "data.train_tsv (text classification) or data.train_images (image classification)")
+        check_positive("data.random_crop", self.random_crop, allow_zero=True)
+        if self.valid_src is not None and self.train_src is None:
+            raise ConfigError("data.valid_src/valid_tgt are set but data.train_src/train_tgt are not: validation "
+                              "data must be of the training data's kind")
+        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv"), ("train_images", "valid_images"),
+                             ("train_pairs", "valid_pairs")):
+            if getattr(self, valid) is not None and getattr(self, train) is None:
+                raise ConfigError(f"data.{valid} is set but data.{train} is not: validation data must be of the "
+                                  "training data's kind")
+
+    @property
+    def is_translation(self) -> bool:
+        """Source -> target pairs: aligned files or a text-to-text TSV."""
+        return self.train_src is not None or self.train_pairs is not None
+
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption")
+OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder",
+                   "span_corruption": "encoder-decoder"}
+"""The model family each objective trains."""
+SCHEDULES = ("inverse_sqrt", "cosine")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe (the `[train]` section). Defaults are the paper's (§5.3, §5.4)."""
+
+    seed: int = 1
+    """Seed of the model's initialisation, dropout and batch shuffling."""
+    batch_tokens: int = 4096
+    """Padded tokens per batch on each process (the paper: ~25,000 source + 25,000 target per step)."""
+    accumulate: int = 1
+    """Batches whose gradients are summed per optimiser step (effective batch = batch_tokens x accumulate x processes)."""
+    max_steps: int = 100000
+    """Stop after this many optimiser steps (the paper: 100,000 for base, 300,000 for big)."""
+    max_epochs: int = 0
+    """Stop after this many passes over the data (0 = no limit)."""
+    max_minutes: float = 0.0
+    """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
+    objective: str | None = None
+    """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
+    "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
+    text, arch = "encoder", on train_tsv) or "span_corruption" (T5's pretraining, arch =
+    "encoder-decoder", on train_text). None: from the data and arch (see RunConfig.objective)."""
+    mlm_probability: float = 0.15
+    """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token, 10% stay."""
+    noise_density: float = 0.15
+    """span_corruption: share of each text's tokens hidden (T5: 0.15)."""
+    mean_span: float = 3.0
+    """span_corruption: mean length of a hidden span (T5: 3)."""
+    init_from: str | None = None
+    """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
+    takes only its head from [model]: pooling, pooler; the head is new)."""
+    freeze_encoder: bool = False
+    """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
+    schedule: str = "inverse_sqrt"
+    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to
+    min_lr, reached at max_steps or at the end of max_minutes, whichever comes first (under a time
+    budget the decay follows the clock, so it ends when the run does)."""
+    warmup_steps: int = 4000
+    """Steps of linear warmup (the paper: 4000)."""
+    lr_factor: float = 1.0
+    """inverse_sqrt: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    lr: float = 5e-4
+    """cosine: the peak learning rate reached after warmup."""
+    min_lr: float = 0.0
+    """cosine: the learning rate at the end (max_steps or max_minutes)."""
+    adam_beta1: float = 0.9
+    """Adam beta1 (the paper: 0.9)."""
+    adam_beta2: float = 0.98
+    """Adam beta2 (the paper: 0.98)."""
+    adam_eps: float = 1e-9
+    """Adam epsilon (the paper: 1e-9)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW style; the paper: none)."""
+    label_smoothing: float = 0.1
+    """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
+    late_dropout: float = 0.0
+    """Share of training (of max_minutes when set, else of max_steps; whichever is further along) run
+    with every dropout of the model off before they start at their rates (Liu et al. 2023, "late
+    dropout": training.dropout); 0 = dropout from the first step."""
+    clip_norm: float = 0.0
+    """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
+    precision: str = "auto"
+    """auto (bf16 where measured faster: see transformer.runtime.precision); fp32; bf16 (autocast, CPU or GPU);
+    fp16 (autocast + gradient scaling, GPU only). The run's config.toml records the resolved one."""
+    device: str = "auto"
+    """auto (cuda when available), cpu or cuda."""
+    valid_every: int = 1000
+    """Validate every this many steps (a final validation always runs)."""
+    bleu_samples: int = 200
+    """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 = off)."""
+    save_every: int = 1000
+    """Write a checkpoint every this many steps (and at the end)."""
+    keep_last: int = 5
+    """Checkpoints to keep (older ones are deleted; best/ and last/ are kept apart)."""
+    log_every: int = 100
+    """Plain log lines every this many steps when not on a terminal (metrics.jsonl gets every step)."""
+    num_threads: int = 0
+    """CPU threads for torch (0 = torch's default)."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "train")
+        for name in ("batch_tokens", "accumulate", "max_steps", "valid_every", "save_every", "keep_last", "log_every"):
+            check_positive(f"train.{name}", getattr(self, name))
+        for name in ("seed", "max_epochs", "warmup_steps", "num_threads", "bleu_samples"):
+            check_positive(f"train.{name}", getattr(self, name), allow_zero=True)
+        check_choice("train.schedule", self.schedule, SCHEDULES)
+        check_choice("train.objective", self.objective, (None, *OBJECTIVES))
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"train.mlm_probability={self.mlm_probability!r} is not valid: it must be in (0, 1)")
+        if not 0 < self.noise_density < 1:
+            raise ConfigError(f"train.noise_density={self.noise_density!r} is not valid: it must be in (0, 1)")
+        if not self.mean_span >= 1:
+            raise ConfigError(f"train.mean_span={self.mean_span!r} is not valid: it must be >= 1")
+        check_choice("train.precision", self.precision, PRECISIONS)
+        check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
+        check_probability("train.label_smoothing", self.label_smoothing)
+        check_probability("train.late_dropout", self.late_dropout)
+        for name in ("adam_beta1", "adam_beta2"):
+            check_probability(f"train.{name}", getattr(self, name))
+        for name in ("max_minutes", "lr_factor", "lr", "min_lr", "adam_eps", "weight_decay", "clip_norm"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)!r} is not valid: it must be >= 0")
+        if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
+            raise ConfigError(f"train.lr_factor={self.lr_factor!r} is not valid: it must be > 0")
+        if self.schedule == "cosine" and self.lr <= 0:
+            raise ConfigError(f"train.lr={self.lr!r} is not valid: it must be > 0")
+
+
+SECTIONS = ("model", "data", "train", "decode")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a training run reads: [model], [data], [train] and [decode] (validation and saved defaults).
+
+    The model's vocab_size is not set here: it comes from the trained tokenizer.
+    """
+
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+
+    def __post_init__(self) -> None:
+        d, objective = self.data, self.objective
+        needs = ({"seq2seq": "train_pairs" if d.train_pairs else "train_src", "lm": "train_text", "mlm": "train_text", "span_corruption": "train_text",
+                  "classify": "train_images" if d.train_images else "train_tsv"}[objective], OBJECTIVE_ARCHS[objective])
+        if (d.train_images is not None) != (self.model.vision is not None) and self.train.init_from is None:
+            raise ConfigError("data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
+                              "data.train_images: set both or neither")
+        if getattr(d, needs[0]) is None:
+            raise ConfigError(f"train.objective={objective!r} trains on data.{needs[0]}"
+                              + ("/train_tgt" if needs[0] == "train_src" else "") + ": set it")
+        if d.bpe_dropout and objective not in ("seq2seq", "lm"):
+            raise ConfigError(f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
+                              "set data.bpe_dropout = 0")
+        if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
+            raise ConfigError("train.freeze_encoder is for objective = \"classify\" with train.init_from "
+                              "(a pretrained encoder under a new head)")
+        if self.train.init_from is None:
+            if self.model.arch != needs[1]:
+                raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
+                                  f"(data.{needs[0]}): use arch = \"{needs[1]}\"")
+            if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned") \
+                    and self.model.vision is None:
+                raise ConfigError(f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
+                                  "lower data.max_len or raise model.max_positions")
+
+    @property
+    def objective(self) -> str:
+        """train.objective, or when unset: seq2seq for aligned files, classify for a TSV, and for
+        train_text lm (arch = "decoder") or mlm (arch = "encoder")."""
+        if self.train.objective is not None:
+            return self.train.objective
+        if self.data.is_translation:
+            return "seq2seq"
+        if self.data.train_tsv is not None or self.data.train_images is not None:
+            return "classify"
+        return "mlm" if self.model.arch == "encoder" else "lm"
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        model = self.model.to_dict()
+        for key in ("vocab_size", "tgt_vocab_size"):  # set by the tokenizer
+            model.pop(key)
+        return {"model": model, "data": dataclasses.asdict(self.data),
+                "train": dataclasses.asdict(self.train), "decode": self.decode.to_dict()}
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (None values are written as comments: they mean the default)."""
+        lines = []
+        for section, values in self.to_dict().items():
+            lines.append(f"[{section}]")
+            for key, value in values.items():
+                lines.append(f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # a nested config, as an inline table
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000")
+    name, raw = text.split("=", 1)
+    section, key = name.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word or path: take it as a string
+    return section, key, value
+
+
+def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
+    """Build a RunConfig from nested dicts (parsed TOML), rejecting unknown sections and keys."""
+    for section in values:
+        if section not in SECTIONS:
+            close = difflib.get_close_matches(section, SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            raise ConfigError(f"{source}: unknown section [{section}]{hint}; valid sections: {', '.join(SECTIONS)}")
+        if not isinstance(values[section], dict):
+            raise ConfigError(f"{source}: {section} must be a [{section}] table of key = value lines")
+    data = _section(DataConfig, values.get("data", {}))
+    model_values = dict(values.get("model", {}))
+    for key in ("vocab_size", "tgt_vocab_size"):
+        if key in model_values:
+            raise ConfigError(f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size instead")
+    model_values["vocab_size"] = data.vocab_size
+    model = ModelConfig.from_dict(model_values)
+    return RunConfig(model=model, data=data, train=_section(TrainConfig, values.get("train", {})),
+                     decode=DecodeConfig.from_dict(values.get("decode", {})))
+
+
+def _section(cls: type, values: dict[str, Any]) -> Any:
+    return from_values(cls, values, {DataConfig: "data", TrainConfig: "train"}[cls])
+
+
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Read a training config (TOML), apply `section.key=value` overrides in order, validate."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides is a list of 'section.key=value' strings, not one str: pass [{overrides!r}]")
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{file} not found: pass a TOML config file (see configs/ for presets)")
+    try:
+        values = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) is fine
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{file} is not valid TOML: {e}") from None
+    for text in overrides:
+        section, key, value = parse_override(text)
+        table = values.setdefault(section, {})
+        *parents, last = key.split(".")  # model.vision.patch_size: a key of the nested [model.vision] table
+        for name in parents:
+            table = table.setdefault(name, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
+        table[last] = value
+    try:
+        return build_run_config(values, source=str(file))
+    except (ConfigError, TypeError) as e:
+        message = str(e)
+        raise ConfigError(message if message.startswith(str(file)) else f"{file}: {message}") from None
+
+
