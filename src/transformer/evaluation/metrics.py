@@ -30,8 +30,11 @@ class MetricScore:
         return f"{self.detail} | {self.signature}"
 
 
-def _references(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
-    """One reference stream per reference set (sacreBLEU's layout), checked against the hypotheses."""
+def _references(
+    hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]
+) -> list[list[str]]:
+    """One reference stream per reference set (sacreBLEU's layout), checked against the
+    hypotheses."""
     if len(references) and isinstance(references[0], str):
         streams = [list(references)]
     else:
@@ -39,13 +42,19 @@ def _references(hypotheses: Sequence[str], references: Sequence[str] | Sequence[
     for k, stream in enumerate(streams):
         if len(stream) != len(hypotheses):
             which = "the references" if len(streams) == 1 else f"reference set {k}"
-            raise ValueError(f"{len(hypotheses):,} hypotheses but {len(stream):,} lines in {which}: "
-                             "they must be aligned line by line")
+            raise ValueError(
+                f"{len(hypotheses):,} hypotheses but {len(stream):,} lines in "
+                f"{which}: "
+                "they must be aligned line by line"
+            )
     return streams
 
 
-def bleu(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options) -> MetricScore:
-    """Corpus BLEU (Papineni et al. 2002) by sacreBLEU; references: one list of lines, or several sets of them.
+def bleu(
+    hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options
+) -> MetricScore:
+    """Corpus BLEU (Papineni et al. 2002) by sacreBLEU; references: one list of lines, or several
+    sets of them.
 
     options go to sacrebleu.metrics.BLEU (tokenize="13a", lowercase=False, ...).
     """
@@ -56,8 +65,11 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequenc
     return MetricScore("BLEU", float(result.score), str(metric.get_signature()), str(result))
 
 
-def chrf(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options) -> MetricScore:
-    """Corpus chrF (Popović 2015) by sacreBLEU; options go to sacrebleu.metrics.CHRF (word_order=2 for chrF++)."""
+def chrf(
+    hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], **options
+) -> MetricScore:
+    """Corpus chrF (Popović 2015) by sacreBLEU; options go to sacrebleu.metrics.CHRF (word_order=2
+    for chrF++)."""
     from sacrebleu.metrics import CHRF
 
     metric = CHRF(**options)
@@ -97,19 +109,29 @@ class ClassificationScores:
             predicted = sum(row[i] for row in self.confusion)
             p = tp / predicted if predicted else 0.0
             r = tp / gold if gold else 0.0
-            rows.append({"label": label, "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0,
-                         "support": gold, "predicted": predicted})
+            rows.append(
+                {
+                    "label": label,
+                    "precision": p,
+                    "recall": r,
+                    "f1": 2 * p * r / (p + r) if p + r else 0.0,
+                    "support": gold,
+                    "predicted": predicted,
+                }
+            )
         return rows
 
     @property
     def macro_f1(self) -> float:
-        """The mean F1 over the classes that occur in the gold labels or the predictions (as scikit-learn's
-        f1_score(average="macro") without a label list)."""
+        """The mean F1 over the classes that occur in the gold labels or the predictions (as
+        scikit-learn's f1_score(average="macro") without a label list)."""
         present = [row["f1"] for row in self.per_class() if row["support"] or row["predicted"]]
         return sum(present) / len(present) if present else 0.0
 
 
-def classification_scores(predicted: Sequence[int], gold: Sequence[int], labels: Sequence[str]) -> ClassificationScores:
+def classification_scores(
+    predicted: Sequence[int], gold: Sequence[int], labels: Sequence[str]
+) -> ClassificationScores:
     """Scores of predicted class indices against gold ones (indices into labels)."""
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold labels: give one each")
@@ -121,7 +143,7 @@ def classification_scores(predicted: Sequence[int], gold: Sequence[int], labels:
 
 
 def task_name(text: str) -> str:
-    """A text-to-text input's task: what precedes its first ": " (e.g. "translate Spanish to English"),
-    or "-" when there is none."""
+    """A text-to-text input's task: what precedes its first ": " (e.g. "translate Spanish to
+    English"), or "-" when there is none."""
     head, sep, _ = text.partition(": ")
     return head if sep else "-"

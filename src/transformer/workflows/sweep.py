@@ -1,4 +1,5 @@
-"""transformer sweep: one config, a grid of changes, each variant trained for the same budget and scored.
+"""transformer sweep: one config, a grid of changes, each variant trained for the same budget and
+scored.
 
 A sweep directory holds:
 - `sweep.json`: what was asked (config, fixed --set changes, the grid, zip, minutes, repeats,
@@ -40,7 +41,12 @@ from ..config import ConfigError, RunConfig, load_config, parse_override
 from ..files import atomic_write_text
 from ..training.checkpoint import average_into, step_dirs
 
-PLAN_FILE, RESULTS_CSV, RESULTS_MD, RESULTS_PNG = "sweep.json", "results.csv", "results.md", "results.png"
+PLAN_FILE, RESULTS_CSV, RESULTS_MD, RESULTS_PNG = (
+    "sweep.json",
+    "results.csv",
+    "results.md",
+    "results.png",
+)
 
 
 class SweepError(ValueError):
@@ -72,13 +78,16 @@ class Plan:
 def parse_grid(texts: Sequence[str], zip_: bool) -> list[list[str]]:
     """--grid KEY=V1,V2,... -> [[KEY, V1, V2, ...], ...]; each value checked as a --set would be.
 
-    Values are split at commas outside quotes and brackets (a TOML string or list may hold commas)."""
+    Values are split at commas outside quotes and brackets (a TOML string or list may hold
+    commas)."""
     grid, keys = [], set()
     for text in texts:
         key, sep, rest = text.partition("=")
         key = key.strip()
         if not sep or not key or not rest.strip():
-            raise SweepError(f"--grid {text!r}: write KEY=VALUE1,VALUE2,... (e.g. --grid model.n_heads=1,4,8)")
+            raise SweepError(
+                f"--grid {text!r}: write KEY=VALUE1,VALUE2,... (e.g. --grid model.n_heads=1,4,8)"
+            )
         if key in keys:
             raise SweepError(f"--grid {key} is given twice: put all its values in one --grid")
         keys.add(key)
@@ -86,7 +95,9 @@ def parse_grid(texts: Sequence[str], zip_: bool) -> list[list[str]]:
         if any(not v for v in values):
             raise SweepError(f"--grid {text!r} has an empty value: write KEY=VALUE1,VALUE2,...")
         if len(set(values)) != len(values) and not zip_:
-            raise SweepError(f"--grid {text!r} repeats a value: use --repeats for several runs of one variant")
+            raise SweepError(
+                f"--grid {text!r} repeats a value: use --repeats for several runs of one variant"
+            )
         for value in values:
             try:
                 parse_override(f"{key}={value}")
@@ -95,7 +106,9 @@ def parse_grid(texts: Sequence[str], zip_: bool) -> list[list[str]]:
         grid.append([key, *values])
     if zip_ and len({len(g) for g in grid}) > 1:
         sizes = ", ".join(f"{g[0]} has {len(g) - 1}" for g in grid)
-        raise SweepError(f"--zip pairs the grids' values one to one, so each needs as many values: {sizes}")
+        raise SweepError(
+            f"--zip pairs the grids' values one to one, so each needs as many values: {sizes}"
+        )
     return grid
 
 
@@ -118,12 +131,17 @@ def _split_values(text: str) -> list[str]:
 
 
 def variant_name(changes: list[tuple[str, str]], base: RunConfig | None = None) -> str:
-    """A directory name for a variant: its changes (the last part of each key), e.g. n_heads=4,d_ff=512,
-    leaving out those that keep base's value (a --zip grid may repeat one); "base" when none is left."""
-    kept = [(key, value) for key, value in changes if base is None or not _unchanged(base, key, value)]
+    """A directory name for a variant: its changes (the last part of each key), e.g.
+    n_heads=4,d_ff=512, leaving out those that keep base's value (a --zip grid may repeat one);
+    "base" when none is left."""
+    kept = [
+        (key, value) for key, value in changes if base is None or not _unchanged(base, key, value)
+    ]
     if not kept:
         return "base"
-    text = ",".join(f"{key.rsplit('.', 1)[-1]}={value.strip(chr(34) + chr(39))}" for key, value in kept)
+    text = ",".join(
+        f"{key.rsplit('.', 1)[-1]}={value.strip(chr(34) + chr(39))}" for key, value in kept
+    )
     return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", text)[:120]
 
 
@@ -146,8 +164,13 @@ def _run_config(plan: Plan, changes: list[tuple[str, str]], seed: int) -> RunCon
         raise SweepError(f"variant {variant_name(changes)}: {e}") from None
 
 
-def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[str], None] = print,
-              train_fn: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+def run_sweep(
+    plan: Plan,
+    out: str | Path,
+    resume: bool = False,
+    log: Callable[[str], None] = print,
+    train_fn: Callable[..., Any] | None = None,
+) -> list[dict[str, Any]]:
     """Run (or resume) the sweep; returns the rows of results.csv."""
     from ..training.trainer import train
 
@@ -159,9 +182,15 @@ def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[
         raise SweepError(str(e)) from None
     wanted = {"seq2seq": (0, 2), "classify": (0, 1)}.get(base.objective, (0,))
     if len(plan.test) not in wanted:
-        raise SweepError(f"--test takes {'SRC REF (two files)' if wanted == (0, 2) else 'one file'} for objective "
-                         f"{base.objective!r}" if len(wanted) > 1 else
-                         f"--test: objective {base.objective!r} is scored by its validation loss only; drop --test")
+        raise SweepError(
+            "--test takes "
+            f"{'SRC REF (two files)' if wanted == (0, 2) else 'one file'} for "
+            "objective "
+            f"{base.objective!r}"
+            if len(wanted) > 1
+            else f"--test: objective {base.objective!r} is scored by its validation loss "
+            "only; drop --test"
+        )
     seeds = [base.train.seed + r for r in range(plan.repeats)]
     variants = plan.variants()
     names: dict[str, list[tuple[str, str]]] = {}
@@ -169,7 +198,10 @@ def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[
         _run_config(plan, changes, seeds[0])
         name = variant_name(changes, base)
         if name in names:
-            raise SweepError(f"two variants are the same config ({name}): remove the repeated values from the grid")
+            raise SweepError(
+                f"two variants are the same config ({name}): remove the repeated "
+                "values from the grid"
+            )
         names[name] = changes
     _start(plan, out, resume)
     rows = _read_rows(out / RESULTS_CSV)
@@ -181,10 +213,14 @@ def run_sweep(plan: Plan, out: str | Path, resume: bool = False, log: Callable[[
         config = _run_config(plan, changes, seed)
         run_dir = out / "runs" / name / f"seed-{seed}"
         log(f"[{k}/{total}] {name} seed {seed} -> {run_dir}")
-        if not (run_dir / "last").is_dir():  # training not finished: resume from the last checkpoint, or start afresh
+        if not (
+            run_dir / "last"
+        ).is_dir():  # training not finished: resume from the last checkpoint, or start afresh
             resume_run = bool(step_dirs(run_dir))
             if not resume_run:
-                shutil.rmtree(run_dir, ignore_errors=True)  # killed before its first checkpoint: nothing to keep
+                shutil.rmtree(
+                    run_dir, ignore_errors=True
+                )  # killed before its first checkpoint: nothing to keep
             train_fn(config, run_dir, resume=resume_run, log=log)
         rows.append(_score(plan, config, name, changes, seed, run_dir, log))
         write_results(out, plan, rows)
@@ -197,11 +233,17 @@ def _start(plan: Plan, out: Path, resume: bool) -> None:
     if plan_file.is_file():
         saved = json.loads(plan_file.read_text(encoding="utf-8"))
         if not resume:
-            raise SweepError(f"{out} already holds a sweep: pass --resume to continue it, or choose another --out")
+            raise SweepError(
+                f"{out} already holds a sweep: pass --resume to continue it, or "
+                "choose another --out"
+            )
         if saved != asdict(plan):
             differs = sorted(k for k in asdict(plan) if saved.get(k) != asdict(plan)[k])
-            raise SweepError(f"--resume: {out} was started with other settings ({', '.join(differs)} differ); "
-                             f"resume with the same command, or choose another --out")
+            raise SweepError(
+                f"--resume: {out} was started with other settings "
+                f"({', '.join(differs)} differ); "
+                f"resume with the same command, or choose another --out"
+            )
         return
     if resume:
         raise SweepError(f"--resume: {out} has no {PLAN_FILE}; start the sweep without --resume")
@@ -215,36 +257,47 @@ def _start(plan: Plan, out: Path, resume: bool) -> None:
 # scoring
 
 
-def _score(plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir: Path, log) -> dict[str, Any]:
+def _score(
+    plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir: Path, log
+) -> dict[str, Any]:
     from ..decoding.pipeline import Pipeline
     from ..model.transformer import EncoderDecoder, EncoderOnly
 
-    checkpoints = step_dirs(run_dir)[-plan.average:]
+    checkpoints = step_dirs(run_dir)[-plan.average :]
     model_dir = run_dir / "averaged"
     if checkpoints:
         shutil.rmtree(model_dir, ignore_errors=True)
         average_into(checkpoints, model_dir)
     else:
         model_dir = run_dir / "last"
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-               if line.strip()]
+    records = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     train_records = [r for r in records if r.get("split") == "train"]
     valid_records = [r for r in records if r.get("split") == "valid"]
     pipeline = Pipeline.load(model_dir)
     model = pipeline.model
     seconds = sum(r["tokens"] / max(r["tokens_per_s"], 1e-9) for r in train_records)
     row: dict[str, Any] = {
-        "variant": name, **{key: value for key, value in changes}, "seed": seed,
+        "variant": name,
+        **{key: value for key, value in changes},
+        "seed": seed,
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": train_records[-1]["step"] if train_records else 0,
         "minutes": round((train_records[-1]["elapsed_s"] if train_records else 0.0) / 60, 2),
         "tokens_per_s": round(sum(r["tokens"] for r in train_records) / seconds) if seconds else 0,
         "valid_loss": valid_records[-1].get("valid_loss") if valid_records else None,
-        "valid_ppl": round(valid_records[-1]["valid_ppl"], 3) if "valid_ppl" in (valid_records or [{}])[-1] else None,
+        "valid_ppl": round(valid_records[-1]["valid_ppl"], 3)
+        if "valid_ppl" in (valid_records or [{}])[-1]
+        else None,
         "averaged": len(checkpoints),
     }
     if seconds and isinstance(model, EncoderOnly) and all("units" in r for r in train_records):
-        row["examples_per_s"] = round(sum(r["units"] for r in train_records) / seconds)  # a classifier's texts or images
+        row["examples_per_s"] = round(
+            sum(r["units"] for r in train_records) / seconds
+        )  # a classifier's texts or images
     if isinstance(model, EncoderDecoder):
         d = config.data
         if d.valid_src and d.valid_tgt:
@@ -258,9 +311,18 @@ def _score(plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir
         for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):
             if path:
                 scores, _ = score_classifier(pipeline, path)
-                row.update({f"{split}_accuracy": round(100 * scores.accuracy, 2),
-                            f"{split}_macro_f1": round(scores.macro_f1, 4)})
-    log("  " + "  ".join(f"{k} {v}" for k, v in row.items() if k.startswith(("valid_", "test_", "steps"))))
+                row.update(
+                    {
+                        f"{split}_accuracy": round(100 * scores.accuracy, 2),
+                        f"{split}_macro_f1": round(scores.macro_f1, 4),
+                    }
+                )
+    log(
+        "  "
+        + "  ".join(
+            f"{k} {v}" for k, v in row.items() if k.startswith(("valid_", "test_", "steps"))
+        )
+    )
     return row
 
 
@@ -270,10 +332,15 @@ def _translation_scores(pipeline, src: str, ref: str, split: str) -> dict[str, f
     sources = Path(src).read_text(encoding="utf-8").splitlines()
     references = Path(ref).read_text(encoding="utf-8").splitlines()
     if len(sources) != len(references):
-        raise SweepError(f"{src} has {len(sources):,} lines but {ref} has {len(references):,}: they must be aligned")
+        raise SweepError(
+            f"{src} has {len(sources):,} lines but {ref} has {len(references):,}: "
+            "they must be aligned"
+        )
     hypotheses = pipeline.translate(sources)
-    return {f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
-            f"{split}_chrf": round(chrf(hypotheses, references).score, 2)}
+    return {
+        f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
+        f"{split}_chrf": round(chrf(hypotheses, references).score, 2),
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -304,7 +371,18 @@ def _number(value: Any) -> float | None:
 def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
     """results.csv (every run), results.md (a line per variant) and results.png."""
     keys = [g[0] for g in plan.grid]
-    columns = ["variant", *keys, "seed", "parameters", "steps", "minutes", "tokens_per_s", "valid_loss", "valid_ppl", "averaged"]
+    columns = [
+        "variant",
+        *keys,
+        "seed",
+        "parameters",
+        "steps",
+        "minutes",
+        "tokens_per_s",
+        "valid_loss",
+        "valid_ppl",
+        "averaged",
+    ]
     columns += sorted({k for r in rows for k in r} - set(columns))
     text = io.StringIO()
     writer = csv.DictWriter(text, columns, extrasaction="ignore", lineterminator="\n")
@@ -313,25 +391,46 @@ def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(out / RESULTS_CSV, text.getvalue())
     metric = main_metric(rows)
     scores = [c for c in columns if c.startswith(("valid_", "test_"))]
-    lines = [f"# Sweep of {plan.config}", "",
-             f"{len(rows)} runs; {plan.minutes or 'the config'}{' minutes' if plan.minutes else ''} each; "
-             f"{plan.repeats} seed(s) per variant; scores of the average of the last {plan.average} checkpoints"
-             + (f"; test: {' '.join(plan.test)}" if plan.test else "") + ". Mean over seeds (± sample standard "
-             "deviation where there are several).", "",
-             "| variant | runs | parameters | steps | tokens/s | " + " | ".join(scores) + " |",
-             "|---|---:|---:|---:|---:|" + "---:|" * len(scores)]
+    lines = [
+        f"# Sweep of {plan.config}",
+        "",
+        f"{len(rows)} runs; "
+        f"{plan.minutes or 'the config'}{' minutes' if plan.minutes else ''} each; "
+        f"{plan.repeats} seed(s) per variant; scores of the average of the last "
+        f"{plan.average} checkpoints"
+        + (f"; test: {' '.join(plan.test)}" if plan.test else "")
+        + ". Mean over seeds (± "
+        "sample standard "
+        "deviation where there are several).",
+        "",
+        "| variant | runs | parameters | steps | tokens/s | " + " | ".join(scores) + " |",
+        "|---|---:|---:|---:|---:|" + "---:|" * len(scores),
+    ]
     for name, group in _by_variant(rows).items():
-        cells = [name, str(len(group)), _mean(group, "parameters", "{:,.0f}"), _mean(group, "steps", "{:,.0f}"),
-                 _mean(group, "tokens_per_s", "{:,.0f}")]
-        cells += [_mean(group, s, "{:.4f}" if s.endswith(("_loss", "_f1")) else "{:.2f}") for s in scores]
+        cells = [
+            name,
+            str(len(group)),
+            _mean(group, "parameters", "{:,.0f}"),
+            _mean(group, "steps", "{:,.0f}"),
+            _mean(group, "tokens_per_s", "{:,.0f}"),
+        ]
+        cells += [
+            _mean(group, s, "{:.4f}" if s.endswith(("_loss", "_f1")) else "{:.2f}") for s in scores
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     atomic_write_text(out / RESULTS_MD, "\n".join(lines) + "\n")
     if metric and rows:
         from ..viz.sweep import plot_sweep
 
         groups = _by_variant(rows)
-        plot_sweep({name: [v for v in (_number(r.get(metric)) for r in group) if v is not None]
-                    for name, group in groups.items()}, metric, out / RESULTS_PNG)
+        plot_sweep(
+            {
+                name: [v for v in (_number(r.get(metric)) for r in group) if v is not None]
+                for name, group in groups.items()
+            },
+            metric,
+            out / RESULTS_PNG,
+        )
 
 
 def _by_variant(rows):
