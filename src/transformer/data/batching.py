@@ -54,6 +54,14 @@ def encode_examples(
     return examples, dropped
 
 
+def batch_seed(seed: int, epoch: int, batch: int | None = None) -> int:
+    """The seed of what is drawn for an epoch (the order of its batches) or, given `batch`, for one
+    batch of it (masking, corruption, augmentation): a pure function of (seed, epoch, batch), so a
+    resumed run draws what the uninterrupted one did."""
+    mixed = seed * 1_000_003 + epoch
+    return mixed if batch is None else mixed * 1_000_003 + batch
+
+
 def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True):
     """Group example indices by length into batches of at most batch_tokens padded tokens.
 
@@ -65,7 +73,7 @@ def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool
     sizes = np.asarray(sizes, dtype=np.int64)
     n = len(sizes)
     if shuffle:
-        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        g = torch.Generator().manual_seed(batch_seed(seed, epoch))
         order = torch.randperm(n, generator=g).numpy()
     else:
         order = np.arange(n)
