@@ -77,11 +77,12 @@ def chrf(
     return MetricScore("chrF", float(result.score), str(metric.get_signature()), str(result))
 
 
-def perplexity(total_nll: float, n_tokens: int) -> float:
-    """exp(total negative log-likelihood in nats / number of predicted tokens)."""
+def perplexity(total_nll: float, n_tokens: float, max_nll: float = math.inf) -> float:
+    """exp(total negative log-likelihood in nats / number of predicted tokens), the mean NLL capped
+    at max_nll (training logs a diverged step's as exp(50), not as an overflow)."""
     if n_tokens <= 0:
         raise ValueError(f"perplexity needs at least one predicted token; got n_tokens={n_tokens}")
-    return math.exp(total_nll / n_tokens)
+    return math.exp(min(total_nll / n_tokens, max_nll))
 
 
 @dataclass(frozen=True)
