@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from transformer.config import load_config
 from transformer.model.accounting import flops_per_image
 from transformer.model.attention import MultiHeadAttention
-from transformer.model.transformer import build_model
+from transformer.model.build import build_model
 from transformer.runtime.precision import cpu_name, resolve_precision
 
 

@@ -3,9 +3,10 @@
 from .config import ConfigError, DecodeConfig, ModelConfig
 from .decoding import beam_search, greedy_search, sample
 from .model.accounting import count_parameters, flops_per_image, flops_per_token
-from .model.io import ModelFileError, load_model
-from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, build_model
-from .model_dir import save_model
+from .model.build import build_model
+from .model.io import ModelFileError
+from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
+from .model_dir import load_model, save_model
 
 __version__ = "0.1.0"
 

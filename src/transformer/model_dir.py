@@ -1,5 +1,6 @@
 """A whole model directory: what users pass around, and what Pipeline, train, average and
-import-hf read and write.
+import-hf read and write. `save_model` writes it, `load_model` gives back its model, and the
+load_* functions below its other parts.
 
     config.json          the ModelConfig                         (model/io.py)
     model.safetensors    the weights, never pickle                (model/io.py)
@@ -21,10 +22,12 @@ import json
 import os
 from pathlib import Path
 
+import torch
+
 from .config import ConfigError, DecodeConfig
 from .data.tokenizer import SPECIAL_TOKENS_FILE, has_tokenizer, load_tokenizers, save_tokenizers
 from .files import atomic_write_text
-from .model.io import ModelFileError, load_model, save_weights
+from .model.io import ModelFileError, load_weights, save_weights
 from .model.transformer import Model
 
 DECODE_FILE = "decode.json"
@@ -64,6 +67,13 @@ def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: De
     if special_tokens is not None:
         atomic_write_text(path / SPECIAL_TOKENS_FILE, json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n")
     return path
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+    """The model of the model directory `path` (config.json + model.safetensors, every name and
+    shape checked; model/io.load_weights), in eval mode on `device`. Its tokenizers are
+    load_tokenizers', its decoding defaults load_decode_config's."""
+    return load_weights(path, device)
 
 
 def model_files(path: str | os.PathLike) -> dict:

@@ -9,10 +9,9 @@ import torch
 from torch import nn
 
 from transformer.config import ConfigError, ModelConfig
-from transformer.model.io import load_model
+from transformer.model.build import build_model
 from transformer.model.patches import PatchEmbedding, sinusoidal_2d
-from transformer.model.transformer import build_model
-from transformer.model_dir import save_model
+from transformer.model_dir import load_model, save_model
 
 
 def vit(**changes) -> ModelConfig:

@@ -21,7 +21,7 @@ from transformer.data.tokenizer import (
 )
 from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.evaluation.metrics import classification_scores
-from transformer.model.transformer import build_model
+from transformer.model.build import build_model
 from transformer.model_dir import load_labels, load_model, load_special_tokens, save_model
 from transformer.training import distributed as D
 from transformer.training.objectives import MaskedLM, encoder_model, prepare_objective

@@ -22,8 +22,8 @@ from safetensors.torch import load_file
 from transformer.cli import main as cli_main
 from transformer.config import ConfigError, RunConfig, build_run_config, cpu_tiny, load_config
 from transformer.data.copy import write_copy_task
+from transformer.model.build import build_model
 from transformer.model.io import ModelFileError
-from transformer.model.transformer import build_model
 from transformer.model_dir import load_decode_config, load_model, load_tokenizers, save_model
 from transformer.training.checkpoint import average_checkpoints, average_into, step_dirs
 from transformer.training.loss import label_smoothed_cross_entropy

@@ -41,7 +41,8 @@ USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OS
 def cmd_info(args: argparse.Namespace) -> None:
     """Print a model directory's config, parameter count and FLOPs per token."""
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model.io import load_config, load_model
+    from ..model.io import load_config
+    from ..model_dir import load_model
 
     _check_flags(args)
     config = load_config(args.model_dir)

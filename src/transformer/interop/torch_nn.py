@@ -16,8 +16,9 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..model.attention import MultiHeadAttention
+from ..model.build import build_model
 from ..model.layers import FeedForward
-from ..model.transformer import EncoderDecoder, build_model
+from ..model.transformer import EncoderDecoder
 
 
 def _activation(layer: nn.Module) -> str:

@@ -1,1 +1,21 @@
-"""The Transformer model library: masks, attention, positions, layers, the three model families."""
+"""The Transformer model library: masks, attention, positions, layers, the three model families.
+
+One shape legend for every file of the library; each file's docstring repeats the letters it uses,
+and a file that needs a new letter adds it here, never reusing one:
+
+    B  batch (rows: sentences, or beam rows while decoding)
+    S  source length; in attention, the keys' length
+    T  target length; in attention, the queries' length
+    L  the length of a sequence that is neither side (an encoder's or a language model's input)
+    H  attention heads (query heads)
+    K  key/value heads (K = H, or fewer under grouped-query attention)
+    D  head dim (Dv: the values' head dim where it differs)
+    C  d_model
+    V  vocabulary
+    P  patches of an image (ViT)
+    F  audio frames
+    N  sentences and G beams per sentence (beam search's prefix tree: B = N * G)
+
+Other sizes are spelled out: d_ff, n_classes, max_positions, channels, height,
+width, patch_size, grid.
+"""

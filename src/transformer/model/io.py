@@ -1,7 +1,9 @@
-"""A model's config and weights: `config.json` + `model.safetensors` (never pickle), written atomically.
+"""A model's own files, its config and weights: `config.json` + `model.safetensors` (never pickle),
+written atomically (save_weights) and read back with every name and shape checked (load_weights).
 
-The whole model directory (tokenizers, decoding defaults, chat template) is `transformer.model_dir`'s:
-this module knows tensors and configs only.
+The whole model directory (tokenizers, decoding defaults, chat template, labels) is
+`transformer.model_dir`'s, and so are the public `save_model` / `load_model`: this module knows
+tensors and configs only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from torch.overrides import TorchFunctionMode
 
 from ..config import ConfigError, ModelConfig
 from ..files import atomic_write, atomic_write_text
-from .transformer import Model, build_model, tie_weights
+from .build import build_model, tie_weights
+from .transformer import Model
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -70,7 +73,7 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ModelFileError(f"{file}: {e}") from None
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
     """Build the model from `config.json` and load `model.safetensors`, checking every name and shape.
 
     The model is built without random initialisation (its parameters are placeholders) and the
@@ -109,7 +112,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
     stale = {id(p) for p in placeholders}
     left = [name for name, p in model.named_parameters(remove_duplicate=False) if id(p) in stale]
     if left:  # a tie that tie_weights does not know about
-        raise RuntimeError(f"load_model left {_names(left)} uninitialised: tie them again after loading")
+        raise RuntimeError(f"load_weights left {_names(left)} uninitialised: tie them again after loading")
     return model.to(device).eval()
 
 

@@ -1,25 +1,27 @@
-"""The stacks and the three model families, and `build_model`, the one place that reads ModelConfig.
+"""The stacks (embeddings, encoder, image encoder, decoder) and the three model families built from
+them (Figure 1's encoder-decoder, a decoder-only language model, a bidirectional encoder).
+`model/build.py` assembles them from a ModelConfig; the encoder's heads are in `model/heads.py`.
 
-Legend: B batch, S source length, T target length, L any length, C d_model, V vocabulary.
-Token masks are (B, L) booleans, True = real token; the families' entry points also take integer
-0/1 masks (Hugging Face's `attention_mask`) and check both (masks.as_token_mask).
+Legend (model/__init__.py): B batch, S source length, T target length, L length of either side's
+sequence, H heads, C d_model, V vocabulary, P patches; N sentences and G beams per sentence in a
+prefix-tree cache. Token masks are (B, L) booleans, True = real token; the families' entry points
+also take integer 0/1 masks (Hugging Face's `attention_mask`) and check both
+(masks.as_token_mask).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from ..config import GATED_ACTIVATIONS, ModelConfig
-from .attention import MultiHeadAttention
+from ..config import ModelConfig
 from .cache import KVCache
-from .layers import DecoderLayer, EncoderLayer, FeedForward, activate, dropped, make_norm
+from .heads import MaskedLMHead, PooledClassifier
+from .layers import DecoderLayer, EncoderLayer, dropped
 from .linear import linear
 from .masks import as_token_mask, attention_mask, causal_mask, padding_mask, positions_from_mask
 from .patches import PatchEmbedding
-from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
+from .positional import RelativePositionBias
 
 
 class Embeddings(nn.Module):
@@ -80,7 +82,7 @@ def _relative_bias(relative: RelativePositionBias | None, query: torch.Tensor, k
 
 
 class Encoder(nn.Module):
-    """Embeddings, N encoder layers, and an optional final norm; with `relative`, T5's relative
+    """Embeddings, a stack of encoder layers, and an optional final norm; with `relative`, T5's relative
     position bias (bidirectional), computed once and added in every layer's self-attention."""
 
     def __init__(self, embed: Embeddings, layers: list[EncoderLayer], final_norm: nn.Module | None,
@@ -109,9 +111,9 @@ class Encoder(nn.Module):
 
 
 class ImageEncoder(nn.Module):
-    """The encoder with a patch front end (ViT): PatchEmbedding, N encoder layers, an optional final norm.
+    """The encoder with a patch front end (ViT): PatchEmbedding, encoder layers, an optional final norm.
 
-    No padding: every image has 1 + N positions ([CLS] and the patches)."""
+    No padding: every image has 1 + P positions ([CLS] and the patches)."""
 
     def __init__(self, patches: PatchEmbedding, layers: list[EncoderLayer], final_norm: nn.Module | None):
         super().__init__()
@@ -120,7 +122,8 @@ class ImageEncoder(nn.Module):
         self.final_norm = final_norm
 
     def forward(self, pixels: torch.Tensor, need_weights: bool = False):
-        """pixels (B, C, H, W) -> (B, 1 + N, D); with need_weights also a list of (B, H, 1 + N, 1 + N) per layer."""
+        """pixels (B, channels, height, width) -> (B, 1 + P, C); with need_weights also a list of
+        (B, H, 1 + P, 1 + P) per layer."""
         x = self.patches(pixels)
         weights = []
         for layer in self.layers:
@@ -132,7 +135,7 @@ class ImageEncoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embeddings, N decoder layers (with or without cross-attention), and an optional final norm;
+    """Embeddings, a stack of decoder layers (with or without cross-attention), and an optional final norm;
     with `relative`, T5's causal relative position bias on every layer's self-attention."""
 
     def __init__(self, embed: Embeddings, layers: list[DecoderLayer], final_norm: nn.Module | None,
@@ -159,48 +162,13 @@ class Decoder(nn.Module):
         {"self": [(B, H, T, T') per layer], "cross": [(B, H, T, S) per layer]}.
         """
         b, t = ids.shape
-        tree_mask = None
         if cache is None:
-            positions = _positions(mask, b, t, ids.device)
-            key_mask, offset = mask, 0
+            positions, key_mask, offset, tree_mask = _positions(mask, b, t, ids.device), mask, 0, None
         else:
-            if cache.ancestors is not None and (t != 1 or mask is not None or need_weights):
-                cache.flatten()  # a prefix tree takes one real token per beam and gives no per-row weights
-            if memory is not None:  # the first step: keep the source mask, None when nothing is padded
-                cache.memory_mask = None if memory_mask is None or bool(memory_mask.all()) else memory_mask
+            positions, key_mask, offset, tree_mask = _advance(cache, ids, mask, memory, memory_mask,
+                                                              need_weights)
             memory_mask = cache.memory_mask
-            if cache.positions is None:
-                cache.positions = torch.zeros(b, dtype=torch.long, device=ids.device)
-            if mask is None:  # every new position is a real token
-                steps = torch.arange(t, device=ids.device) if t > 1 else 0
-                positions = cache.positions[:, None] + steps  # (B, T)
-                cache.positions = cache.positions + t
-            else:
-                positions = cache.positions[:, None] + positions_from_mask(mask)  # (B, T)
-                cache.positions = cache.positions + mask.sum(-1)
-            offset = cache.length
-            if cache.ancestors is not None:
-                tree_mask = cache.grow_tree()  # (N, 1, G, S_cells): each beam sees its path
-            elif mask is not None or cache.key_mask is not None:
-                past = cache.key_mask
-                if past is None:
-                    past = torch.ones(b, offset, dtype=torch.bool, device=ids.device)
-                new = mask if mask is not None else torch.ones(b, t, dtype=torch.bool, device=ids.device)
-                cache.key_mask = torch.cat([past, new], dim=1)  # (B, offset + T)
-            key_mask = cache.key_mask
-            if tree_mask is None:
-                cache.length += t
-        # Self-attention mask: causal, and hiding padded keys when there are any.
-        if tree_mask is not None:
-            self_mask, is_causal = tree_mask, False
-        elif key_mask is not None:
-            self_mask, is_causal = attention_mask(key_mask, t, causal=True), False
-        elif offset == 0:
-            self_mask, is_causal = None, t > 1
-        elif t == 1:
-            self_mask, is_causal = None, False  # one new query may see every cached key
-        else:
-            self_mask, is_causal = causal_mask(t, offset=offset, device=ids.device)[None, None], False
+        self_mask, is_causal = _self_mask(key_mask, tree_mask, t, offset, ids.device)
         cross_mask = attention_mask(memory_mask, t)  # (B, 1, 1, S) or None
         bias = None if self.relative is None else self._bias(positions, mask, cache, tree_mask is not None)
         x = self.embed(ids, positions)
@@ -235,6 +203,55 @@ class Decoder(nn.Module):
         else:
             keys = cache.key_mask.long().cumsum(-1) - 1
         return _relative_bias(self.relative, positions, keys, masked=True)  # per row: no check, no sync
+
+
+def _advance(cache: KVCache, ids: torch.Tensor, mask: torch.Tensor | None,
+             memory: torch.Tensor | None, memory_mask: torch.Tensor | None, need_weights: bool):
+    """Move the cache on by the T new positions of ids (B, T): their positions (B, T), the keys'
+    token mask (B, offset + T) or None, the count of cached positions before them (offset), and a
+    prefix tree's mask (N, 1, G, S_cells) or None. Keeps the source mask in the cache."""
+    b, t = ids.shape
+    tree_mask = None
+    if cache.ancestors is not None and (t != 1 or mask is not None or need_weights):
+        cache.flatten()  # a prefix tree takes one real token per beam and gives no per-row weights
+    if memory is not None:  # the first step: keep the source mask, None when nothing is padded
+        cache.memory_mask = None if memory_mask is None or bool(memory_mask.all()) else memory_mask
+    if cache.positions is None:
+        cache.positions = torch.zeros(b, dtype=torch.long, device=ids.device)
+    if mask is None:  # every new position is a real token
+        steps = torch.arange(t, device=ids.device) if t > 1 else 0
+        positions = cache.positions[:, None] + steps  # (B, T)
+        cache.positions = cache.positions + t
+    else:
+        positions = cache.positions[:, None] + positions_from_mask(mask)  # (B, T)
+        cache.positions = cache.positions + mask.sum(-1)
+    offset = cache.length
+    if cache.ancestors is not None:
+        tree_mask = cache.grow_tree()  # (N, 1, G, S_cells): each beam sees its path
+    elif mask is not None or cache.key_mask is not None:
+        past = cache.key_mask
+        if past is None:
+            past = torch.ones(b, offset, dtype=torch.bool, device=ids.device)
+        new = mask if mask is not None else torch.ones(b, t, dtype=torch.bool, device=ids.device)
+        cache.key_mask = torch.cat([past, new], dim=1)  # (B, offset + T)
+    if tree_mask is None:
+        cache.length += t
+    return positions, cache.key_mask, offset, tree_mask
+
+
+def _self_mask(key_mask: torch.Tensor | None, tree_mask: torch.Tensor | None, t: int, offset: int,
+               device) -> tuple[torch.Tensor | None, bool]:
+    """The decoder's self-attention mask and is_causal: causal, and hiding padded keys when there
+    are any (key_mask (B, offset + T)); a prefix tree's mask as it is."""
+    if tree_mask is not None:
+        return tree_mask, False
+    if key_mask is not None:
+        return attention_mask(key_mask, t, causal=True), False
+    if offset == 0:
+        return None, t > 1
+    if t == 1:
+        return None, False  # one new query may see every cached key
+    return causal_mask(t, offset=offset, device=device)[None, None], False
 
 
 def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
@@ -314,50 +331,6 @@ class DecoderOnly(nn.Module):
         return linear(self.lm_head, hidden)
 
 
-class MaskedLMHead(nn.Module):
-    """BERT's masked-LM head: dense -> activation -> LayerNorm -> vocabulary projection (tied or not) + bias."""
-
-    def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float):
-        super().__init__()
-        self.dense = nn.Linear(d_model, d_model)
-        self.activation = GATED_ACTIVATIONS.get(activation, activation)  # a gated FFN's gate activation
-        self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.decoder = nn.Linear(d_model, vocab_size)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, L, C) -> (B, L, V)."""
-        h = activate(self.dense(hidden), self.activation)
-        return self.decoder(self.norm(h))
-
-
-class PooledClassifier(nn.Module):
-    """Pool the hidden states (the first token's, [CLS], or the mean over real tokens), then BERT's
-    pooler (dense + tanh, optional) and a classifier (optional) on top."""
-
-    def __init__(self, d_model: int, n_classes: int, dropout: float, pooling: str = "first", dense: bool = True):
-        super().__init__()
-        self.pooling = pooling
-        self.dense = nn.Linear(d_model, d_model) if dense else None
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, n_classes) if n_classes else None
-
-    def pool(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, L, C), mask (B, L) True at real tokens (None = all real) -> (B, C)."""
-        if self.pooling == "first":
-            pooled = hidden[:, 0]
-        elif mask is None:
-            pooled = hidden.mean(dim=1)
-        else:
-            weights = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
-            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        return torch.tanh(self.dense(pooled)) if self.dense is not None else pooled
-
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, L, C) -> (B, n_classes) logits, or the pooled (B, C) when there is no classifier."""
-        pooled = self.pool(hidden, mask)
-        return pooled if self.classifier is None else self.classifier(dropped(self.dropout, pooled))
-
-
 class EncoderOnly(nn.Module):
     """A bidirectional encoder (BERT): returns hidden states; the heads are separate modules."""
 
@@ -372,7 +345,8 @@ class EncoderOnly(nn.Module):
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, need_weights: bool = False):
         """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C).
-        An image encoder (config.vision) takes pixels (B, C, H, W) instead of ids, and no mask."""
+        An image encoder (config.vision) takes pixels (B, channels, height, width) instead of ids,
+        and no mask."""
         if isinstance(self.encoder, ImageEncoder):
             if attention_mask is not None or token_type_ids is not None:
                 raise ValueError("an image encoder takes pixels only: no attention_mask or token_type_ids")
@@ -381,7 +355,8 @@ class EncoderOnly(nn.Module):
         return self.encoder(ids, attention_mask, token_type_ids, need_weights)
 
     def classify(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes); or pixels (B, C, H, W) of an image encoder."""
+        """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes); or pixels
+        (B, channels, height, width) of an image encoder."""
         if self.pooler is None or self.pooler.classifier is None:
             raise ValueError("this encoder has no classifier (n_classes = 0): train one with objective = \"classify\"")
         if isinstance(self.encoder, ImageEncoder):
@@ -391,144 +366,3 @@ class EncoderOnly(nn.Module):
 
 
 Model = EncoderDecoder | EncoderOnly | DecoderOnly
-
-
-# --------------------------------------------------------------------------------------------
-# Building from a config
-
-
-def _embeddings(cfg: ModelConfig, tokens: nn.Embedding, token_types: int = 0) -> Embeddings:
-    match cfg.positional:
-        case "sinusoidal":
-            positions = SinusoidalPositions(cfg.d_model, cfg.max_positions, cfg.sinusoidal_layout)
-        case "learned":
-            positions = LearnedPositions(cfg.d_model, cfg.max_positions)
-        case _:  # rope (applied inside attention) or none
-            positions = None
-    return Embeddings(
-        tokens, positions,
-        scale=math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0,
-        dropout=cfg.dropout,
-        token_types=nn.Embedding(token_types, cfg.d_model) if token_types else None,
-        norm=make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embedding_norm else None,
-    )
-
-
-def _attention(cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: bool = False) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.bias, cfg.attention_dropout,
-                              cfg.attention_impl, None if cross else rotary, cfg.d_k, cfg.d_v,
-                              None if cfg.scale_attention else 1.0)
-
-
-def _relative(cfg: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
-    r = cfg.relative_bias
-    return None if r is None else RelativePositionBias(cfg.n_heads, bidirectional, r.buckets, r.max_distance)
-
-
-def _norm(cfg: ModelConfig) -> nn.Module:
-    return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.bias)
-
-
-def _ffn(cfg: ModelConfig) -> FeedForward:
-    return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.activation_dropout)
-
-
-def _rotary(cfg: ModelConfig) -> RotaryEmbedding | None:
-    return RotaryEmbedding(cfg.qk_dim, cfg.max_positions, cfg.rope_base) if cfg.positional == "rope" else None
-
-
-def _encoder(cfg: ModelConfig, tokens: nn.Embedding) -> Encoder:
-    rotary = _rotary(cfg)
-    pre = cfg.norm_position == "pre"
-    layers = [EncoderLayer(_attention(cfg, rotary), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
-              for _ in range(cfg.n_encoder_layers)]
-    return Encoder(_embeddings(cfg, tokens, cfg.n_token_types), layers,
-                   _norm(cfg) if cfg.use_final_norm else None, _relative(cfg, bidirectional=True))
-
-
-def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
-    v = cfg.vision
-    pre = cfg.norm_position == "pre"
-    layers = [EncoderLayer(_attention(cfg, None), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
-              for _ in range(cfg.n_encoder_layers)]
-    patches = PatchEmbedding(v.image_size, v.patch_size, v.channels, cfg.d_model, v.positions, cfg.dropout)
-    return ImageEncoder(patches, layers, _norm(cfg) if cfg.use_final_norm else None)
-
-
-def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
-    rotary = _rotary(cfg)
-    pre = cfg.norm_position == "pre"
-    layers = [DecoderLayer(_attention(cfg, rotary), _attention(cfg, rotary, cross=True) if cross else None,
-                           _ffn(cfg), _norm(cfg), _norm(cfg) if cross else None, _norm(cfg), cfg.dropout, pre)
-              for _ in range(cfg.n_decoder_layers)]
-    return Decoder(_embeddings(cfg, tokens), layers, _norm(cfg) if cfg.use_final_norm else None,
-                   _relative(cfg, bidirectional=False))
-
-
-def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
-    """Xavier-uniform linear layers (as the reference implementations do), zero biases, unit norms.
-
-    Token embeddings (and an untied output layer) get N(0, d_model^-1/2) when embeddings are
-    scaled by sqrt(d_model): the scaled embedding then has unit variance per component, the
-    same scale as the sinusoids it is added to, and a tied output layer maps a normalised
-    hidden state (unit variance per component) to logits of variance about 1, so training
-    starts from a near-uniform distribution (loss ~ ln V) instead of a saturated softmax.
-    Without scaling (GPT/BERT style) embeddings get N(0, 0.02).
-    """
-    std = cfg.d_model ** -0.5 if cfg.scale_embedding else 0.02
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            nn.init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=std)
-    lm_head = getattr(model, "lm_head", None)
-    if lm_head is not None and not cfg.tie_embeddings:
-        nn.init.normal_(lm_head.weight, std=cfg.d_model ** -0.5)
-    if not cfg.scale_attention:  # T5 folds 1 / sqrt(d_k) into the query projection's initialisation
-        for module in model.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.q_proj.weight.data.mul_(module.qk_dim ** -0.5)
-
-
-def build_model(cfg: ModelConfig) -> Model:
-    """Assemble the model that `cfg` describes; the only function that reads a ModelConfig."""
-    if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"build_model takes a ModelConfig, not {type(cfg).__name__}: build one with "
-                        "ModelConfig(...), a preset such as transformer.config.cpu_tiny(), or ModelConfig.from_dict(values)")
-    match cfg.arch:
-        case "encoder-decoder":
-            src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            tgt_tokens = src_tokens if cfg.shares_embeddings else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
-            lm_head = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
-            model = EncoderDecoder(cfg, _encoder(cfg, src_tokens), _decoder(cfg, tgt_tokens, cross=True), lm_head)
-        case "decoder":
-            tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
-            model = DecoderOnly(cfg, _decoder(cfg, tokens, cross=False), lm_head)
-        case "encoder":
-            pooler = PooledClassifier(cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler) \
-                if cfg.pooler or cfg.n_classes else None
-            if cfg.vision is not None:
-                model = EncoderOnly(cfg, _image_encoder(cfg), None, pooler)
-            else:
-                tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-                mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps) if cfg.mlm_head else None
-                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler)
-        case _:
-            raise ValueError(f"unknown arch {cfg.arch!r}")
-    init_weights(model, cfg)
-    tie_weights(model)
-    return model
-
-
-def tie_weights(model: Model) -> None:
-    """Share the output projection with the target token embedding (§3.4) when the config says so."""
-    if not model.config.tie_embeddings:
-        return
-    if isinstance(model, EncoderOnly):
-        if model.mlm_head is not None:
-            model.mlm_head.decoder.weight = model.encoder.embed.tokens.weight
-        return
-    model.lm_head.weight = model.decoder.embed.tokens.weight

@@ -31,9 +31,9 @@ from torch.nn.parallel import DistributedDataParallel
 from ..config import ConfigError, RunConfig
 from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
-from ..model.io import ModelFileError, load_model
+from ..model.io import ModelFileError
 from ..model.transformer import Model
-from ..model_dir import save_model
+from ..model_dir import load_model, save_model
 from ..runtime.allocator import TRIM_EVERY_STEPS, keep_freed_memory, release_freed_memory
 from ..runtime.precision import (
     AttentionChoice,

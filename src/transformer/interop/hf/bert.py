@@ -9,7 +9,8 @@ next-sentence head is a 2-class classifier on the pooled output.
 from __future__ import annotations
 
 from ...config import ModelConfig
-from ...model.transformer import EncoderOnly, build_model
+from ...model.build import build_model
+from ...model.transformer import EncoderOnly
 from .common import (
     HFConversionError,
     activation_from_hf,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from ...config import ModelConfig
-from ...model.transformer import DecoderOnly, build_model
+from ...model.build import build_model
+from ...model.transformer import DecoderOnly
 from .common import HFConversionError, first_id, load_weights, require, unsupported, weights_of
 
 

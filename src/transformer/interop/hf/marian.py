@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from ...config import ModelConfig
-from ...model.transformer import EncoderDecoder, build_model
+from ...model.build import build_model
+from ...model.transformer import EncoderDecoder
 from .common import (
     activation_from_hf,
     activation_to_hf,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from torch import nn
 
 from ...config import ModelConfig
-from ...model.transformer import EncoderDecoder, build_model
+from ...model.build import build_model
+from ...model.transformer import EncoderDecoder
 from .common import (
     HFConversionError,
     activation_from_hf,

@@ -10,7 +10,8 @@ ViTModel may carry a pooler (dense + tanh on [CLS]).
 from __future__ import annotations
 
 from ...config import ModelConfig, VisionConfig
-from ...model.transformer import EncoderOnly, build_model
+from ...model.build import build_model
+from ...model.transformer import EncoderOnly
 from .common import (
     HFConversionError,
     activation_from_hf,

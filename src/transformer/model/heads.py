@@ -1,0 +1,59 @@
+"""Heads on an encoder's hidden states: BERT's masked-LM head and the pooled classifier.
+
+Legend (model/__init__.py): B batch, L length, C d_model, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import GATED_ACTIVATIONS
+from .layers import activate, dropped
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's masked-LM head: dense -> activation -> LayerNorm -> vocabulary projection (tied or
+    not) + bias."""
+
+    def __init__(self, d_model: int, vocab_size: int, activation: str, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        # a gated FFN's gate activation
+        self.activation = GATED_ACTIVATIONS.get(activation, activation)
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.decoder = nn.Linear(d_model, vocab_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, L, C) -> (B, L, V)."""
+        h = activate(self.dense(hidden), self.activation)
+        return self.decoder(self.norm(h))
+
+
+class PooledClassifier(nn.Module):
+    """Pool the hidden states (the first token's, [CLS], or the mean over real tokens), then BERT's
+    pooler (dense + tanh, optional) and a classifier (optional) on top."""
+
+    def __init__(self, d_model: int, n_classes: int, dropout: float, pooling: str = "first",
+                 dense: bool = True):
+        super().__init__()
+        self.pooling = pooling
+        self.dense = nn.Linear(d_model, d_model) if dense else None
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, n_classes) if n_classes else None
+
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L, C), mask (B, L) True at real tokens (None = all real) -> (B, C)."""
+        if self.pooling == "first":
+            pooled = hidden[:, 0]
+        elif mask is None:
+            pooled = hidden.mean(dim=1)
+        else:
+            weights = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return torch.tanh(self.dense(pooled)) if self.dense is not None else pooled
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L, C) -> (B, n_classes) logits, or the pooled (B, C) when there is no classifier."""
+        pooled = self.pool(hidden, mask)
+        return pooled if self.classifier is None else self.classifier(dropped(self.dropout, pooled))
