@@ -3,8 +3,10 @@ would be valid (`model.d_model=500 is not divisible by ...`), with the closest k
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from dataclasses import fields
+import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -63,3 +65,91 @@ def check_types(obj: Any, section: str | None) -> None:
             name = f"{section}.{f.name}" if section else f.name
             raise ConfigError(f"{name}={value!r} is not valid: it must be {want}")
 
+
+# ---- settings: each defined once, on its dataclass field ----
+#
+# A setting is a dataclass field made by `setting(default, doc, ...)`: its type is the field's
+# annotation, and its metadata holds the one-line doc and the allowed values (a Bounds). Three
+# readers derive from that one definition:
+#   - __post_init__ validation (check_settings): `name=value is not valid: it must be ...`;
+#   - the command line (transformer.cli.common): flag name, type, choices, help text, and the check
+#     `--flag value: give <give>` (the phrase a user reads, carried here beside the bounds);
+#   - the server's request schemas (transformer.serve.schemas): pydantic bounds and descriptions.
+# Rules between fields (n_best <= beam_size) stay by hand in __post_init__.
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a setting allows: numeric bounds (ge, gt, le, lt), finite numbers only, or a choice list."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    finite: bool = False
+    choices: tuple | None = None
+
+    def allows(self, value: Any) -> bool:
+        if self.choices is not None:
+            return value in self.choices
+        if self == Bounds():  # no rule but the field's type
+            return True
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.finite and not math.isfinite(value):
+            return False
+        return not (
+            (self.ge is not None and not value >= self.ge)
+            or (self.gt is not None and not value > self.gt)
+            or (self.le is not None and not value <= self.le)
+            or (self.lt is not None and not value < self.lt)
+        )
+
+    def must(self, kind: str) -> str:
+        """What a valid value is, for `name=value is not valid: it must be ...`."""
+        if kind == "int" and self.le is None and self.lt is None and (self.gt, self.ge) in ((0, None), (None, 0)):
+            return f"an integer {'> 0' if self.gt == 0 else '>= 0'}"  # check_positive's words
+        low = f"[{self.ge:g}" if self.ge is not None else f"({self.gt:g}" if self.gt is not None else None
+        high = f"{self.le:g}]" if self.le is not None else f"{self.lt:g})" if self.lt is not None else None
+        what = "an integer" if kind == "int" else "a finite number" if self.finite else "a number"
+        if low and high:
+            return f"{what} in {low}, {high}"
+        if low:
+            return f"{what} {'>=' if low[0] == '[' else '>'} {low[1:]}"
+        if high:
+            return f"{what} {'<=' if high[-1] == ']' else '<'} {high[:-1]}"
+        return what
+
+
+def setting(default: Any, doc: str, *, ge: float | None = None, gt: float | None = None,
+            le: float | None = None, lt: float | None = None, finite: bool = False,
+            choices: tuple | None = None, flag: str | None = None, give: str | None = None) -> Any:
+    """A dataclass field defined once: default, one-line doc, allowed values and (for a setting the
+    command line takes) its flag and the phrase of its error, `--flag value: give <give>`."""
+    bounds = Bounds(ge, gt, le, lt, finite, None if choices is None else tuple(choices))
+    metadata = {"doc": doc, "bounds": bounds, "flag": flag, "give": give}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def settings_of(cls: Any) -> dict[str, dataclasses.Field]:
+    """The fields of a config class (or instance) that were made by `setting`, by name."""
+    return {f.name: f for f in fields(cls) if "bounds" in f.metadata}
+
+
+def field_kind(f: dataclasses.Field) -> str:
+    """'int', 'float', 'str' or 'bool' from the annotation (`int | None` -> 'int'); '' when mixed."""
+    parts = [p.strip() for p in str(f.type).split("|") if p.strip() != "None"]
+    return parts[0] if len(parts) == 1 else ""
+
+
+def check_settings(obj: Any, section: str | None) -> None:
+    """Check each setting's value against its bounds (after check_types); None passes where allowed."""
+    for name, f in settings_of(obj).items():
+        value, bounds = getattr(obj, name), f.metadata["bounds"]
+        if value is None and "None" in str(f.type):
+            continue
+        full = f"{section}.{name}" if section else name
+        if bounds.choices is not None:
+            check_choice(full, value, bounds.choices)
+        elif not bounds.allows(value):
+            raise ConfigError(f"{full}={value!r} is not valid: it must be {bounds.must(field_kind(f))}")

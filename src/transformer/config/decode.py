@@ -1,4 +1,9 @@
-"""How to decode: DecodeConfig, the `[decode]` section and a model directory's decode.json."""
+"""How to decode: DecodeConfig, the `[decode]` section and a model directory's decode.json.
+
+Each setting is defined once here (type, default, allowed values, one-line doc, and for those the
+command line takes, the flag and the phrase of its error); `transformer translate/generate/...`
+flags and the server's request fields are derived from these definitions (see config.checks).
+"""
 
 from __future__ import annotations
 
@@ -6,64 +11,76 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import ConfigError, check_choice, check_positive, check_types, from_values
+from .checks import ConfigError, check_settings, check_types, from_values, setting
+
+LENGTH_PENALTY_KINDS = ("wu", "power")
+"""wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see transformer.decoding.penalties)."""
+INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
+"""What a model can run in (transformer.model.quantize); decode.precision adds "auto"."""
+EARLY_STOPPING = (True, False, "never")
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How to decode: search and sampling settings (the `[decode]` section; saved with a model as decode.json)."""
+    """How to decode: search and sampling settings (the `[decode]` section; saved with a model as
+    decode.json). Temperature 0 is greedy decoding, everywhere (transformer.decoding.sampling)."""
 
-    beam_size: int = 4
-    """Beam width (1 = greedy). The paper uses 4 (§6.1)."""
-    length_penalty: float = 0.6
-    """Length penalty alpha (the paper: 0.6); 0 turns it off."""
-    length_penalty_kind: str = "wu"
-    """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging Face)."""
-    max_len_a: float = 1.0
-    """Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50)."""
-    max_len_b: int = 50
-    """See max_len_a."""
-    min_len: int = 0
-    """Minimum output length (</s> is blocked before it)."""
-    n_best: int = 1
-    """Hypotheses returned per input."""
-    early_stopping: bool | str = True
-    """True: stop once beam_size hypotheses are finished; "never": stop when none can still improve."""
-    temperature: float = 1.0
-    """Sampling temperature (language models)."""
-    top_k: int = 0
-    """Sample among the k most likely tokens (0 = all)."""
-    top_p: float = 1.0
-    """Sample from the smallest set whose probability reaches p (1.0 = all)."""
-    max_new_tokens: int = 50
-    """New tokens to generate from a prompt (language models)."""
+    beam_size: int = setting(
+        4, "Beam width (1 = greedy). The paper uses 4 (§6.1).",
+        gt=0, flag="--beam", give="a beam size of at least 1 (1 = greedy)")
+    length_penalty: float = setting(
+        0.6, "Length penalty alpha (the paper: 0.6); 0 turns it off.",
+        finite=True, flag="--lenpen", give="a number (the paper: 0.6; 0 = none)")
+    length_penalty_kind: str = setting(
+        "wu", "wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha "
+        "(fairseq, Hugging Face).",
+        choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
+    max_len_a: float = setting(
+        1.0, "Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50).",
+        ge=0, finite=True, flag="--max-len-a", give="a number >= 0")
+    max_len_b: int = setting(
+        50, "See max_len_a (the paper: +50).",
+        ge=0, flag="--max-len-b", give="a number of tokens >= 0")
+    min_len: int = setting(
+        0, "Minimum output length in tokens (</s> is blocked before it).",
+        ge=0, flag="--min-len", give="a number of tokens >= 0")
+    n_best: int = setting(
+        1, "Hypotheses returned per input (at most beam_size).",
+        gt=0, flag="--n-best", give="a number of hypotheses of at least 1")
+    early_stopping: bool | str = setting(
+        True, 'True: stop once beam_size hypotheses are finished; "never": stop when none can '
+        "still improve.",
+        choices=EARLY_STOPPING)
+    temperature: float = setting(
+        1.0, "Sampling temperature (language models); 0 = greedy.",
+        ge=0, finite=True, flag="--temperature", give="a temperature >= 0 (0 = greedy)")
+    top_k: int = setting(
+        0, "Sample among the k most likely tokens (0 = all).",
+        ge=0, flag="--top-k", give="a number of tokens >= 0 (0 = all)")
+    top_p: float = setting(
+        1.0, "Sample from the smallest set of tokens whose probability reaches p (1 = all).",
+        gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)")
+    max_new_tokens: int = setting(
+        50, "New tokens to generate from a prompt (language models).",
+        gt=0, flag="--max-new-tokens", give="a positive number of tokens")
     add_bos: bool = True
-    """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow their tokenizer."""
+    """Start a prompt with <s> (bos_id), as our language models are trained; imported models
+    follow their tokenizer."""
     add_eos: bool = False
     """End each source of an encoder-decoder with </s> (eos_id), as T5's and Marian's tokenizers do:
     imported models follow their tokenizer; models trained here read sources without it."""
-    precision: str = "fp32"
-    """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU) or auto (bf16 where measured faster)."""
+    precision: str = setting(
+        "fp32", "Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto "
+        "(bf16 where measured faster).",
+        choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
 
     def __post_init__(self) -> None:
         check_types(self, None)
-        check_positive("beam_size", self.beam_size)
-        check_positive("n_best", self.n_best)
+        check_settings(self, None)
         if self.n_best > self.beam_size:
-            raise ConfigError(f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot return more hypotheses than it keeps; raise beam_size or lower n_best")
-        check_choice("length_penalty_kind", self.length_penalty_kind, ("wu", "power"))
-        check_positive("max_len_b", self.max_len_b, allow_zero=True)
-        check_positive("min_len", self.min_len, allow_zero=True)
-        check_positive("top_k", self.top_k, allow_zero=True)
-        check_positive("max_new_tokens", self.max_new_tokens)
-        check_choice("early_stopping", self.early_stopping, (True, False, "never"))
-        check_choice("precision", self.precision, ("fp32", "bf16", "int8", "auto"))
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature={self.temperature!r} is not valid: it must be > 0")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p={self.top_p!r} is not valid: it must be in (0, 1]")
-        if not self.max_len_a >= 0:
-            raise ConfigError(f"max_len_a={self.max_len_a!r} is not valid: it must be >= 0")
+            raise ConfigError(
+                f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot "
+                "return more hypotheses than it keeps; raise beam_size or lower n_best")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -71,5 +88,3 @@ class DecodeConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any], section: str = "decode") -> DecodeConfig:
         return from_values(cls, values, section)
-
-

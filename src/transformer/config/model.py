@@ -21,6 +21,10 @@ from .checks import (
 )
 
 ARCHS = ("encoder-decoder", "encoder", "decoder")
+VISION_POSITIONS = ("learned", "sinusoidal2d", "none")
+"""Patch positions of an image encoder (transformer.model.patches)."""
+ATTENTION_IMPLS = ("auto", "fused", "textbook")
+"""How attention is computed (transformer.runtime.precision chooses for auto)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class VisionConfig:
         if self.image_size % self.patch_size:
             raise ConfigError(f"model.vision.image_size={self.image_size} is not divisible by patch_size="
                               f"{self.patch_size}: the patches must tile the image")
-        check_choice("model.vision.positions", self.positions, ("learned", "sinusoidal2d", "none"))
+        check_choice("model.vision.positions", self.positions, VISION_POSITIONS)
 
     @property
     def n_patches(self) -> int:
@@ -236,7 +240,7 @@ class ModelConfig:
         if not self.rope_base > 0:
             raise ConfigError(f"rope_base={self.rope_base!r} is not valid: it must be > 0")
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("attention_impl", self.attention_impl, ("auto", "fused", "textbook"))
+        check_choice("attention_impl", self.attention_impl, ATTENTION_IMPLS)
         if self.n_token_types and self.arch != "encoder":
             raise ConfigError(f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0")
         check_positive("n_classes", self.n_classes, allow_zero=True)

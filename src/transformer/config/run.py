@@ -26,6 +26,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
+"""How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
+MIN_BPE_VOCAB = 260
+"""The smallest byte-level BPE vocabulary: 256 bytes + 4 special tokens."""
 
 
 @dataclass(frozen=True)
@@ -97,11 +101,12 @@ class DataConfig:
     def __post_init__(self) -> None:
         check_types(self, "data")
         check_positive("data.vocab_size", self.vocab_size)
-        if self.tokenizer not in ("bpe", "unigram", "word", "char"):
-            raise ConfigError(f"data.tokenizer={self.tokenizer!r} is not valid: it must be bpe, unigram, word or char")
-        if self.tokenizer == "bpe" and self.vocab_size < 260:
-            raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least 260 "
-                              "(256 bytes + 4 special tokens)")
+        if self.tokenizer not in TOKENIZER_KINDS:
+            raise ConfigError(f"data.tokenizer={self.tokenizer!r} is not valid: it must be {', '.join(TOKENIZER_KINDS[:-1])} "
+                              f"or {TOKENIZER_KINDS[-1]}")
+        if self.tokenizer == "bpe" and self.vocab_size < MIN_BPE_VOCAB:
+            raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least "
+                              f"{MIN_BPE_VOCAB} (256 bytes + 4 special tokens)")
         check_positive("data.min_frequency", self.min_frequency)
         check_positive("data.max_len", self.max_len)
         check_positive("data.sentinels", self.sentinels)
@@ -148,6 +153,8 @@ class DataConfig:
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+"""Training precisions (transformer.runtime.precision)."""
+DEVICES = ("auto", "cpu", "cuda")
 OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption")
 OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder",
                    "span_corruption": "encoder-decoder"}
@@ -248,7 +255,7 @@ class TrainConfig:
         if not self.mean_span >= 1:
             raise ConfigError(f"train.mean_span={self.mean_span!r} is not valid: it must be >= 1")
         check_choice("train.precision", self.precision, PRECISIONS)
-        check_choice("train.device", self.device, ("auto", "cpu", "cuda"))
+        check_choice("train.device", self.device, DEVICES)
         check_probability("train.label_smoothing", self.label_smoothing)
         check_probability("train.late_dropout", self.late_dropout)
         for name in ("adam_beta1", "adam_beta2"):

@@ -263,7 +263,7 @@ class Pipeline:
                  **decode) -> str:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
         (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search,
-        temperature 0 is greedy). Returns the new text only. An over-long prompt keeps its end
+        temperature 0 is greedy: see transformer.decoding.sampling). Returns the new text only. An over-long prompt keeps its end
         (see the module's rules). on_token(id) is called with each new token as it is chosen
         (</s> not included), to stream the output; an exception it raises stops the decoding
         and propagates. Beam search has no tokens to stream before it ends."""
@@ -272,9 +272,6 @@ class Pipeline:
         if not isinstance(prompt, str):
             raise TypeError(f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
                             "for several, call it once per prompt")
-        greedy = decode.get("temperature") == 0
-        if greedy:
-            decode = {k: v for k, v in decode.items() if k != "temperature"}
         beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
         s = self.settings(**{**decode, "beam_size": beam_size, "n_best": 1})  # beam_size checked like the rest
         if on_token is not None and beam_size > 1:
@@ -296,9 +293,7 @@ class Pipeline:
                 on_truncate(message)
             else:
                 warnings.warn(message, stacklevel=2)
-        if greedy:
-            out = greedy_search(self.model, ids, max_len_a=0, max_len_b=s.max_new_tokens, on_step=on_step)
-        elif beam_size > 1:
+        if beam_size > 1:
             out = beam_search(self.model, ids, beam_size=beam_size, length_penalty=s.length_penalty,
                               length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
         else:

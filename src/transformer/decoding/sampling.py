@@ -1,6 +1,11 @@
 """Sampling from a model: temperature, top-k (Fan et al. 2018) and nucleus / top-p (Holtzman et al. 2020).
 
 Reproducible: pass a torch.Generator (seeded by you); nothing here touches global random state.
+
+Temperature 0 is greedy decoding: the limit of softmax(logits / T) as T -> 0 puts all the mass on
+the most probable token, so each step takes the argmax (top_k and top_p change nothing) and no
+random number is drawn. This is the one place that rule lives: the CLI, the config and the server
+pass temperature 0 through to here.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int 
     """Sample a continuation of each prompt (decoder-only) or a translation of each source (encoder-decoder).
 
     Each step draws from softmax(logits / temperature), restricted to the top_k tokens and then
-    to the top_p nucleus. Returns ids (B, T) without </s>, right-padded with pad_id; with
+    to the top_p nucleus; temperature 0 takes the most probable token (greedy search's output). Returns ids (B, T) without </s>, right-padded with pad_id; with
     return_scores also the summed log-probabilities of the drawn tokens under the model itself
     (temperature 1, no filtering) (B,). on_step(rows, tokens) is called after each step
     (greedy.one_token_per_row).
@@ -49,6 +54,8 @@ def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int 
                  min_len=min_new_tokens)  # validates the values
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
+        if temperature == 0:  # greedy: the limit T -> 0 (see the module's doc)
+            return log_probs.argmax(dim=-1)
         lp = torch.log_softmax(log_probs / temperature, dim=-1)
         lp = top_p_filter(top_k_filter(lp, top_k), top_p)
         return torch.multinomial(lp.softmax(dim=-1), 1, generator=generator).squeeze(1)

@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import resources
 from typing import Literal
 
@@ -40,31 +40,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Str
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline, PipelineError
 from .metrics import Metrics
 from .worker import Cancelled, Job, QueueFull, Worker
 
-API_KEY_ENV = "TRANSFORMER_API_KEY"
 ROUTES = {"/health", "/v1/model", "/metrics", "/v1/translate", "/v1/generate", "/v1/attention", "/"}
 OPEN_PATHS = {"/health", "/", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"}
-
-
-@dataclass
-class ServeConfig:
-    max_batch_tokens: int = 4000
-    """Source tokens decoded together at most (the same budget as `translate --batch-tokens`)."""
-    max_wait_ms: float = 10.0
-    """How long the first request of a batch waits for others."""
-    max_queue: int = 256
-    """Requests waiting at most; more get 503 with Retry-After."""
-    timeout: float = 60.0
-    """Seconds a request may take, waiting included; then 504."""
-    max_lines: int = 256
-    """Lines in one /v1/translate request at most (413 beyond)."""
-    max_body_bytes: int = 1 << 20
-    """Request body size at most (413 beyond)."""
-    api_key: str | None = None
-    cors_origin: str | None = None
 
 
 class ApiError(Exception):

@@ -1,0 +1,224 @@
+"""What every command shares: UserError, the one way flags are checked, the device and precision
+flags, input and output files, notes on stderr, and running a parsed command.
+
+Flags are checked one way: a flag added with `add_flag(..., bounds=..., give=...)` (or derived
+from a config setting with `add_setting`) carries its rule, and `check_flags` applies the rules
+of the command that was parsed before the command runs: `--beam 0: give a beam size of at least 1`.
+A setting's flag name, type, choices, help text and rule all come from its definition on the
+config dataclass (transformer.config.checks.setting), so the command line, config files and the
+server accept the same values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import Bounds, ConfigError, settings_of
+from ..config.checks import field_kind
+from ..model.io import ModelFileError
+from .lines import LineError, format_lines, read_lines, stream_lines
+
+
+class UserError(Exception):
+    """An error caused by the user's input; printed as one line without a traceback."""
+
+
+USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OSError)
+TYPES = {"int": int, "float": float, "str": str}
+
+
+# ---- the one flag-checking mechanism ----
+
+def add_flag(p: argparse.ArgumentParser, *names: str, bounds: Bounds | None = None,
+             give: str | None = None, **kwargs: Any) -> argparse.Action:
+    """p.add_argument(*names, **kwargs); with bounds, a given value outside them is refused with
+    `NAME VALUE: give GIVE` before the command runs (check_flags)."""
+    action = p.add_argument(*names, **kwargs)
+    if bounds is not None:
+        rules = p.get_default("flag_rules")
+        if rules is None:
+            rules = []
+            p.set_defaults(flag_rules=rules)
+        rules.append((action.dest, names[0], bounds, give))
+    return action
+
+
+def add_setting(p: argparse.ArgumentParser, cls: type, name: str, help: str | None = None,
+                default: Any = None, note: str | None = None) -> argparse.Action:
+    """The flag of setting `name` of config class `cls`, derived from its definition: flag name,
+    dest, type, choices, help (its doc, or `help`, + `note`) and its check. The default is None
+    (the model's own settings apply) unless given."""
+    f = settings_of(cls)[name]
+    meta, bounds = f.metadata, f.metadata["bounds"]
+    text = help or meta["doc"]
+    if note:
+        text = f"{text.rstrip('.')} ({note})"
+    kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text.replace("%", "%%")}
+    if bounds.choices is not None:
+        kwargs["choices"] = list(bounds.choices)
+    else:
+        kwargs["type"] = TYPES[field_kind(f)]
+    rule = None if bounds.choices is not None or bounds == Bounds() else bounds
+    return add_flag(p, meta["flag"], bounds=rule, give=meta["give"], **kwargs)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Each flag with a rule that was given (not None) must be within its bounds."""
+    for dest, flag, bounds, give in getattr(args, "flag_rules", None) or ():
+        value = getattr(args, dest, None)
+        if value is not None and not bounds.allows(value):
+            raise UserError(f"{flag} {value}: give {give}")
+
+
+POSITIVE = Bounds(gt=0)
+AT_LEAST_0 = Bounds(ge=0)
+
+
+# ---- flags many commands share ----
+
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where to run (default auto: the GPU when torch sees one, else the CPU)")
+    add_flag(p, "--threads", type=int, bounds=POSITIVE, give="a positive number of threads",
+             help="CPU threads for torch (default: torch's choice)")
+
+
+def add_precision_arg(p: argparse.ArgumentParser) -> None:
+    from ..config import DecodeConfig
+
+    add_setting(p, DecodeConfig, "precision", note="default from the model's decode.json, fp32 unless set")
+
+
+def add_decode_args(p: argparse.ArgumentParser, names: tuple[str, ...], note: str = "default from "
+                    "the model's decode.json", notes: dict[str, str] | None = None) -> None:
+    """The flags of these DecodeConfig settings (each derived from its definition)."""
+    from ..config import DecodeConfig
+
+    for name in names:
+        add_setting(p, DecodeConfig, name, note=(notes or {}).get(name, note))
+
+
+def decode_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    """The decoding settings given on the command line, by name (those left out keep the model's)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def setup_device(args: argparse.Namespace) -> str:
+    """--device auto (the default): the GPU when torch sees one, else the CPU."""
+    import torch
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)")
+    if args.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return args.device
+
+
+def load_pipeline(args: argparse.Namespace, command: str):
+    """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it chose."""
+    from ..decoding.pipeline import Pipeline
+
+    pipeline = Pipeline.load(args.model_dir, setup_device(args), precision=args.precision)
+    if (args.precision or pipeline.decode.precision) == "auto":
+        note(command, f"precision {pipeline.precision.describe()}")
+    return pipeline
+
+
+# ---- files and messages ----
+
+def read_text(path: str | None, what: str) -> list[str]:
+    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.cli.lines)."""
+    if path in (None, "-"):
+        return [line for chunk in stream_lines() for line in chunk]
+    return read_lines(path, what)
+
+
+def write_text(path: str | None, lines: list[str]) -> None:
+    """Lines to a file (atomically) or to standard output, one line each (see transformer.cli.lines)."""
+    if path in (None, "-"):
+        sys.stdout.write(format_lines(lines))
+        sys.stdout.flush()
+        return
+    from ..files import atomic_write_text
+
+    check_output(path)
+    atomic_write_text(path, format_lines(lines))
+
+
+def check_output(path: str) -> None:
+    """An output file's directory must exist: checked before the work, not after it."""
+    if Path(path).is_dir():
+        raise UserError(f"--output {path} is a directory: give a file name")
+    if not Path(path).resolve().parent.is_dir():
+        raise UserError(f"--output {path}: the directory {Path(path).parent} does not exist; create it first")
+
+
+def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> None:
+    """A figure's file name: .png, .svg or .pdf (and, with dir_exists, in a directory that exists)."""
+    from ..viz import FORMATS
+
+    if Path(path).suffix[1:].lower() not in FORMATS:
+        raise UserError(f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of those")
+    if dir_exists and not Path(path).resolve().parent.is_dir():
+        raise UserError(f"{flag} {path}: the directory {Path(path).parent} does not exist; create it first")
+
+
+def note(command: str, text: str) -> None:
+    print(f"transformer {command}: note: {text}", file=sys.stderr, flush=True)
+
+
+# ---- running a command ----
+
+def remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each command's own parser, as args.parser, so that its errors show its usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(parser=child)
+                remember_parsers(child)
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'unrecognized argument --beams (did you mean --beam?)' for each unknown flag."""
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    parts: list[str] = []
+    for extra in extras:
+        if parts and not extra.startswith("-") and parts[-1].startswith("-") and "=" not in parts[-1]:
+            parts[-1] += f" {extra}"  # the value of the unknown flag before it
+        else:
+            parts.append(extra)
+    shown = []
+    for part in parts:
+        close = difflib.get_close_matches(part.split("=")[0].split()[0], flags, n=1) if part.startswith("-") else []
+        shown.append(part + (f" (did you mean {close[0]}?)" if close else ""))
+    return f"unrecognized argument{'s' if len(parts) > 1 else ''}: {', '.join(shown)}"
+
+
+def run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse argv, check the flags, run the command; a user's error is one line and status 2."""
+    args, extras = parser.parse_known_args(argv)
+    own = getattr(args, "parser", parser)
+    if extras:
+        own.error(unrecognized(own, extras))
+    name = own.prog  # "transformer translate", "transformer data copy"
+    try:
+        check_flags(args)
+        args.func(args)
+    except BrokenPipeError:  # the reader went away (`transformer translate ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141
+    except USER_ERRORS as e:
+        message = " ".join(str(e).splitlines())  # one line, even for a library's multi-line message
+        print(f"{name}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,209 @@
+"""`transformer translate`, `generate` and `classify`: each command's parser beside its handler.
+
+The decoding flags are derived from DecodeConfig's settings (common.add_decode_args), and each
+command's list of them is written once: it makes the flags and picks the overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..config import DecodeConfig, settings_of
+from .common import (
+    AT_LEAST_0,
+    POSITIVE,
+    UserError,
+    add_decode_args,
+    add_device_args,
+    add_flag,
+    add_precision_arg,
+    check_output,
+    decode_overrides,
+    load_pipeline,
+    note,
+    read_text,
+    write_text,
+)
+from .lines import format_lines, read_lines, stream_lines
+
+TRANSLATE = ("beam_size", "length_penalty", "length_penalty_kind", "n_best", "max_len_a", "max_len_b", "min_len")
+"""The decoding settings translate takes."""
+GENERATE = ("max_new_tokens", "temperature", "top_k", "top_p", "beam_size")
+"""The decoding settings generate takes (a language model samples unless --beam is given)."""
+SAMPLING = ("max_new_tokens", "temperature", "top_k", "top_p")
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input order.
+
+    A file is translated in length-sorted batches. Standard input is translated as it arrives:
+    what is waiting is batched, and each line typed at a terminal is answered at once. Lines
+    longer than the model takes are truncated, and a note on stderr says which.
+    """
+    from ..decoding.pipeline import truncation_note
+    from ..model.transformer import EncoderDecoder
+
+    if args.output not in (None, "-"):
+        check_output(args.output)
+    if args.n_best is not None and args.beam_size is not None and args.n_best > args.beam_size:
+        raise UserError(f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
+                        f"as many hypotheses as it keeps; give --beam {args.n_best} or more")
+    pipeline = load_pipeline(args, "translate")
+    if not isinstance(pipeline.model, EncoderDecoder):  # before reading any input: stdin may be empty or slow
+        raise UserError("this is a language model: use generate, not translate")
+    decode = decode_overrides(args, TRANSLATE)
+    n_best = decode.get("n_best", pipeline.decode.n_best)
+    beam = decode.get("beam_size", pipeline.decode.beam_size)
+    if n_best > beam:  # both flags together were checked above: one of the two is the model's default
+        if "n_best" in decode:
+            raise UserError(f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
+                            f"give --beam {n_best} or more")
+        raise UserError(f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best {beam}")
+    cut: list[int] = []
+    done = 0
+
+    def translate(lines: list[str]) -> list[str]:
+        nonlocal done
+        first = done
+        if args.prefix:  # a text-to-text model's task; blank lines stay blank
+            lines = [args.prefix + line if line.strip() else line for line in lines]
+        outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode,
+                                     on_truncate=lambda numbers: cut.extend(first + n for n in numbers))
+        done += len(lines)
+        if n_best > 1:  # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
+            return [f"{first + i}\t{rank}\t{h}" for i, hyps in enumerate(outputs)
+                    for rank, h in enumerate(hyps or [""] * n_best, 1)]
+        return outputs
+
+    if args.input not in (None, "-"):
+        write_text(args.output, translate(read_lines(args.input, "--input")))
+    elif args.output not in (None, "-"):
+        write_text(args.output, [out for chunk in stream_lines() for out in translate(chunk)])
+    else:
+        for chunk in stream_lines():
+            sys.stdout.write(format_lines(translate(chunk)))
+            sys.stdout.flush()
+    if cut:
+        note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
+    (text-to-text) model answers it as translate would, after --prefix."""
+    from ..model.transformer import EncoderDecoder
+
+    pipeline = load_pipeline(args, "generate")
+    if isinstance(pipeline.model, EncoderDecoder):
+        flags = {name: f.metadata["flag"] for name, f in settings_of(DecodeConfig).items()}
+        sampling = [flags[name] for name in SAMPLING if getattr(args, name) is not None]
+        sampling += (["--seed"] if args.seed is not None else []) + (["--chat"] if args.chat else [])
+        if sampling:
+            raise UserError(f"{', '.join(sampling)}: an encoder-decoder answers with beam search (--beam) as "
+                            "translate does; sampling and chat are for language models")
+        cut = f"the prompt was cut to the model's {pipeline.max_source_tokens} tokens"
+        print(pipeline.translate([(args.prefix or "") + args.prompt], **decode_overrides(args, ("beam_size",)),
+                                 on_truncate=lambda _: note("generate", cut))[0])
+        return
+    if args.prefix:
+        raise UserError("--prefix names a text-to-text model's task: it is for encoder-decoder models")
+    print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode_overrides(args, GENERATE),
+                            on_truncate=lambda message: note("generate", message)))
+
+
+def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list:
+    """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on stderr."""
+    from ..decoding.pipeline import truncation_note
+
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    cut: list[int] = []
+    results = pipeline.classify([lines[i] for i in kept], top_k=top_k, on_truncate=cut.extend)
+    if cut:
+        limit = pipeline.model.config.max_positions - 2
+        note(command, truncation_note([kept[n - 1] + 1 for n in cut], len(lines), limit))
+    out: list = [None] * len(lines)
+    for i, result in zip(kept, results, strict=True):
+        out[i] = result
+    return out
+
+
+def cmd_classify(args: argparse.Namespace) -> None:
+    """Label each line of text (stdin or --input): label<TAB>probability per line, the top K pairs with --top-k K."""
+    if args.output not in (None, "-"):
+        check_output(args.output)
+    pipeline = load_pipeline(args, "classify")
+    pairs = lambda r: "\t".join(f"{label}\t{p:.4f}" for label, p in r)  # noqa: E731
+    if pipeline.model.config.vision is not None:
+        if not args.input:
+            raise UserError("give the images to classify: --input FILE... or a folder of them")
+        files = image_files(args.input)
+        results = pipeline.classify_images(files, top_k=args.top_k)
+        write_text(args.output, [f"{file}\t{pairs(r)}" for file, r in zip(files, results, strict=True)])
+        return
+    if args.input and len(args.input) > 1:
+        raise UserError(f"--input takes one text file for a text classifier, not {len(args.input)}")
+    lines = read_text(args.input[0] if args.input else None, "--input")
+    results = classify_lines(pipeline, lines, args.top_k, "classify")
+    write_text(args.output, ["" if r is None else pairs(r) for r in results])
+
+
+def image_files(paths: list[str]) -> list[str]:
+    """Image files named, and those inside named folders (recursively, sorted)."""
+    from ..data.images import IMAGE_SUFFIXES
+
+    files = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            if not found:
+                raise UserError(f"--input {name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
+            files += found
+        elif path.is_file():
+            files.append(name)
+        else:
+            raise UserError(f"--input {name} not found")
+    return files
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`translate`, `classify` and `generate`."""
+    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
+    p.add_argument("model_dir")
+    add_decode_args(p, TRANSLATE)
+    p.add_argument("--input", help="file of source lines (default: standard input)")
+    p.add_argument("--output", help="file for the translations (default: standard output)")
+    add_flag(p, "--batch-tokens", type=int, default=4000, bounds=POSITIVE, give="a positive number of tokens",
+             help="source tokens per batch (default 4000)")
+    p.add_argument("--prefix", help="put this before every input line: a text-to-text model's task, e.g. "
+                                    "'translate Spanish to English: '")
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("classify", help="label lines of text with an encoder classifier's model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--input", nargs="+", help="file of texts, one per line (default: standard input); for an "
+                                              "image classifier, image files or folders of them")
+    p.add_argument("--output", help="file for label<TAB>probability lines (images: file<TAB>label<TAB>"
+                                    "probability; default: standard output)")
+    add_flag(p, "--top-k", dest="top_k", type=int, default=1, bounds=AT_LEAST_0,
+             give="a number of labels (0 = all)",
+             help="label/probability pairs per line, most likely first (default 1; 0 = all labels)")
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("generate", help="continue a prompt with a language model directory (or answer it "
+                                        "with a text-to-text model)")
+    p.add_argument("model_dir")
+    p.add_argument("--prompt", required=True, help="the text to continue (or the question, with --chat)")
+    p.add_argument("--prefix", help="an encoder-decoder (text-to-text) model: put this task prefix before the "
+                                    "prompt")
+    p.add_argument("--chat", action="store_true", help="apply the model's chat template (imported chat models)")
+    add_decode_args(p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"})
+    p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_generate)
