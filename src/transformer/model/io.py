@@ -62,7 +62,13 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ModelFileError(f"{path} is not a directory: pass a model directory (config.json + model.safetensors)")
     file = Path(path) / CONFIG_FILE
     if not file.is_file():
-        raise ModelFileError(f"{file} not found: a model directory holds {CONFIG_FILE} and {WEIGHTS_FILE}")
+        runs = [Path(path) / name for name in ("best", "last") if (Path(path) / name / CONFIG_FILE).is_file()]
+        if runs:  # a run directory (what train writes): its model directories are best/ and last/
+            also = f" (or {runs[1]})" if len(runs) > 1 else ""
+            raise ModelFileError(f"{file} not found: {path} is a run directory, not a model directory: "
+                                 f"did you mean {runs[0]}{also}?")
+        raise ModelFileError(f"{file} not found: {path} is not a model directory (one holds {CONFIG_FILE} "
+                             f"and {WEIGHTS_FILE})")
     try:
         values = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
