@@ -1,6 +1,7 @@
 """Batched beam search over the KV cache (the paper's decoder, §6.1: beam 4, length penalty alpha = 0.6).
 
-Legend: B sentences still searching, K beam size, V vocabulary, C = 2K candidates per sentence.
+Legend: B sentences still searching, K beam size, V vocabulary, M = 2K candidates per sentence;
+attention records as in history.py (L decoder layers, H heads, T' steps, S source length).
 
 Conventions (also in docs):
 - Each step ranks the K*V continuations of a sentence's live beams by raw log-probability and
@@ -42,7 +43,7 @@ class Hypothesis:
     log_prob: float
     """log P(Y | X), </s> included when the hypothesis ended with it."""
     attention: dict | None = None
-    """{"self": (L, H, T', K), "cross": (L, H, T', S)} when asked for."""
+    """{"self": (L, H, T', keys), "cross": (L, H, T', S)} when asked for."""
 
 
 def _is_done(finished: list[Hypothesis], best_live: float, step_len: int, max_len: int, k: int,
@@ -71,7 +72,7 @@ def beam_search(model: torch.nn.Module, src_ids: SourceInput, beam_size: int = D
     Returns ids (B, T) — or (B, n_best, T) when n_best > 1 — best first, without <s>/</s>,
     right-padded with pad_id; with return_scores also the penalised scores (B,) or (B, n_best)
     (-inf for a slot no hypothesis filled); with return_attention also
-    {"self": (B, [n_best,] L, H, T, K), "cross": (B, [n_best,] L, H, T, S) or None}.
+    {"self": (B, [n_best,] L, H, T, keys), "cross": (B, [n_best,] L, H, T, S) or None}.
     """
     DecodeConfig(beam_size=beam_size, length_penalty=length_penalty, length_penalty_kind=length_penalty_kind,
                  max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, n_best=n_best,
@@ -121,17 +122,17 @@ def _search(stepper: Stepper, k: int, alpha: float, kind: str, max_new: torch.Te
         blocked_tokens(log_probs, cfg, t, min_len)
         cand = (beam_scores[:, :, None] + log_probs.view(b, beams, vocab)).view(b, beams * vocab)
         top = min(n_cand, beams * vocab)
-        cand_scores, cand_index = cand.topk(top, dim=-1)  # (B, C), sorted best first
+        cand_scores, cand_index = cand.topk(top, dim=-1)  # (B, M), sorted best first
         if top < n_cand:  # a tiny vocabulary: fill the candidate list with impossible entries
             fill = n_cand - top
             cand_scores = torch.cat([cand_scores, cand_scores.new_full((b, fill), -float("inf"))], dim=1)
             cand_index = torch.cat([cand_index, cand_index.new_zeros(b, fill)], dim=1)
-        cand_beam = cand_index // vocab  # (B, C)
+        cand_beam = cand_index // vocab  # (B, M)
         cand_token = cand_index % vocab
         is_eos = cand_token == cfg.eos_id
         at_max = torch.tensor([t + 1 >= max_list[s] for s in alive], device=device)  # (B,)
         in_top_k = torch.arange(n_cand, device=device) < k
-        final = in_top_k & (is_eos | at_max[:, None]) & torch.isfinite(cand_scores)  # (B, C)
+        final = in_top_k & (is_eos | at_max[:, None]) & torch.isfinite(cand_scores)  # (B, M)
         for i, c in final.nonzero().tolist():
             beam = int(cand_beam[i, c])
             seq = tokens[i, beam]

@@ -1,7 +1,8 @@
 """Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2); the KV cache is in cache.py.
 
-Legend: B batch, T query length, S key length, C d_model, H query heads,
-K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim.
+Legend (model/__init__.py): B batch, T query length, S key length, L either, C d_model, H query
+heads, K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim (d_k),
+Dv the values' head dim (d_v).
 Masks are booleans, True = may attend, broadcastable to (B, H, T, S). A bias (T5's relative
 position bias) is a float tensor broadcastable to (B, H, T, S), added to the scores.
 A query row with nothing to attend to gives a zero vector, never NaN, in both paths.
@@ -152,10 +153,10 @@ class MultiHeadAttention(nn.Module):
     @staticmethod
     def _split(x: torch.Tensor, n: int) -> torch.Tensor:
         b, length, width = x.shape
-        return x.view(b, length, n, width // n).transpose(1, 2)  # (B, n, L, D)
+        return x.view(b, length, n, width // n).transpose(1, 2)  # (B, H or K, L, D)
 
     def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, S, C) -> keys (B, K, S, d_k), values (B, K, S, d_v); keys rotated when rotary is set."""
+        """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set."""
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
         v = self._split(linear(self.v_proj, source), self.n_kv_heads)
         if self.rotary is not None:

@@ -1,7 +1,8 @@
 """The KV cache of incremental decoding, and the prefix tree that beam search keeps in it.
 
-Legend: B rows (sentences or beam rows), N sentences, G beams per sentence (B = N * G),
-K key/value heads, S cached positions (or cells), D head dim.
+Legend (model/__init__.py): B rows (sentences or beam rows), N sentences, G beams per sentence
+(B = N * G), K key/value heads, S cached positions (or cells), D head dim; B', S' after a
+reorder or gather.
 
 Flat layout: each row keeps its own keys/values (B, K, S, D). Greedy search and sampling use
 it, and so does beam search when attention weights are requested.
@@ -103,14 +104,14 @@ class LayerCache:
     def gather_self(self, rows: torch.Tensor, positions: torch.Tensor) -> None:
         """New rows r' made of chosen entries: entry j of r' is old row rows[r', j], position positions[r', j].
 
-        rows, positions (R', S'). Builds prefix-tree cells from flat rows, compacts cells, and
+        rows, positions (B', S'). Builds prefix-tree cells from flat rows, compacts cells, and
         turns cells back into flat rows.
         """
         n, length = rows.shape
         target = self._target(n, length)
         heads = torch.arange(self.self_kv[0].shape[1], device=rows.device)[None, :, None]  # (1, K, 1)
         for full, out in zip(self.self_kv, target, strict=True):
-            out[:n, :, :length] = full[rows[:, None, :], heads, positions[:, None, :]]  # (R', K, S', D)
+            out[:n, :, :length] = full[rows[:, None, :], heads, positions[:, None, :]]  # (B', K, S', D)
         self._swap_in(target, n, length)
 
 

@@ -1,6 +1,8 @@
 """Position-wise feed-forward network (§3.3), norms, and the encoder and decoder layers (§3.1).
 
-Legend: B batch, T target length, S source length, C d_model, F d_ff.
+Legend (model/__init__.py): B batch, T target length, S source length, L either, C d_model,
+H heads, K key/value heads, D head dim, d_ff the feed-forward width; N sentences and G beams per
+sentence in a prefix-tree cache.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
         if self.w3 is not None:
-            h = activate(linear(self.w1, x), self.activation) * linear(self.w3, x)  # (B, L, F)
+            h = activate(linear(self.w1, x), self.activation) * linear(self.w3, x)  # (B, L, d_ff)
         else:
-            h = activate(linear(self.w1, x), self.activation)  # (B, L, F)
+            h = activate(linear(self.w1, x), self.activation)  # (B, L, d_ff)
         return linear(self.w2, dropped(self.dropout, h))
 
 

@@ -1,6 +1,6 @@
 """Attention masks as pure functions. Convention everywhere: True = may attend.
 
-Legend: B batch, T query length, S key length.
+Legend (model/__init__.py): B batch, T query length, S key length, L a token mask's length.
 A (B, L) *token mask* says which positions hold real tokens; an attention mask is
 (B, 1, T, S) and broadcasts over the heads.
 """

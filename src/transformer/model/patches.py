@@ -2,12 +2,14 @@
 patches, each flattened and projected to d_model by one linear layer, a learned [CLS] vector in
 front, position information added, dropout.
 
-Legend: B batch, C channels, H = W image size, P patch size, G = H / P patches per side,
-N = G * G patches, D d_model.
+Legend (model/__init__.py): B batch, P patches per image, C d_model; spelled out: channels,
+size (an image's height = width), patch (patch_size, a patch's side), grid = size / patch
+patches per side (P = grid * grid).
 
 The projection is a linear layer on the flattened patch (channel, row, column order), which is
-exactly a stride-P convolution with a P x P kernel (ViT's and Hugging Face's `Conv2d`): the
-convolution's weight (D, C, P, P) reshaped to (D, C * P * P) is this layer's weight.
+exactly a stride-patch convolution with a patch x patch kernel (ViT's and Hugging Face's
+`Conv2d`): the convolution's weight (C, channels, patch, patch) reshaped to
+(C, channels * patch * patch) is this layer's weight.
 Positions: "learned" (ViT's: one vector per position, [CLS] included), "sinusoidal2d" (fixed:
 half the dimensions encode the patch's row, half its column, each with §3.5's sinusoids; [CLS]
 gets zeros) or "none".
@@ -25,18 +27,19 @@ POSITIONS = ("learned", "sinusoidal2d", "none")
 
 
 def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
-    """(1 + grid * grid, D): zeros for [CLS], then for the patch at (row, column) in row-major order
-    the 1-D sinusoids of the row in the first D/2 dimensions and of the column in the last D/2."""
+    """(1 + P, C): zeros for [CLS], then for the patch at (row, column) in row-major order
+    the 1-D sinusoids of the row in the first C/2 dimensions and of the column in the last C/2."""
     if d_model % 4:
         raise ValueError(f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of row and column)")
-    half = sinusoidal_table(grid, d_model // 2)  # (G, D/2)
-    rows = half.repeat_interleave(grid, dim=0)  # (N, D/2): row r for patches r*G .. r*G + G - 1
-    cols = half.repeat(grid, 1)  # (N, D/2)
+    half = sinusoidal_table(grid, d_model // 2)  # (grid, C/2)
+    rows = half.repeat_interleave(grid, dim=0)  # (P, C/2): row r for patches r*grid .. r*grid + grid - 1
+    cols = half.repeat(grid, 1)  # (P, C/2)
     return torch.cat([torch.zeros(1, d_model), torch.cat([rows, cols], dim=1)])
 
 
 class PatchEmbedding(nn.Module):
-    """(B, C, H, W) pixels -> (B, 1 + N, D): [CLS] and the projected patches, plus positions, then dropout."""
+    """(B, channels, size, size) pixels -> (B, 1 + P, C): [CLS] and the projected patches, plus
+    positions, then dropout."""
 
     def __init__(self, image_size: int, patch_size: int, channels: int, d_model: int, positions: str,
                  dropout: float):
@@ -63,10 +66,11 @@ class PatchEmbedding(nn.Module):
         return self.grid * self.grid
 
     def patches(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) -> (B, N, C * P * P): row-major patches, each flattened channel, row, column."""
+        """(B, channels, size, size) -> (B, P, channels * patch * patch): row-major patches, each
+        flattened channel, row, column."""
         b, c, h, w = self.check(pixels)
         g, p = self.grid, self.patch_size
-        x = pixels.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5)  # (B, G, G, C, P, P)
+        x = pixels.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5)  # (B, grid, grid, channels, patch, patch)
         return x.reshape(b, g * g, c * p * p)
 
     def check(self, pixels: torch.Tensor) -> tuple[int, int, int, int]:
@@ -84,8 +88,8 @@ class PatchEmbedding(nn.Module):
         return b, c, h, w
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        x = self.projection(self.patches(pixels).to(self.projection.weight.dtype))  # (B, N, D)
-        x = torch.cat([self.cls.expand(x.size(0), -1, -1).to(x.dtype), x], dim=1)  # (B, 1 + N, D)
+        x = self.projection(self.patches(pixels).to(self.projection.weight.dtype))  # (B, P, C)
+        x = torch.cat([self.cls.expand(x.size(0), -1, -1).to(x.dtype), x], dim=1)  # (B, 1 + P, C)
         if self.positions is not None:
             x = x + self.positions.to(x.dtype)
         return dropped(self.dropout, x)

@@ -1,6 +1,7 @@
 """Position information: sinusoidal (§3.5), learned, and rotary (RoPE, Su et al. 2021).
 
-Legend: B batch, L length, C d_model, H heads, D head dim.
+Legend (model/__init__.py): B batch, L length, T query length, S key length, C d_model, H heads,
+D head dim; a table has one row per position (max_positions rows).
 Positions are absolute and 0-based; incremental decoding passes the absolute step.
 """
 
@@ -13,13 +14,13 @@ from torch import nn
 
 
 def sinusoidal_table(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
-    """(P, C) table of §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(same).
+    """(n_positions, C) table of §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(same).
 
     layout="halves" puts all the sines first and all the cosines after (Marian, fairseq).
     """
-    position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n_positions, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
-    angles = position * inv_freq  # (P, C/2)
+    angles = position * inv_freq  # (n_positions, C/2)
     table = torch.empty(n_positions, d_model, dtype=torch.float64)
     if layout == "interleaved":
         table[:, 0::2] = torch.sin(angles)
@@ -84,7 +85,7 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.max_positions = max_positions
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
-        angles = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq  # (P, D/2)
+        angles = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq  # (max_positions, D/2)
         # Per dimension: each pair's cosine twice, and its sine with the sign of the pair's slot, so
         # that rotating is x * cos + swap_pairs(x) * sin, four operations on whole tensors.
         sin = torch.sin(angles)

@@ -4,7 +4,8 @@
 layer's weights with a readable label per token; `plot_attention` draws a (T, S) matrix, or
 one panel per head for (H, T, S), as a PNG with a colour bar.
 
-Legend: H heads, T output tokens (rows, queries), S source / key tokens (columns), L layers.
+Legend (model/__init__.py): H heads, T output tokens (rows, queries), S source / key tokens
+(columns).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class AttentionMap:
     """One layer's attention weights while decoding one text, with a label per row and column."""
 
     weights: torch.Tensor
-    """(T, K) for one head or the mean over heads, (H, T, K) for all heads; float32 on the CPU."""
+    """(T, S) for one head or the mean over heads, (H, T, S) for all heads; float32 on the CPU."""
     rows: list[str]
     """Query labels: the output token each row's query predicted (kind "encoder": the source tokens)."""
     columns: list[str]
@@ -102,7 +103,7 @@ def _index(value: int, count: int, what: str, where: str, other: str = "") -> in
 
 
 def _select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
-    """(H, T, K) -> (T, K) for a head or the mean over heads; unchanged for "all"."""
+    """(H, T, S) -> (T, S) for a head or the mean over heads; unchanged for "all"."""
     if head == "all":
         return weights
     if head == "mean":
@@ -117,7 +118,7 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
     kind: "cross" (default for translation models), "self" (the decoder's self-attention; the
     only kind, and the default, for language models) or "encoder" (the encoder's self-attention
     over the source, as in the paper's Figures 3-5; no decoding). layer and head count from 0
-    (-1 = the last); head "mean" averages the heads, "all" keeps them (H, T, K).
+    (-1 = the last); head "mean" averages the heads, "all" keeps them (H, T, S).
     beam_size: 1 is greedy; default the model's decode.json for translation, greedy for language
     models. `decode` overrides other decoding defaults (max_len_b, min_len, length_penalty, ...).
 
@@ -177,7 +178,7 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
         keys = src
     else:
         keys = ((src if lm else [cfg.start_id]) + out_ids[:-1]) if t else []
-    weights = att[kind][0, layer][:, :t, : len(keys)]  # (H, T, K)
+    weights = att[kind][0, layer][:, :t, : len(keys)]  # (H, T, S)
     tok = pipeline.target_tokenizer
     output = token_pieces(tok, out_ids)
     columns = source if kind == "cross" else token_pieces(tok, keys)

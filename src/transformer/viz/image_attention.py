@@ -4,6 +4,9 @@ layer, and the attention rollout across all layers (Abnar & Zuidema 2020), drawn
 Rollout: each layer's attention averaged over heads, A, is mixed with the identity for the residual
 connection, 0.5 A + 0.5 I, its rows renormalised, and the layers multiplied from the first to the
 last; the [CLS] row of the product, over the patches, is how much each patch flowed into [CLS].
+
+Legend (model/__init__.py): H heads, L = 1 + P positions ([CLS] and the P patches), grid patches
+per side (P = grid * grid).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from . import figure_format, save_figure
 
 
 def rollout(weights: list[torch.Tensor]) -> torch.Tensor:
-    """Attention rollout: weights, one (H, T, T) per layer (first layer first) -> (T, T)."""
+    """Attention rollout: weights, one (H, L, L) per layer (first layer first) -> (L, L)."""
     result = None
     for w in weights:
-        a = w.float().mean(dim=0)  # (T, T), rows sum to 1
+        a = w.float().mean(dim=0)  # (L, L), rows sum to 1
         a = 0.5 * a + 0.5 * torch.eye(a.size(0))
         a = a / a.sum(dim=-1, keepdim=True)
         result = a if result is None else a @ result
@@ -32,9 +35,9 @@ def rollout(weights: list[torch.Tensor]) -> torch.Tensor:
 @dataclass
 class ImageAttention:
     heads: torch.Tensor
-    """(H, G, G): [CLS]'s attention over the patches in the chosen layer, per head."""
+    """(H, grid, grid): [CLS]'s attention over the patches in the chosen layer, per head."""
     rollout: torch.Tensor
-    """(G, G): the [CLS] row of the rollout over all layers, over the patches."""
+    """(grid, grid): the [CLS] row of the rollout over all layers, over the patches."""
     layer: int
     n_layers: int
     probabilities: list[tuple[str, float]]
@@ -44,7 +47,7 @@ class ImageAttention:
 @torch.no_grad()
 def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
                     labels: list[str] | None = None) -> ImageAttention:
-    """pixels (1, C, H, W) in [-1, 1] -> the maps above, for one layer (negative: from the last)."""
+    """pixels (1, channels, size, size) in [-1, 1] -> the maps above, for one layer (negative: from the last)."""
     v = model.config.vision
     if v is None:
         raise ValueError("this model reads text, not images: give --text instead of --image")
@@ -54,7 +57,7 @@ def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
         raise ValueError(f"--layer {layer}: the encoder has layers 0-{n_layers - 1} (or -1 for the last)")
     model.eval()
     hidden, weights = model(pixels, need_weights=True)
-    weights = [w[0].float().cpu() for w in weights]  # (H, T, T) per layer
+    weights = [w[0].float().cpu() for w in weights]  # (H, L, L) per layer
     g = v.image_size // v.patch_size
     heads = weights[index][:, 0, 1:].reshape(-1, g, g)
     rolled = rollout(weights)[0, 1:].reshape(g, g)
@@ -70,7 +73,7 @@ def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
 def plot_image_attention(image: torch.Tensor, maps: ImageAttention, out: str | os.PathLike,
                          title: str | None = None) -> Path:
     """Draw the image, then each head's [CLS] map and the rollout over it (upsampled to the image).
-    image: uint8 (C, H, W). The format follows out's suffix; the file is written atomically."""
+    image: uint8 (channels, size, size). The format follows out's suffix; the file is written atomically."""
     figure_format(out)  # before the work
     import matplotlib
 
