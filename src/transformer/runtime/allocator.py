@@ -4,16 +4,17 @@ Why: glibc hands every block above its mmap threshold (128 KiB, raised by its ow
 32 MiB) straight back to the kernel when it is freed, and the next block of that size comes back
 as fresh pages, each zeroed by the kernel on its first touch (a minor page fault). A training step
 allocates and frees the same large tensors every step: in the Bible recipe the (N, V) logits and
-their gradient, ~50 MB each. That is ~31,000 page faults a step, ~10% of a 2-core step.
+their gradient, ~50 MB each: tens of thousands of page faults a step, a tenth of a CPU step
+(benchmarks/loop_speed.py; the counts and timings are in docs/benchmarks.md).
 
 What: mallopt(M_MMAP_THRESHOLD, 1 GiB) and mallopt(M_TRIM_THRESHOLD, 2 GiB - 1), so that freed
-blocks stay in the heap and the next step reuses them (benchmarks/loop_speed.py, docs/benchmarks.md:
-page faults 31,700 -> 5,000 a step, steps ~1.1x faster on an Intel Xeon, 2 cores). It is what
-jemalloc or tcmalloc under LD_PRELOAD do for PyTorch on CPUs, without a library to install.
-Batches differ in shape, so freed blocks do not always fit the next request and the heap's free
-fragments add up (the Bible hour without trimming: 3.0 GB resident after 2 minutes, 4.1 GB after
-16): every TRIM_EVERY_STEPS steps and when training ends, release_freed_memory() gives the free
-pages back to the kernel (malloc_trim), which costs one step's page faults per TRIM_EVERY_STEPS.
+blocks stay in the heap and the next step reuses them (fewer page faults and faster steps:
+benchmarks/loop_speed.py, docs/benchmarks.md). It is what jemalloc or tcmalloc under LD_PRELOAD
+do for PyTorch on CPUs, without a library to install. Batches differ in shape, so freed blocks
+do not always fit the next request and the heap's free fragments add up (without trimming, the
+resident memory keeps growing over an hour's run: docs/benchmarks.md): every TRIM_EVERY_STEPS
+steps and when training ends, release_freed_memory() gives the free pages back to the kernel
+(malloc_trim), which costs one step's page faults per TRIM_EVERY_STEPS.
 The thresholds stay as set: glibc has no call that restores its adaptive rule.
 
 Where not: other C libraries (musl, macOS: mallopt is absent or does nothing), GPU runs (their

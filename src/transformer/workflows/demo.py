@@ -75,11 +75,10 @@ def config_path() -> Path:
 
 # What the 15-minute budget changes in the config's 60-minute recipe: no dropout, and the paper's
 # inverse-sqrt schedule instead of the hour's cosine. Fifteen minutes are about 2.5 epochs, where
-# the model underfits and dropout only slows it (docs/experiments.md, Table 3 (D): 0.0 scores +1.5
-# BLEU over 0.1 at 1,200 steps); the hour's 12 epochs keep 0.1. At 15 minutes the average of the
-# last 3 checkpoints of the still-high inverse-sqrt rate beats the cosine's annealed end (valid
-# BLEU 30.3 against 28.4; at the hour the cosine wins: experiments.md, "The recipe, re-measured").
-# A --set wins.
+# the model underfits and dropout only slows it (docs/experiments.md, Table 3 (D)); the hour's
+# 12 epochs keep 0.1. At 15 minutes the average of the last 3 checkpoints of the still-high
+# inverse-sqrt rate beats the cosine's annealed end; at the hour the cosine wins (the scores:
+# docs/experiments.md, "The recipe, re-measured at its budgets"). A --set wins.
 DEMO_SETTINGS = ("model.dropout=0.0", 'train.schedule="inverse_sqrt"')
 
 
