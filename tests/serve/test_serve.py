@@ -442,3 +442,16 @@ def test_a_client_that_goes_away_stops_costing_work(mt):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_metrics_count_every_endpoint_by_name(classifiers):
+    """/v1/classify used to be counted as "other": every route is counted under its own path."""
+    from transformer.serve.app import ROUTES
+
+    text, _ = classifiers
+    assert "/v1/classify" in ROUTES
+    with client(text) as c:
+        assert c.post("/v1/classify", json={"text": LINES[0]}).status_code == 200
+        metrics = c.get("/metrics").text
+    assert 'transformer_requests_total{endpoint="/v1/classify",status="200"} 1' in metrics
+    assert 'endpoint="other"' not in metrics

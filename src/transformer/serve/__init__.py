@@ -1,6 +1,8 @@
 """`transformer serve`: a model directory behind an HTTP API, with dynamic batching and a page
 that shows the attention. Needs the [serve] extra (FastAPI + uvicorn). See app.py for the
-endpoints and worker.py for the batching."""
+endpoints, schemas.py for the request bodies (derived from the settings in transformer.config),
+errors.py, streaming.py, and worker.py for the batching. ServeConfig (its settings) lives in
+transformer.config.serve."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import ipaddress
 import os
 import sys
 
-from .app import API_KEY_ENV, ServeConfig, create_app
+from ..config import API_KEY_ENV, ServeConfig
+from .app import create_app
 
 __all__ = ["API_KEY_ENV", "ServeConfig", "create_app", "is_loopback", "serve"]
 
@@ -22,9 +25,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig | None = None,
-          device: str = "cpu", precision: str | None = None, drain_timeout: float = 30.0,
-          log_level: str = "info") -> int:
+def serve(model_dir: str, host: str = ServeConfig.host, port: int = ServeConfig.port,
+          config: ServeConfig | None = None, device: str = "cpu", precision: str | None = None,
+          drain_timeout: float = ServeConfig.drain_timeout, log_level: str = "info") -> int:
     """Run the server until SIGTERM / SIGINT: then stop accepting, let requests in flight finish
     (at most drain_timeout seconds), stop the worker and return 0 (1 if it could not start).
 
