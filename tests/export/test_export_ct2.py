@@ -198,8 +198,18 @@ def test_the_readme_code_runs_on_the_export(tmp_path, tokenizers, arch, capsys):
     _, path, _, _ = make_model(tmp_path, tokenizers, arch, layout)
     out = export_model(path, "ct2", tmp_path / "ct2")
     code = re.search(r"```python\n(.*?)```", (out / "README.md").read_text(), re.S).group(1)
-    exec(code.replace("DIR", str(out)), {})
+    assert "DIR" not in code and f'"{out.absolute()}' in code  # the real path, as pasted
+    exec(code, {})  # as written in the README
     assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_the_readme_names_a_relative_out_by_its_absolute_path(tmp_path, tokenizers, monkeypatch):
+    _, path, _, _ = make_model(tmp_path, tokenizers, "encoder-decoder", {})
+    monkeypatch.chdir(tmp_path)
+    export_model(path, "ct2", "exports/ct2")
+    readme = (tmp_path / "exports" / "ct2" / "README.md").read_text()
+    assert f'ctranslate2.Translator("{tmp_path / "exports" / "ct2"}", device="cpu")' in readme
+    assert f'from_file("{tmp_path / "exports" / "ct2" / "tokenizer.json"}")' in readme
 
 
 def test_export_command(tmp_path, tokenizers, capsys):

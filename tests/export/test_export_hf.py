@@ -8,6 +8,7 @@ must give the same text.
 """
 
 import json
+import re
 
 import pytest
 import torch
@@ -111,6 +112,19 @@ def test_marian_layout_translates_like_our_pipeline(tmp_path, tokenizers):
             "README.md"} <= files
     readme = (out / "README.md").read_text()
     assert "AutoModelForSeq2SeqLM" in readme and "((5+|Y|)/6)^0.6" in readme
+
+
+@pytest.mark.parametrize("layout, separate", [("marian", False), ("marian", True), ("gpt-2", False)])
+def test_the_readme_code_runs_as_pasted(tmp_path, tokenizers, layout, separate, capsys):
+    target = tokenizers[2] if separate else None
+    source = tokenizers[1] if separate else tokenizers[0]
+    path = model_dir(tmp_path, source, layout, target=target, tie_embeddings=not separate)
+    out = export_model(path, to="hf", out=tmp_path / "hf")
+    code = re.search(r"```python\n(.*?)```", (out / "README.md").read_text(), re.S).group(1)
+    assert "DIR" not in code
+    assert f'from_pretrained("{out.absolute()}' in code or f'model="{out.absolute()}"' in code  # the real path
+    exec(code, {})  # as written in the README
+    assert len(capsys.readouterr().out.splitlines()) == 1
 
 
 def test_separate_vocabularies_decode_with_the_target_tokenizer(tmp_path, tokenizers):

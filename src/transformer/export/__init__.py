@@ -8,11 +8,13 @@ Rules shared by both targets:
 - Nothing half-written: the export is built in a temporary directory beside `out` and renamed
   onto it at the end; a failure leaves no `out`.
 - What the target cannot express is one ExportError line naming the field and the way out.
-- Each output gets a README.md saying how to run it there, with our tokenizer.
+- Each output gets a README.md saying how to run it there, with our tokenizer; its code names the
+  output directory by its absolute path (python_path), so that it runs as pasted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -63,10 +65,15 @@ def write_directory(out: str | os.PathLike, write: Callable[[Path], None]) -> Pa
     return out
 
 
+def python_path(path: str | os.PathLike) -> str:
+    """A Python string literal of `path` made absolute, for the code in an export's README."""
+    return json.dumps(str(Path(path).absolute()), ensure_ascii=False)
+
+
 def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return umask
 
 
-__all__ = ["TARGETS", "ExportError", "export_model", "write_directory"]
+__all__ = ["TARGETS", "ExportError", "export_model", "python_path", "write_directory"]

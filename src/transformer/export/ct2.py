@@ -35,7 +35,7 @@ from ..data.tokenizer import SHARED_FILE, SOURCE_FILE, TARGET_FILE
 from ..model.positional import sinusoidal_table
 from ..model.transformer import Model
 from ..model_dir import DECODE_FILE, load_decode_config, load_model, load_tokenizers
-from . import ExportError, write_directory
+from . import ExportError, python_path, write_directory
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
@@ -227,15 +227,16 @@ def export_ct2(model_dir: str | os.PathLike, out: str | os.PathLike, quantizatio
         for name in (SHARED_FILE, SOURCE_FILE, TARGET_FILE, DECODE_FILE):
             if (model_dir / name).is_file():
                 shutil.copyfile(model_dir / name, tmp / name)
-        (tmp / "README.md").write_text(readme(cfg, decode, quantization, (model_dir / SHARED_FILE).is_file()),
-                                       encoding="utf-8")
+        text = readme(cfg, decode, quantization, (model_dir / SHARED_FILE).is_file(), Path(out))
+        (tmp / "README.md").write_text(text, encoding="utf-8")
 
     return write_directory(out, write)
 
 
-def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool) -> str:
-    """How to run the exported model with CTranslate2 and our tokenizer."""
+def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out: Path) -> str:
+    """How to run the exported model (the directory `out`) with CTranslate2 and our tokenizer."""
     src_file, tgt_file = (SHARED_FILE, SHARED_FILE) if shared else (SOURCE_FILE, TARGET_FILE)
+    where, src_path, tgt_path = python_path(out), python_path(out / src_file), python_path(out / tgt_file)
     note = "" if decode.length_penalty_kind == "power" else "  # |Y|^alpha: see below"
     lines = [
         "# CTranslate2 export",
@@ -250,9 +251,9 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool) -> 
     ]
     if cfg.arch == "encoder-decoder":
         lines += [
-            f'source = tokenizers.Tokenizer.from_file("DIR/{src_file}")',
-            f'target = tokenizers.Tokenizer.from_file("DIR/{tgt_file}")',
-            'translator = ctranslate2.Translator("DIR", device="cpu")',
+            f"source = tokenizers.Tokenizer.from_file({src_path})",
+            f"target = tokenizers.Tokenizer.from_file({tgt_path})",
+            f'translator = ctranslate2.Translator({where}, device="cpu")',
             'lines = ["Hola."]',
             "batch = [source.encode(line, add_special_tokens=False).tokens for line in lines]",
             f"results = translator.translate_batch(batch, beam_size={decode.beam_size}, "
@@ -266,8 +267,8 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool) -> 
     else:
         bos = "[\"" + "<s>" + "\"] + " if decode.add_bos else ""
         lines += [
-            f'tokenizer = tokenizers.Tokenizer.from_file("DIR/{tgt_file}")',
-            'generator = ctranslate2.Generator("DIR", device="cpu")',
+            f"tokenizer = tokenizers.Tokenizer.from_file({tgt_path})",
+            f'generator = ctranslate2.Generator({where}, device="cpu")',
             f'prompt = {bos}tokenizer.encode("Once upon a time", add_special_tokens=False).tokens',
             f"results = generator.generate_batch([prompt], max_length={min(decode.max_new_tokens, cfg.max_positions)}, "
             "sampling_topk=1, include_prompt_in_result=False)",

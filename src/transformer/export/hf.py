@@ -44,7 +44,7 @@ from ..model_dir import (
     load_model,
     load_tokenizers,
 )
-from . import ExportError, write_directory
+from . import ExportError, python_path, write_directory
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"
 
@@ -171,14 +171,17 @@ def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
         _write_tokenizer(tmp, main)
         if separate:
             _write_tokenizer(tmp / TARGET_TOKENIZER_DIR, tokenizer_files(target, cfg, False, None))
-        (tmp / "README.md").write_text(readme(cfg, decode, type(hf_model).__name__, separate, chat is not None),
-                                       encoding="utf-8")
+        text = readme(cfg, decode, type(hf_model).__name__, separate, chat is not None, Path(out))
+        (tmp / "README.md").write_text(text, encoding="utf-8")
 
     return write_directory(out, write)
 
 
-def readme(cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool) -> str:
-    """What the exported model is, how to run it with transformers, and where that differs from ours."""
+def readme(cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool,
+           out: Path) -> str:
+    """What the exported model (the directory `out`) is, how to run it with transformers, and where
+    that differs from ours."""
+    where = python_path(out)
     layers = {"encoder-decoder": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}", "decoder": cfg.n_decoder_layers,
               "encoder": cfg.n_encoder_layers}[cfg.arch]
     article = "an" if cfg.arch.startswith("e") else "a"
@@ -187,23 +190,25 @@ def readme(cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool
              f"d_model {cfg.d_model}, {cfg.norm_position}-norm, {cfg.positional} positions) as `{hf_class}`, "
              "float32; its outputs match ours.", "", "```python", "import transformers"]
     if cfg.arch == "encoder-decoder":
-        lines += ['tokenizer = transformers.AutoTokenizer.from_pretrained("DIR")',
-                  'model = transformers.AutoModelForSeq2SeqLM.from_pretrained("DIR")',
+        lines += [f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
+                  f"model = transformers.AutoModelForSeq2SeqLM.from_pretrained({where})",
                   'ids = model.generate(**tokenizer(["Hola."], return_tensors="pt", padding=True))']
         if separate:
-            lines += [f'target = transformers.AutoTokenizer.from_pretrained("DIR/{TARGET_TOKENIZER_DIR}")',
+            target = python_path(out / TARGET_TOKENIZER_DIR)
+            lines += [f"target = transformers.AutoTokenizer.from_pretrained({target})",
                       "print(target.batch_decode(ids, skip_special_tokens=True))"]
         else:
             lines += ["print(tokenizer.batch_decode(ids, skip_special_tokens=True))",
-                      '# transformers 4 also has transformers.pipeline("translation", model="DIR") (removed in 5)']
+                      f'# transformers 4 also has transformers.pipeline("translation", model={where}) '
+                      "(removed in 5)"]
     elif cfg.arch == "decoder":
-        lines += ['generate = transformers.pipeline("text-generation", model="DIR")',
+        lines += [f'generate = transformers.pipeline("text-generation", model={where})',
                   'print(generate("Once upon a time", return_full_text=False)[0]["generated_text"])',
-                  '# or transformers.AutoModelForCausalLM.from_pretrained("DIR") with AutoTokenizer']
+                  f"# or transformers.AutoModelForCausalLM.from_pretrained({where}) with AutoTokenizer"]
     else:
         pooler = ", add_pooling_layer=False" if hf_class == "BertModel" and not cfg.pooler else ""
-        lines += ['tokenizer = transformers.AutoTokenizer.from_pretrained("DIR")',
-                  f'model = transformers.{hf_class}.from_pretrained("DIR"{pooler})',
+        lines += [f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
+                  f"model = transformers.{hf_class}.from_pretrained({where}{pooler})",
                   'outputs = model(**tokenizer(["Hello."], return_tensors="pt"))']
     lines += ["```", ""]
     if separate:
