@@ -542,7 +542,7 @@ def test_average_into_carries_the_last_checkpoints_tokenizer_and_decoding_defaul
 def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data, monkeypatch):
     """bf16 really is used: every loss (training and validation) sees bf16 logits, and the losses
     differ from an fp32 run with the same seed, by little (the same run, in lower precision)."""
-    import transformer.training.objectives as trainer
+    import transformer.training.objectives.seq2seq as trainer
 
     def lm(precision: str) -> RunConfig:
         return build_run_config({
@@ -598,7 +598,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
     config.toml and the checkpoints record it, the logits really are bf16 or fp32, and a resumed run
     keeps what its checkpoint recorded even where a new measurement would decide otherwise."""
     import transformer.runtime.precision
-    import transformer.training.objectives as trainer
+    import transformer.training.objectives.seq2seq as trainer
 
     seen = []
     loss = trainer.label_smoothed_cross_entropy

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..decoding.greedy import greedy_search
 from ..decoding.step import inference, pad_rows
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from .metrics import ClassificationScores, bleu, chrf, classification_scores, perplexity, task_name
@@ -121,3 +122,25 @@ def score_pairs(pipeline, path, on_truncate: Callable[[list[int]], None] | None 
         scores[task] = {"lines": len(indices), "bleu": bleu(hyps, refs).score, "chrf": chrf(hyps, refs).score,
                         "exact": 100.0 * sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(indices)}
     return scores, outputs
+
+
+@torch.no_grad()
+def greedy_scores(model: torch.nn.Module, sources: Sequence[Sequence[int]], references: Sequence[str],
+                  decode: Callable[[list[int]], str], max_len_a: float, max_len_b: int,
+                  batch_tokens: int) -> tuple[float, float]:
+    """(corpus BLEU 0-100, share of outputs equal to their reference) of greedy output.
+
+    sources: encoded source ids, no special tokens; references: one line each; decode turns output
+    ids into text. Sources of similar length are decoded together, batch_tokens // (the longest
+    source) at a time."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    rows = max(1, batch_tokens // max(len(sources[order[-1]]), 1))
+    hypotheses = [""] * len(sources)
+    for start in range(0, len(order), rows):
+        batch = order[start : start + rows]
+        ids = greedy_search(model, [sources[i] for i in batch], max_len_a=max_len_a,
+                            max_len_b=max_len_b)  # (B, T), no <s>/</s>
+        for i, row in zip(batch, ids.tolist(), strict=True):
+            hypotheses[i] = decode(row).strip()
+    exact = sum(h == r.strip() for h, r in zip(hypotheses, references, strict=True)) / len(sources)
+    return bleu(hypotheses, references).score, exact

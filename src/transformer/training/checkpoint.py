@@ -28,8 +28,10 @@ from ..model_dir import has_tokenizer, load_model, load_tokenizers, model_files,
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 STEP_DIR = re.compile(r"^step-(\d+)$")
-STATE_KEYS = ("step", "epoch", "position", "best_valid_loss", "elapsed_s", "rng", "optimizer")
-"""What resume needs from state.json (precision and scaler are optional)."""
+STATE_KEYS = ("step", "epoch", "position", "best_metric", "elapsed_s", "rng", "optimizer")
+"""What resume needs from state.json (precision, attention, scaler and the schedule's clock are
+optional). best_metric is the best validation value of the metric best_key names (a loss, or a
+classifier's accuracy); checkpoints written before it was named so call it best_valid_loss."""
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -112,13 +114,6 @@ def replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
-def load_checkpoint(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None,
-                    device: str | torch.device = "cpu") -> tuple[Model, dict[str, Any]]:
-    """The model and state.json of a checkpoint; restores the optimizer when one is given."""
-    model = load_model(path, device=device)
-    return model, load_training_state(path, optimizer)
-
-
 def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
     """A checkpoint's state.json; restores the optimizer's moments when one is given.
 
@@ -131,6 +126,8 @@ def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimize
         state = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
         raise damaged_checkpoint(file, e) from None
+    if isinstance(state, dict) and "best_metric" not in state and "best_valid_loss" in state:
+        state["best_metric"] = state.pop("best_valid_loss")  # as older checkpoints name it
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise damaged_checkpoint(file, f"no {', '.join(missing)}")

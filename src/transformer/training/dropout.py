@@ -2,14 +2,16 @@
 off for the first share of training, then on at the rates the model was built with.
 
 Why: a small model on a small corpus under a time budget is in two regimes in turn. Early it
-underfits, and dropout only slows it (Table 3 (D) in docs/experiments.md: at 1,200 steps no dropout
-beats 0.1 by 1.5 BLEU); late it over-fits (the Bible hour's training NLL ends 0.7 nats under the
+underfits, and dropout only slows it; late it over-fits (its training NLL falls below the
 validation's), and dropout is what holds it back. `train.late_dropout = s` trains without dropout
-until a share s of the budget is spent, then with it to the end.
+until a share s of the budget is spent, then with it to the end. Whether that pays on a given
+recipe is measured, not assumed: docs/experiments.md keeps the runs (dropout against none at a
+fixed step count; late dropout on the Bible hour).
 
-The share is the one the cosine schedule reads: of max_minutes on the run's clock when a time
-budget is set, of max_steps otherwise, whichever is further along. The clock is saved in every
-checkpoint, so a resumed run switches at the same step as the uninterrupted one.
+The share is the one the cosine schedule reads (schedule.ScheduleClock.budget_spent): of
+max_minutes on the run's clock when a time budget is set, of max_steps otherwise, whichever is
+further along. The clock is saved in every checkpoint, so a resumed run switches at the same step
+as the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -39,3 +41,19 @@ class DropoutSwitch:
             for module, name, rate in self.rates:
                 setattr(module, name, rate if on else 0.0)
             self.on = on
+
+
+class LateDropout:
+    """train.late_dropout as the loop applies it: before each update, dropout off while less than
+    `late_dropout` of the budget is spent, on from then."""
+
+    def __init__(self, model: nn.Module, late_dropout: float) -> None:
+        self.switch = DropoutSwitch(model)
+        self.late_dropout = late_dropout
+
+    def before_update(self, share_spent: float) -> bool:
+        """Set dropout for the next update; True when this turns it on (the loop logs the switch)."""
+        on = dropout_is_on(share_spent, self.late_dropout)
+        turned_on = on and not self.switch.on
+        self.switch.set(on)
+        return turned_on

@@ -14,9 +14,8 @@ row of logits x and t its target:
 The forward pass works through the rows in cache-sized chunks and, when a gradient is wanted,
 writes softmax(x) - q for each chunk while it is at hand; the backward pass only scales it.
 One exp per logit instead of autograd's two (log_softmax and its backward), and no (N, V)
-float32 log-probabilities, gather gradient or sum gradient: on the Bible recipe's batches
-(3,072 tokens, V = 8,000) 4.2x less time in bf16, training steps 1.24x faster (AMD EPYC, 2 cores;
-benchmarks/loss_speed.py, docs/benchmarks.md).
+float32 log-probabilities, gather gradient or sum gradient. benchmarks/loss_speed.py measures it
+against the unfused loss on the recipe's batch shapes (results, dated: docs/benchmarks.md).
 """
 
 from __future__ import annotations

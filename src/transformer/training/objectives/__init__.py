@@ -1,0 +1,57 @@
+"""What a run learns: each objective's data, batches, model, loss and validation, behind one
+interface (base.Objective) that the loop (trainer.py) drives. One module per family:
+
+- seq2seq.py: seq2seq (translation, text-to-text), lm (next token) and span_corruption (T5):
+  teacher forcing over target tokens; best/ by validation loss.
+- encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
+- classify.py: classify, a label per text or per image; best/ by validation accuracy.
+
+`prepare_objective` picks one with a `match` on train.objective: no registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ...config import OBJECTIVE_ARCHS, ConfigError, RunConfig
+from ...model.io import load_config
+from .. import distributed as D
+from ..corpora import prepare_data
+from .base import Objective, StepSums
+from .classify import Classify, ImageClassify
+from .encoder import MaskedLM, encoder_model, init_dir
+from .seq2seq import Seq2Seq, SpanCorruption
+
+__all__ = ["Classify", "ImageClassify", "MaskedLM", "Objective", "Seq2Seq", "SpanCorruption", "StepSums",
+           "encoder_model", "prepare_objective"]
+
+
+def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
+                      resume: bool = False) -> Objective:
+    """The run's objective with its data prepared (tokenizers trained or loaded, corpora built)."""
+    if config.train.init_from and not resume:
+        _check_init_from(config)
+    match config.objective:
+        case "classify" if config.data.train_images:
+            return ImageClassify(config, run_dir, say, resume)
+        case "classify":
+            return Classify(config, run_dir, dist, say, resume)
+        case "span_corruption":
+            return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
+        case "mlm":
+            data = prepare_data(config, run_dir, dist, say, resume)
+            return MaskedLM(config, data, init_dir(config, run_dir, resume))
+        case "seq2seq" | "lm":
+            return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
+        case other:
+            raise ConfigError(f"train.objective={other!r} is not an objective this trainer knows")
+
+
+def _check_init_from(config: RunConfig) -> None:
+    """init_from must be a model of the family the objective trains."""
+    cfg = load_config(config.train.init_from)
+    needs = OBJECTIVE_ARCHS[config.objective]
+    if cfg.arch != needs:
+        raise ConfigError(f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "
+                          f"objective {config.objective!r} needs arch={needs!r}")
