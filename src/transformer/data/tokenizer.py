@@ -47,11 +47,10 @@ def sentinel_tokens(n: int) -> tuple[str, ...]:
     """The first n sentinel tokens, in order."""
     return tuple(SENTINEL.format(k) for k in range(n))
 ENCODER_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+UNK_ID = SPECIAL_TOKENS.index("<unk>")  # 1: ids follow SPECIAL_TOKENS' order
 SHARED_FILE = "tokenizer.json"
 SOURCE_FILE = "tokenizer.src.json"
 TARGET_FILE = "tokenizer.tgt.json"
-MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
 KINDS = ("bpe", "unigram", "word", "char")
 NO_SPACE_BEFORE = ".,;:!?)]}»”’%"
 NO_SPACE_AFTER = "¿¡([{«“‘"

@@ -23,8 +23,6 @@ from torch import nn
 from .layers import dropped
 from .positional import sinusoidal_table
 
-POSITIONS = ("learned", "sinusoidal2d", "none")
-
 
 def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
     """(1 + P, C): zeros for [CLS], then for the patch at (row, column) in row-major order
