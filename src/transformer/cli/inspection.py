@@ -6,9 +6,16 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from .common import POSITIVE, UserError, add_decode_args, add_device_args, add_flag, check_picture, setup_device
-
-ATTENTION_KINDS = ["cross", "self", "encoder"]
+from ..config import ATTENTION_KINDS
+from .common import (
+    POSITIVE,
+    UserError,
+    add_decode_args,
+    add_device_args,
+    add_flag,
+    check_picture,
+    setup_device,
+)
 
 
 def cmd_info(args: argparse.Namespace) -> None:
@@ -105,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)")
     p.add_argument("--head", default="mean", help="head number (from 0), mean or all (one panel per head; "
                                                   "default mean)")
-    p.add_argument("--kind", choices=ATTENTION_KINDS,
+    p.add_argument("--kind", choices=list(ATTENTION_KINDS),
                    help="cross: output over source (default for translation); self: decoder over its inputs "
                         "(the only kind for language models); encoder: source over source")
     add_decode_args(p, ("beam_size",), note="default: decode.json for translation, greedy for language models")

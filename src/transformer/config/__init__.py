@@ -4,7 +4,13 @@ and the checks they share (checks.py). The bottom of the house: it imports nothi
 packages; a component that validates a choice reads its list from here."""
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
-from .decode import EARLY_STOPPING, INFERENCE_PRECISIONS, LENGTH_PENALTY_KINDS, DecodeConfig
+from .decode import (
+    ATTENTION_KINDS,
+    EARLY_STOPPING,
+    INFERENCE_PRECISIONS,
+    LENGTH_PENALTY_KINDS,
+    DecodeConfig,
+)
 from .model import (
     ACTIVATIONS,
     ARCHS,
@@ -40,7 +46,7 @@ from .run import (
 from .serve import API_KEY_ENV, ServeConfig
 
 __all__ = [
-    "ACTIVATIONS", "API_KEY_ENV", "ARCHS", "ATTENTION_IMPLS", "Bounds", "ConfigError", "DEVICES",
+    "ACTIVATIONS", "API_KEY_ENV", "ARCHS", "ATTENTION_KINDS", "ATTENTION_IMPLS", "Bounds", "ConfigError", "DEVICES",
     "DataConfig", "DecodeConfig", "EARLY_STOPPING", "GATED_ACTIVATIONS", "INFERENCE_PRECISIONS",
     "LENGTH_PENALTY_KINDS", "MIN_BPE_VOCAB", "ModelConfig", "OBJECTIVES", "OBJECTIVE_ARCHS",
     "POSITIONALS", "PRECISIONS", "PRESETS", "RelativeBiasConfig", "RunConfig", "SCHEDULES",

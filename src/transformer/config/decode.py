@@ -18,6 +18,9 @@ LENGTH_PENALTY_KINDS = ("wu", "power")
 INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
 """What a model can run in (transformer.model.quantize); decode.precision adds "auto"."""
 EARLY_STOPPING = (True, False, "never")
+ATTENTION_KINDS = ("cross", "self", "encoder")
+"""Which attention `transformer attention` and /v1/attention show: cross (output over source), self
+(decoder over its inputs), encoder (source over source); see transformer.viz.attention."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..config import TOKENIZER_KINDS
 from ..files import atomic_write_text
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
@@ -51,7 +52,7 @@ UNK_ID = SPECIAL_TOKENS.index("<unk>")  # 1: ids follow SPECIAL_TOKENS' order
 SHARED_FILE = "tokenizer.json"
 SOURCE_FILE = "tokenizer.src.json"
 TARGET_FILE = "tokenizer.tgt.json"
-KINDS = ("bpe", "unigram", "word", "char")
+KINDS = TOKENIZER_KINDS  # data.tokenizer's choice list, defined with the setting in transformer.config
 NO_SPACE_BEFORE = ".,;:!?)]}»”’%"
 NO_SPACE_AFTER = "¿¡([{«“‘"
 _SPACE_BEFORE = re.compile(f" +([{re.escape(NO_SPACE_BEFORE)}])")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-LENGTH_PENALTY_KINDS = ("wu", "power")
+from ..config import LENGTH_PENALTY_KINDS  # decode.length_penalty_kind's choice list
 
 
 def length_penalty(length: torch.Tensor | int | float, alpha: float, kind: str = "wu") -> torch.Tensor | float:
@@ -21,7 +21,8 @@ def length_penalty(length: torch.Tensor | int | float, alpha: float, kind: str =
         case "power":
             return length ** alpha if not isinstance(length, int) else float(length) ** alpha
         case _:
-            raise ValueError(f"length_penalty_kind={kind!r} is not valid: choose 'wu' or 'power'")
+            raise ValueError(f"length_penalty_kind={kind!r} is not valid: choose "
+                             f"{' or '.join(map(repr, LENGTH_PENALTY_KINDS))}")
 
 
 def penalized_score(log_prob: torch.Tensor | float, length: torch.Tensor | int, alpha: float, kind: str = "wu"):

@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch import nn
 
-INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
+from ..config import INFERENCE_PRECISIONS  # decode.precision's choice list, less "auto"
 
 
 class PrecisionError(ValueError):

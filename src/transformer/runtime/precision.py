@@ -49,6 +49,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import ATTENTION_IMPLS  # model.attention_impl's choice list
 from ..files import atomic_write_text
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -244,7 +245,6 @@ def _write_cache(path: Path, key: str, speedup: float) -> None:
 # kernel, whose forward is never slower here. CUDA devices always get the fused kernel. Cached in
 # the same file as the precision measurement, under its own key.
 
-ATTENTION_IMPLS = ("auto", "fused", "textbook")
 MIN_ATTENTION_SPEEDUP = 1.2
 MAX_ATTENTION_ELEMENTS = 2 ** 24  # rows * heads * length^2 of one probe (~64 MB of fp32 scores)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..config import DecodeConfig, settings_of
+from ..config import ATTENTION_KINDS, DecodeConfig, settings_of
 from ..config.checks import field_kind
 
 SERVER_CAPS: dict[str, float] = {"beam_size": 64, "n_best": 64, "max_len_a": 10, "max_len_b": 4096,
@@ -21,7 +21,6 @@ SERVER_CAPS: dict[str, float] = {"beam_size": 64, "n_best": 64, "max_len_a": 10,
 10,000 or a million new tokens would hold the worker for everyone else."""
 TRANSLATE_SETTINGS = ("beam_size", "length_penalty", "length_penalty_kind", "n_best", "max_len_a", "max_len_b")
 GENERATE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
-ATTENTION_KINDS = ("cross", "self", "encoder")
 
 
 def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, Any]:

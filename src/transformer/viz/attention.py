@@ -16,12 +16,11 @@ from pathlib import Path
 
 import torch
 
+from ..config import ATTENTION_KINDS as KINDS
 from ..decoding.pipeline import Pipeline, PipelineError
 from ..decoding.step import inference
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from . import figure_format, save_figure
-
-KINDS = ("cross", "self", "encoder")
 
 
 @dataclass
