@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import Bounds, ConfigError, settings_of
+from ..config import DEVICES, Bounds, ConfigError, settings_of
 from ..config.checks import field_kind
 from ..model.io import ModelFileError
 from .lines import LineError, format_lines, read_lines, stream_lines
@@ -82,7 +82,7 @@ AT_LEAST_0 = Bounds(ge=0)
 # ---- flags many commands share ----
 
 def add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+    p.add_argument("--device", default="auto", choices=list(DEVICES),
                    help="where to run (default auto: the GPU when torch sees one, else the CPU)")
     add_flag(p, "--threads", type=int, bounds=POSITIVE, give="a positive number of threads",
              help="CPU threads for torch (default: torch's choice)")

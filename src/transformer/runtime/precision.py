@@ -49,10 +49,8 @@ from pathlib import Path
 
 import torch
 
-from ..config import ATTENTION_IMPLS  # model.attention_impl's choice list
+from ..config import ATTENTION_IMPLS, INFERENCE_PRECISIONS, PRECISIONS  # the settings' choice lists
 from ..files import atomic_write_text
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 MIN_SPEEDUP = 1.5  # products this much faster in bf16 before a training step is (see the rules)
 MAX_TOKENS = 1024
@@ -127,8 +125,8 @@ def inference_precision(requested: str, device: torch.device | str, d_model: int
                         vocab_size: int) -> PrecisionChoice:
     """The precision to decode in: fp32, bf16 or int8 as asked, or for "auto" bf16 where the measurement
     above finds it faster (int8 is never chosen for the user: it changes outputs more than bf16)."""
-    if requested not in ("auto", "fp32", "bf16", "int8"):
-        raise ValueError(f"unknown precision {requested!r}: use one of fp32, bf16, int8, auto")
+    if requested not in (*INFERENCE_PRECISIONS, "auto"):
+        raise ValueError(f"unknown precision {requested!r}: use one of {', '.join(INFERENCE_PRECISIONS)}, auto")
     if requested != "auto":
         return PrecisionChoice(requested, "as asked")
     return resolve_precision("auto", device, d_model, d_ff, vocab_size)
