@@ -1,0 +1,80 @@
+"""Hugging Face interop, BERT: the encoder and its heads against transformers' Bert* models.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
+from hf_common import (  # noqa: E402
+    assert_rel_close,
+    perturb,
+    right_padded,
+    transformers,
+)
+
+from transformer.interop.hf import HFConversionError, from_hf, to_hf  # noqa: E402
+
+
+def bert_model(cls_name="BertModel", **changes):
+    values = dict(vocab_size=73, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                  max_position_embeddings=64, type_vocab_size=2, num_labels=3)
+    values.update(changes)
+    torch.manual_seed(0)
+    return perturb(getattr(transformers, cls_name)(transformers.BertConfig(**values)))
+
+
+def bert_batch():
+    ids, mask = right_padded([10, 4, 7], 73, pad=0, seed=6)
+    types = (torch.arange(10)[None] >= torch.tensor([5, 2, 3])[:, None]).long() * mask
+    return ids, mask, types
+
+
+@pytest.mark.parametrize("cls_name", ["BertModel", "BertForMaskedLM", "BertForSequenceClassification",
+                                      "BertForPreTraining"])
+def test_bert_outputs_match_hf(cls_name):
+    hf_model = bert_model(cls_name, hidden_act="gelu_new" if cls_name == "BertForMaskedLM" else "gelu")
+    model = from_hf(hf_model)
+    ids, mask, types = bert_batch()
+    with torch.no_grad():
+        out = hf_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+        hidden = model(ids, mask, types)
+    assert_rel_close(hidden[mask], out.hidden_states[-1][mask])
+    with torch.no_grad():
+        if cls_name == "BertModel":
+            assert_rel_close(model.pooler(hidden), out.pooler_output)
+        if cls_name == "BertForSequenceClassification":
+            assert_rel_close(model.pooler(hidden), out.logits)
+        if cls_name in ("BertForMaskedLM", "BertForPreTraining"):
+            mlm = out.logits if cls_name == "BertForMaskedLM" else out.prediction_logits
+            assert_rel_close(model.mlm_head(hidden)[mask], mlm[mask])
+        if cls_name == "BertForPreTraining":
+            assert_rel_close(model.pooler(hidden), out.seq_relationship_logits)
+
+
+@pytest.mark.parametrize("cls_name", ["BertModel", "BertForMaskedLM", "BertForSequenceClassification",
+                                      "BertForPreTraining"])
+def test_bert_round_trip_reproduces_outputs(cls_name):
+    hf_model = bert_model(cls_name)
+    back = to_hf(from_hf(hf_model))
+    assert type(back) is type(hf_model)
+    ids, mask, types = bert_batch()
+    with torch.no_grad():
+        a = back(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+        b = hf_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+    assert_rel_close(a.hidden_states[-1][mask], b.hidden_states[-1][mask], 1e-6)
+    if cls_name != "BertModel":
+        first = a.logits if hasattr(a, "logits") else a.prediction_logits
+        second = b.logits if hasattr(b, "logits") else b.prediction_logits
+        assert_rel_close(first, second, 1e-6)
+
+
+def test_bert_unsupported_fields_are_named():
+    with pytest.raises(HFConversionError, match="hidden_act"):
+        from_hf(bert_model("BertForMaskedLM", hidden_act="relu"))
+    with pytest.raises(HFConversionError, match="BertForTokenClassification"):
+        from_hf(bert_model("BertForTokenClassification"))
