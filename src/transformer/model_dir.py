@@ -34,14 +34,32 @@ DECODE_FILE = "decode.json"
 CHAT_TEMPLATE_FILE = "chat_template.json"
 LABELS_FILE = "labels.json"
 
-__all__ = ["CHAT_TEMPLATE_FILE", "DECODE_FILE", "LABELS_FILE", "SPECIAL_TOKENS_FILE", "has_tokenizer",
-           "load_chat_template", "load_decode_config", "load_labels", "load_model", "load_special_tokens",
-           "load_tokenizers", "model_files", "save_model"]
+__all__ = [
+    "CHAT_TEMPLATE_FILE",
+    "DECODE_FILE",
+    "LABELS_FILE",
+    "SPECIAL_TOKENS_FILE",
+    "has_tokenizer",
+    "load_chat_template",
+    "load_decode_config",
+    "load_labels",
+    "load_model",
+    "load_special_tokens",
+    "load_tokenizers",
+    "model_files",
+    "save_model",
+]
 
 
-def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: DecodeConfig | None = None,
-               chat: dict | None = None, labels: list[str] | None = None,
-               special_tokens: dict[str, str] | None = None) -> Path:
+def save_model(
+    model: Model,
+    path: str | os.PathLike,
+    tokenizer=None,
+    decode: DecodeConfig | None = None,
+    chat: dict | None = None,
+    labels: list[str] | None = None,
+    special_tokens: dict[str, str] | None = None,
+) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given.
 
@@ -53,19 +71,30 @@ def save_model(model: Model, path: str | os.PathLike, tokenizer=None, decode: De
     """
     path = save_weights(model, path)
     if tokenizer is not None:
-        source, target = tokenizer if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
+        source, target = (
+            tokenizer if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
+        )
         save_tokenizers(path, source, target)
     if decode is not None:
         atomic_write_text(path / DECODE_FILE, json.dumps(decode.to_dict(), indent=2) + "\n")
     if chat is not None:
-        atomic_write_text(path / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(
+            path / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
+        )
     if labels is not None:
         n_classes = getattr(model.config, "n_classes", 0)
         if len(labels) != n_classes:
-            raise ValueError(f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per class")
-        atomic_write_text(path / LABELS_FILE, json.dumps(list(labels), indent=1, ensure_ascii=False) + "\n")
+            raise ValueError(
+                f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per class"
+            )
+        atomic_write_text(
+            path / LABELS_FILE, json.dumps(list(labels), indent=1, ensure_ascii=False) + "\n"
+        )
     if special_tokens is not None:
-        atomic_write_text(path / SPECIAL_TOKENS_FILE, json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n")
+        atomic_write_text(
+            path / SPECIAL_TOKENS_FILE,
+            json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n",
+        )
     return path
 
 
@@ -79,8 +108,12 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
 def model_files(path: str | os.PathLike) -> dict:
     """What save_model takes besides the model and tokenizer, as a model directory holds it:
     decode, chat, labels, special_tokens (for copying a directory's extras onto another)."""
-    return {"decode": load_decode_config(path), "chat": load_chat_template(path), "labels": load_labels(path),
-            "special_tokens": load_special_tokens(path)}
+    return {
+        "decode": load_decode_config(path),
+        "chat": load_chat_template(path),
+        "labels": load_labels(path),
+        "special_tokens": load_special_tokens(path),
+    }
 
 
 def _read_json(file: Path, what: str):
@@ -108,7 +141,9 @@ def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
         return None
     record = _read_json(file, "it should map roles (cls_token, ...) to tokens")
     if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
-        raise ModelFileError(f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it")
+        raise ModelFileError(
+            f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it"
+        )
     return record
 
 
@@ -120,7 +155,9 @@ def load_decode_config(path: str | os.PathLike) -> DecodeConfig:
     try:
         return DecodeConfig.from_dict(json.loads(file.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, ConfigError, TypeError) as e:
-        raise ModelFileError(f"{file} is not a valid decoding config ({e}): fix or delete it") from None
+        raise ModelFileError(
+            f"{file} is not a valid decoding config ({e}): fix or delete it"
+        ) from None
 
 
 def load_chat_template(path: str | os.PathLike) -> dict | None:
@@ -131,7 +168,11 @@ def load_chat_template(path: str | os.PathLike) -> dict | None:
     try:
         chat = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelFileError(f"{file} is not valid JSON ({e}): re-import the model or delete the file") from None
+        raise ModelFileError(
+            f"{file} is not valid JSON ({e}): re-import the model or delete the file"
+        ) from None
     if not isinstance(chat, dict) or not isinstance(chat.get("chat_template"), str):
-        raise ModelFileError(f"{file} has no \"chat_template\" string: re-import the model or delete the file")
+        raise ModelFileError(
+            f'{file} has no "chat_template" string: re-import the model or delete the file'
+        )
     return chat

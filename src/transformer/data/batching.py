@@ -38,8 +38,11 @@ class Example:
 
 
 def encode_examples(
-    targets: list[str], tgt_tok: Tokenizer, max_len: int,
-    sources: list[str] | None = None, src_tok: Tokenizer | None = None,
+    targets: list[str],
+    tgt_tok: Tokenizer,
+    max_len: int,
+    sources: list[str] | None = None,
+    src_tok: Tokenizer | None = None,
 ) -> tuple[list[Example], int]:
     """Tokenize texts; drop examples longer than max_len tokens (a side plus its <s>/</s>). Returns (examples, dropped)."""
     tgt_ids = tgt_tok.encode_batch(targets)
@@ -83,7 +86,9 @@ def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool
     return Batches(order, starts, perm)
 
 
-def padding_share(batches: Sequence[list[int]], tgt_lengths: np.ndarray, src_lengths: np.ndarray | None = None) -> float:
+def padding_share(
+    batches: Sequence[list[int]], tgt_lengths: np.ndarray, src_lengths: np.ndarray | None = None
+) -> float:
     """Share of padded positions among all positions of these batches: target rows (each target
     plus its <s>/</s>) and, when given, source rows."""
     real = padded = 0
@@ -95,8 +100,6 @@ def padding_share(batches: Sequence[list[int]], tgt_lengths: np.ndarray, src_len
             real += int(lengths.sum())
             padded += int(lengths.max()) * len(batch)
     return 1.0 - real / padded if padded else 0.0
-
-
 
 
 class Batches(Sequence):
@@ -114,7 +117,7 @@ class Batches(Sequence):
         if isinstance(k, slice):
             return [self[j] for j in range(*k.indices(len(self)))]
         b = int(self.perm[k])
-        return self.order[self.starts[b]:self.starts[b + 1]].tolist()
+        return self.order[self.starts[b] : self.starts[b + 1]].tolist()
 
     def __eq__(self, other) -> bool:
         return list(self) == list(other)
@@ -154,7 +157,13 @@ class Batch:
 
     def to(self, device: torch.device | str) -> Batch:
         move = lambda t: t.to(device, non_blocking=True) if t is not None else None
-        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.n_tokens)
+        return Batch(
+            move(self.src),
+            move(self.src_mask),
+            move(self.tgt_in),
+            move(self.tgt_out),
+            self.n_tokens,
+        )
 
 
 def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:

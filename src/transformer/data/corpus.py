@@ -40,12 +40,12 @@ CHUNK_LINES = 100_000
 """Lines tokenized at once (one `encode_batch` call, parallel in Rust) on the way to the arrays."""
 
 
-
-
 def default_cache_root() -> Path:
     if os.environ.get("TRANSFORMER_CACHE_DIR"):
         return Path(os.environ["TRANSFORMER_CACHE_DIR"]) / "corpora"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "transformer" / "corpora"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "transformer" / "corpora"
+    )
 
 
 def fingerprint(tokenizer: Tokenizer) -> str:
@@ -58,14 +58,28 @@ def file_key(path: str | os.PathLike) -> dict:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def corpus_key(targets: str | os.PathLike, sources: str | os.PathLike | None, tgt_tok: Tokenizer,
-               src_tok: Tokenizer | None, max_len: int, segmentation: int | None = None) -> dict:
+def corpus_key(
+    targets: str | os.PathLike,
+    sources: str | os.PathLike | None,
+    tgt_tok: Tokenizer,
+    src_tok: Tokenizer | None,
+    max_len: int,
+    segmentation: int | None = None,
+) -> dict:
     """Everything the arrays depend on: if any of it changes, they are built again. `segmentation`
     numbers the corpora of one BPE-dropout tokenizer (each a different random segmentation)."""
-    key = {"format": FORMAT,
-           "files": {"target": file_key(targets), **({"source": file_key(sources)} if sources else {})},
-           "tokenizers": {"target": fingerprint(tgt_tok), **({"source": fingerprint(src_tok)} if src_tok else {})},
-           "max_len": max_len}
+    key = {
+        "format": FORMAT,
+        "files": {
+            "target": file_key(targets),
+            **({"source": file_key(sources)} if sources else {}),
+        },
+        "tokenizers": {
+            "target": fingerprint(tgt_tok),
+            **({"source": fingerprint(src_tok)} if src_tok else {}),
+        },
+        "max_len": max_len,
+    }
     if segmentation is not None:
         key["segmentation"] = segmentation
     return key
@@ -95,10 +109,14 @@ class Corpus(Sequence):
         self._ids, self._offsets = {}, {}
         for side in sides:
             self._offsets[side] = _map(self.path / f"{side}.offsets", np.int64, self.n + 1)
-            self._ids[side] = _map(self.path / f"{side}.ids", np.dtype(h["dtype"][side]), h["tokens"][side])
+            self._ids[side] = _map(
+                self.path / f"{side}.ids", np.dtype(h["dtype"][side]), h["tokens"][side]
+            )
         self.lines = _map(self.path / "lines", np.int64, self.n)
         self.tgt_lengths = np.diff(self._offsets["target"]).astype(np.int32)
-        self.src_lengths = np.diff(self._offsets["source"]).astype(np.int32) if "source" in sides else None
+        self.src_lengths = (
+            np.diff(self._offsets["source"]).astype(np.int32) if "source" in sides else None
+        )
         self.sizes = self.tgt_lengths + 1
         if self.src_lengths is not None:
             self.sizes = np.maximum(self.sizes, self.src_lengths)
@@ -108,7 +126,7 @@ class Corpus(Sequence):
 
     def _side(self, side: str, i: int) -> list[int]:
         o = self._offsets[side]
-        return self._ids[side][o[i]:o[i + 1]].tolist()
+        return self._ids[side][o[i] : o[i + 1]].tolist()
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -150,10 +168,16 @@ def damage(path: Path, key: dict) -> str | None:
     return None
 
 
-def prepare_corpus(targets: str | os.PathLike, tgt_tok: Tokenizer, max_len: int,
-                   sources: str | os.PathLike | None = None, src_tok: Tokenizer | None = None,
-                   cache: str | os.PathLike | None = None, say=lambda message: None,
-                   segmentation: int | None = None) -> Corpus:
+def prepare_corpus(
+    targets: str | os.PathLike,
+    tgt_tok: Tokenizer,
+    max_len: int,
+    sources: str | os.PathLike | None = None,
+    src_tok: Tokenizer | None = None,
+    cache: str | os.PathLike | None = None,
+    say=lambda message: None,
+    segmentation: int | None = None,
+) -> Corpus:
     """The prepared corpus of these files: opened if the cache holds a complete one for the same
     key, else built (streaming, CHUNK_LINES at a time) and then opened."""
     key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len, segmentation)
@@ -170,7 +194,9 @@ def prepare_corpus(targets: str | os.PathLike, tgt_tok: Tokenizer, max_len: int,
     return Corpus(path)
 
 
-def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok) -> None:
+def _build(
+    path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -178,8 +204,11 @@ def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sou
     sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
     dtypes = {side: _dtype(tok.vocab_size) for side, tok in sides.items()}
     try:
-        files = {name: open(tmp / name, "wb") for name in
-                 ["lines"] + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]}
+        files = {
+            name: open(tmp / name, "wb")
+            for name in ["lines"]
+            + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]
+        }
         try:
             counts, too_long, n = ReadCounts(), 0, 0
             tokens = dict.fromkeys(sides, 0)
@@ -200,11 +229,15 @@ def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sou
                 ok &= size <= max_len
                 keep = np.flatnonzero(ok)
                 too_long += len(chunk) - len(keep)
-                files["lines"].write(np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes())
+                files["lines"].write(
+                    np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes()
+                )
                 for side in sides:
                     rows = [ids[side][i] for i in keep]
                     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-                    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum()))
+                    flat = np.fromiter(
+                        itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum())
+                    )
                     files[f"{side}.ids"].write(flat.tobytes())
                     files[f"{side}.offsets"].write((tokens[side] + np.cumsum(lengths)).tobytes())
                     tokens[side] += int(lengths.sum())
@@ -213,11 +246,23 @@ def _build(path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sou
             for f in files.values():
                 f.close()
         if n == 0:
-            raise DataError(f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len"
-                            + (" (a character tokenizer makes ~5x more tokens than BPE)" if tgt_tok.kind == "char" else ""))
-        header = {"format": FORMAT, "key": key, "examples": n, "tokens": tokens,
-                  "dtype": {side: dt.name for side, dt in dtypes.items()},
-                  "dropped": {"empty": counts.empty, "too_long": too_long}, "lines_read": counts.lines}
+            raise DataError(
+                f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len"
+                + (
+                    " (a character tokenizer makes ~5x more tokens than BPE)"
+                    if tgt_tok.kind == "char"
+                    else ""
+                )
+            )
+        header = {
+            "format": FORMAT,
+            "key": key,
+            "examples": n,
+            "tokens": tokens,
+            "dtype": {side: dt.name for side, dt in dtypes.items()},
+            "dropped": {"empty": counts.empty, "too_long": too_long},
+            "lines_read": counts.lines,
+        }
         (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
         for f in tmp.iterdir():  # on disk before the rename makes the folder visible
             with open(f, "rb") as handle:

@@ -30,13 +30,31 @@ from ..files import atomic_write
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
-FASHION_MNIST_LABELS = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                        "Ankle boot")
-FASHION_MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-                       "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+FASHION_MNIST_LABELS = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+FASHION_MNIST_FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
-_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"),
-              0x0E: np.dtype(">f8")}
+_IDX_TYPES = {
+    0x08: np.uint8,
+    0x09: np.int8,
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 class ImageError(ValueError):
@@ -56,30 +74,44 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     except (OSError, EOFError) as e:
         raise ImageError(f"{path} cannot be read ({e})") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
-        raise ImageError(f"{path} is not an IDX file (it does not start with 0, 0, a type code, a dimension count)")
+        raise ImageError(
+            f"{path} is not an IDX file (it does not start with 0, 0, a type code, a dimension count)"
+        )
     dtype, ndim = np.dtype(_IDX_TYPES[data[2]]), data[3]
     header = 4 + 4 * ndim
     if len(data) < header:
         raise ImageError(f"{path} is truncated inside its header")
-    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     size = int(np.prod(shape)) * dtype.itemsize
     if len(data) != header + size:
-        raise ImageError(f"{path} holds {len(data) - header:,} bytes of data; its header {shape} says {size:,}")
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+        raise ImageError(
+            f"{path} holds {len(data) - header:,} bytes of data; its header {shape} says {size:,}"
+        )
+    return (
+        np.frombuffer(data, dtype=dtype, offset=header)
+        .reshape(shape)
+        .astype(dtype.newbyteorder("="))
+    )
 
 
-def read_fashion_mnist(source: str | os.PathLike | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def read_fashion_mnist(
+    source: str | os.PathLike | None = None,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{"train": (images (60000, 28, 28) uint8, labels (60000,) uint8), "test": (10000 of each)}."""
     folder = Path(source) if source else FASHION_MNIST_DIR
     if not folder.is_dir():
-        raise ImageError(f"{folder} not found: install Fashion-MNIST with `apt-get install -y {FASHION_MNIST_PACKAGE}` "
-                         "(or pass --source DIR with its four IDX files)")
+        raise ImageError(
+            f"{folder} not found: install Fashion-MNIST with `apt-get install -y {FASHION_MNIST_PACKAGE}` "
+            "(or pass --source DIR with its four IDX files)"
+        )
     out = {}
     for split, (images, labels) in FASHION_MNIST_FILES.items():
         x, y = read_idx(folder / images), read_idx(folder / labels)
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
-            raise ImageError(f"{folder / images} {x.shape} and {folder / labels} {y.shape} do not pair up: "
-                             "expected (N, H, W) images and N labels")
+            raise ImageError(
+                f"{folder / images} {x.shape} and {folder / labels} {y.shape} do not pair up: "
+                "expected (N, H, W) images and N labels"
+            )
         out[split] = (x, y)
     return out
 
@@ -93,26 +125,40 @@ def stratified_split(labels: np.ndarray, n_valid: int, seed: int) -> tuple[np.nd
     for i in np.argsort(-(exact - take), kind="stable")[: n_valid - take.sum()]:
         take[i] += 1
     rng = np.random.default_rng(seed)
-    valid = np.concatenate([rng.choice(np.flatnonzero(labels == c), k, replace=False) for c, k in zip(classes, take,
-                                                                                                       strict=True)])
+    valid = np.concatenate(
+        [
+            rng.choice(np.flatnonzero(labels == c), k, replace=False)
+            for c, k in zip(classes, take, strict=True)
+        ]
+    )
     valid = np.sort(valid)
     train = np.setdiff1d(np.arange(len(labels)), valid)
     return train, valid
 
 
-def save_split(path: str | os.PathLike, images: np.ndarray, labels: np.ndarray, names: list[str]) -> None:
+def save_split(
+    path: str | os.PathLike, images: np.ndarray, labels: np.ndarray, names: list[str]
+) -> None:
     """Write one prepared split (see the module doc), atomically. images (N, C, H, W) or (N, H, W) uint8."""
     from safetensors.torch import save_file
 
     if images.ndim == 3:
         images = images[:, None]
-    tensors = {"images": torch.from_numpy(np.ascontiguousarray(images, dtype=np.uint8)),
-               "labels": torch.from_numpy(np.asarray(labels, dtype=np.int64))}
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"labels": json.dumps(list(names))}))
+    tensors = {
+        "images": torch.from_numpy(np.ascontiguousarray(images, dtype=np.uint8)),
+        "labels": torch.from_numpy(np.asarray(labels, dtype=np.int64)),
+    }
+    atomic_write(
+        path, lambda tmp: save_file(tensors, tmp, metadata={"labels": json.dumps(list(names))})
+    )
 
 
-def build_fashion_mnist(out_dir: str | os.PathLike, source: str | os.PathLike | None = None, n_valid: int = 5000,
-                        seed: int = 0) -> dict:
+def build_fashion_mnist(
+    out_dir: str | os.PathLike,
+    source: str | os.PathLike | None = None,
+    n_valid: int = 5000,
+    seed: int = 0,
+) -> dict:
     """DIR/{train,valid,test}.safetensors: the 60,000 training images less a stratified, seeded
     validation set of n_valid, and the official 10,000 test images; DIR/README.md says what they are."""
     out = Path(out_dir)
@@ -122,28 +168,42 @@ def build_fashion_mnist(out_dir: str | os.PathLike, source: str | os.PathLike | 
     images, labels = data["train"]
     train, valid = stratified_split(labels, n_valid, seed)
     out.mkdir(parents=True, exist_ok=True)
-    splits = {"train": (images[train], labels[train]), "valid": (images[valid], labels[valid]), "test": data["test"]}
+    splits = {
+        "train": (images[train], labels[train]),
+        "valid": (images[valid], labels[valid]),
+        "test": data["test"],
+    }
     for name, (x, y) in splits.items():
         save_split(out / f"{name}.safetensors", x, y, list(FASHION_MNIST_LABELS))
     counts = {name: np.bincount(y, minlength=10).tolist() for name, (_, y) in splits.items()}
     from ..files import atomic_write_text
 
-    atomic_write_text(out / "README.md", "\n".join([
-        "# Fashion-MNIST, prepared by `transformer data fashion-mnist`",
-        "",
-        "Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, MIT licence), read from the IDX files of Debian's",
-        f"{FASHION_MNIST_PACKAGE}: 28 x 28 grayscale images of 10 classes.",
-        "",
-        "Each `{split}.safetensors` holds `images` (uint8, N x 1 x 28 x 28, 0-255) and `labels` (int64, N),",
-        "with the label names as JSON in the metadata key `labels`. valid.safetensors is "
-        f"{n_valid:,} images held out of the 60,000 training images, stratified by class (seed {seed});",
-        "train.safetensors the rest; test.safetensors the official 10,000 test images.",
-        "",
-        "| label | " + " | ".join(f"{i} {n}" for i, n in enumerate(FASHION_MNIST_LABELS)) + " |",
-        "|---|" + "---|" * 10,
-        *[f"| {name} | " + " | ".join(f"{c:,}" for c in counts[name]) + " |" for name in splits],
-        "",
-    ]))
+    atomic_write_text(
+        out / "README.md",
+        "\n".join(
+            [
+                "# Fashion-MNIST, prepared by `transformer data fashion-mnist`",
+                "",
+                "Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, MIT licence), read from the IDX files of Debian's",
+                f"{FASHION_MNIST_PACKAGE}: 28 x 28 grayscale images of 10 classes.",
+                "",
+                "Each `{split}.safetensors` holds `images` (uint8, N x 1 x 28 x 28, 0-255) and `labels` (int64, N),",
+                "with the label names as JSON in the metadata key `labels`. valid.safetensors is "
+                f"{n_valid:,} images held out of the 60,000 training images, stratified by class (seed {seed});",
+                "train.safetensors the rest; test.safetensors the official 10,000 test images.",
+                "",
+                "| label | "
+                + " | ".join(f"{i} {n}" for i, n in enumerate(FASHION_MNIST_LABELS))
+                + " |",
+                "|---|" + "---|" * 10,
+                *[
+                    f"| {name} | " + " | ".join(f"{c:,}" for c in counts[name]) + " |"
+                    for name in splits
+                ],
+                "",
+            ]
+        ),
+    )
     return {name: len(y) for name, (_, y) in splits.items()}
 
 
@@ -161,12 +221,16 @@ def load_images(path: str | os.PathLike, channels: int, image_size: int) -> Imag
     channels and image_size."""
     path = Path(path)
     if not path.exists():
-        raise ImageError(f"{path} not found: give a prepared split (.safetensors) or a folder of class folders")
+        raise ImageError(
+            f"{path} not found: give a prepared split (.safetensors) or a folder of class folders"
+        )
     data = _load_prepared(path) if path.is_file() else _load_folder(path, channels, image_size)
     want = (channels, image_size, image_size)
     if tuple(data.images.shape[1:]) != want:
-        raise ImageError(f"{path} holds images of shape {tuple(data.images.shape[1:])}, the model takes {want} "
-                         "(model.vision.channels, image_size, image_size)")
+        raise ImageError(
+            f"{path} holds images of shape {tuple(data.images.shape[1:])}, the model takes {want} "
+            "(model.vision.channels, image_size, image_size)"
+        )
     return data
 
 
@@ -178,11 +242,20 @@ def _load_prepared(path: Path) -> ImageSet:
             names = json.loads((f.metadata() or {}).get("labels", "null"))
             images, labels = f.get_tensor("images"), f.get_tensor("labels")
     except Exception as e:  # safetensors raises its own error types
-        raise ImageError(f"{path} is not a prepared image split ({str(e).splitlines()[0]}): "
-                         "write one with transformer data fashion-mnist, or give a folder of class folders") from None
-    if images.dtype != torch.uint8 or images.dim() != 4 or labels.dim() != 1 or len(images) != len(labels):
-        raise ImageError(f"{path}: expected images uint8 (N, C, H, W) and labels (N,), got {images.dtype} "
-                         f"{tuple(images.shape)} and {tuple(labels.shape)}")
+        raise ImageError(
+            f"{path} is not a prepared image split ({str(e).splitlines()[0]}): "
+            "write one with transformer data fashion-mnist, or give a folder of class folders"
+        ) from None
+    if (
+        images.dtype != torch.uint8
+        or images.dim() != 4
+        or labels.dim() != 1
+        or len(images) != len(labels)
+    ):
+        raise ImageError(
+            f"{path}: expected images uint8 (N, C, H, W) and labels (N,), got {images.dtype} "
+            f"{tuple(images.shape)} and {tuple(labels.shape)}"
+        )
     if not isinstance(names, list) or (len(labels) and int(labels.max()) >= len(names)):
         raise ImageError(f"{path}: the metadata's label names do not cover its labels")
     return ImageSet(images, labels.long(), names)
@@ -191,7 +264,9 @@ def _load_prepared(path: Path) -> ImageSet:
 def _load_folder(path: Path, channels: int, image_size: int) -> ImageSet:
 
     if channels not in (1, 3):
-        raise ImageError(f"model.vision.channels={channels}: image files are read as grayscale (1) or RGB (3)")
+        raise ImageError(
+            f"model.vision.channels={channels}: image files are read as grayscale (1) or RGB (3)"
+        )
     mode = "L" if channels == 1 else "RGB"
     folders = sorted(p for p in path.iterdir() if p.is_dir())
     if not folders:
@@ -200,11 +275,17 @@ def _load_folder(path: Path, channels: int, image_size: int) -> ImageSet:
     for index, folder in enumerate(folders):
         files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
-            raise ImageError(f"{folder} is an empty class folder: it has no {'/'.join(IMAGE_SUFFIXES)} file")
+            raise ImageError(
+                f"{folder} is an empty class folder: it has no {'/'.join(IMAGE_SUFFIXES)} file"
+            )
         for file in files:
             images.append(read_image(file, mode, image_size))
             labels.append(index)
-    return ImageSet(torch.from_numpy(np.stack(images)), torch.tensor(labels, dtype=torch.long), [f.name for f in folders])
+    return ImageSet(
+        torch.from_numpy(np.stack(images)),
+        torch.tensor(labels, dtype=torch.long),
+        [f.name for f in folders],
+    )
 
 
 def read_image(file, mode: str, image_size: int, name: str | None = None) -> np.ndarray:
@@ -220,9 +301,13 @@ def read_image(file, mode: str, image_size: int, name: str | None = None) -> np.
     except (UnidentifiedImageError, OSError) as e:
         raise ImageError(f"{name} cannot be read as an image ({e})") from None
     if pixels.shape[0] != image_size or pixels.shape[1] != image_size:
-        raise ImageError(f"{name} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
-                         f"{image_size} x {image_size}: resize it")
-    return np.array(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1))  # a writable copy
+        raise ImageError(
+            f"{name} is {pixels.shape[1]} x {pixels.shape[0]} pixels; the model takes "
+            f"{image_size} x {image_size}: resize it"
+        )
+    return np.array(
+        pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)
+    )  # a writable copy
 
 
 def to_pixels(images: torch.Tensor) -> torch.Tensor:

@@ -33,8 +33,14 @@ IGNORE = -100
 """The label of a position that is not predicted (torch's cross_entropy ignore_index)."""
 
 
-def mask_tokens(ids: torch.Tensor, special_ids: torch.Tensor, mask_id: int, vocab_size: int, probability: float,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    ids: torch.Tensor,
+    special_ids: torch.Tensor,
+    mask_id: int,
+    vocab_size: int,
+    probability: float,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """ids (B, L) -> (inputs, labels), both (B, L): inputs with the chosen tokens replaced as above,
     labels the original id at chosen positions and IGNORE elsewhere. special_ids: 1-D tensor of
     the ids never chosen nor drawn as random tokens (padding among them)."""
@@ -60,7 +66,9 @@ def mask_tokens(ids: torch.Tensor, special_ids: torch.Tensor, mask_id: int, voca
     return inputs, labels
 
 
-def noise_counts(length: int, density: float = NOISE_DENSITY, mean_span: float = MEAN_SPAN) -> tuple[int, int]:
+def noise_counts(
+    length: int, density: float = NOISE_DENSITY, mean_span: float = MEAN_SPAN
+) -> tuple[int, int]:
     """(noise tokens, spans) of a text of `length` tokens, as T5 counts them (a 1-token text is all noise)."""
     if length < 2:
         return length, 1
@@ -68,8 +76,9 @@ def noise_counts(length: int, density: float = NOISE_DENSITY, mean_span: float =
     return noise, max(round(noise / mean_span), 1)
 
 
-def span_corruption_lengths(length: int, density: float = NOISE_DENSITY,
-                            mean_span: float = MEAN_SPAN) -> tuple[int, int]:
+def span_corruption_lengths(
+    length: int, density: float = NOISE_DENSITY, mean_span: float = MEAN_SPAN
+) -> tuple[int, int]:
     """(input, target) lengths of a corrupted text of `length` tokens, before any </s>."""
     noise, spans = noise_counts(length, density, mean_span)
     return length - noise + spans, noise + spans
@@ -77,13 +86,17 @@ def span_corruption_lengths(length: int, density: float = NOISE_DENSITY,
 
 def _random_segmentation(total: int, pieces: int, generator: torch.Generator) -> list[int]:
     """`total` cut at random into `pieces` non-empty runs (each cut set equally likely)."""
-    cuts = (torch.randperm(total - 1, generator=generator)[:pieces - 1] + 1).sort().values.tolist()
+    cuts = (torch.randperm(total - 1, generator=generator)[: pieces - 1] + 1).sort().values.tolist()
     bounds = [0, *cuts, total]
     return [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def noise_spans(length: int, generator: torch.Generator, density: float = NOISE_DENSITY,
-                mean_span: float = MEAN_SPAN) -> list[tuple[int, int]]:
+def noise_spans(
+    length: int,
+    generator: torch.Generator,
+    density: float = NOISE_DENSITY,
+    mean_span: float = MEAN_SPAN,
+) -> list[tuple[int, int]]:
     """The noise spans of a text of `length` >= 1 tokens: [(start, end), ...] in order."""
     if length < 2:
         if length < 1:
@@ -100,13 +113,20 @@ def noise_spans(length: int, generator: torch.Generator, density: float = NOISE_
     return out
 
 
-def corrupt_spans(ids: list[int], sentinels: list[int], generator: torch.Generator,
-                  density: float = NOISE_DENSITY, mean_span: float = MEAN_SPAN) -> tuple[list[int], list[int]]:
+def corrupt_spans(
+    ids: list[int],
+    sentinels: list[int],
+    generator: torch.Generator,
+    density: float = NOISE_DENSITY,
+    mean_span: float = MEAN_SPAN,
+) -> tuple[list[int], list[int]]:
     """A text's ids -> (input, target) of span corruption; sentinels[k] stands for the k-th span."""
     spans = noise_spans(len(ids), generator, density, mean_span)
     if len(spans) > len(sentinels):
-        raise ValueError(f"a text of {len(ids)} tokens has {len(spans)} noise spans but there are only "
-                         f"{len(sentinels)} sentinel tokens: train the tokenizer with more (data.sentinels)")
+        raise ValueError(
+            f"a text of {len(ids)} tokens has {len(spans)} noise spans but there are only "
+            f"{len(sentinels)} sentinel tokens: train the tokenizer with more (data.sentinels)"
+        )
     inputs, targets, position = [], [], 0
     for k, (start, end) in enumerate(spans):
         inputs += ids[position:start]

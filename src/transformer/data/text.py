@@ -22,8 +22,6 @@ class DataError(ValueError):
     """Training data is missing or malformed; the message names the file and line."""
 
 
-
-
 def check_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.exists():
@@ -50,12 +48,16 @@ def iter_lines(path: str | os.PathLike) -> Iterator[str]:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise DataError(f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
-                                    "convert the file to UTF-8, e.g. with iconv") from None
+                    raise DataError(
+                        f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
+                        "convert the file to UTF-8, e.g. with iconv"
+                    ) from None
                 yield line.removesuffix("\n").removesuffix("\r")
     except (gzip.BadGzipFile, EOFError, OSError) as e:
-        raise DataError(f"{path}: cannot be read after line {number} ({e}): "
-                        f"{'is it a complete gzip file?' if opener is gzip.open else 'check the file'}") from None
+        raise DataError(
+            f"{path}: cannot be read after line {number} ({e}): "
+            f"{'is it a complete gzip file?' if opener is gzip.open else 'check the file'}"
+        ) from None
 
 
 @dataclass
@@ -79,8 +81,9 @@ class TsvColumn(str):
         return obj
 
 
-def _tab_separated(path: str | os.PathLike, left: str, right: str,
-                   counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
+def _tab_separated(
+    path: str | os.PathLike, left: str, right: str, counts: ReadCounts | None = None
+) -> Iterator[tuple[int, str, str]]:
     """(line, left side, right side) of each non-blank `left<TAB>right` line; 0-based lines.
 
     The left side is what precedes the first tab, the right side the rest (stripped; tabs inside
@@ -106,13 +109,18 @@ def _tab_separated(path: str | os.PathLike, left: str, right: str,
         raise DataError(f"{path} has no {left}<TAB>{right} line")
 
 
-def iter_pairs(path: str | os.PathLike, counts: ReadCounts | None = None) -> Iterator[tuple[int, str, str]]:
+def iter_pairs(
+    path: str | os.PathLike, counts: ReadCounts | None = None
+) -> Iterator[tuple[int, str, str]]:
     """(line, input, target) of each line of a text-to-text `input<TAB>target` file (see _tab_separated)."""
     return _tab_separated(path, "input", "target", counts)
 
 
-def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None = None,
-                  counts: ReadCounts | None = None) -> Iterator[tuple[int, str | None, str]]:
+def iter_examples(
+    targets: str | os.PathLike,
+    sources: str | os.PathLike | None = None,
+    counts: ReadCounts | None = None,
+) -> Iterator[tuple[int, str | None, str]]:
     """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
 
     With sources, the two files are read in step; if one ends before the other, the error
@@ -134,13 +142,19 @@ def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None 
     else:
         src_lines, tgt_lines = iter_lines(sources), iter_lines(targets)
         missing = object()
-        for line, (s, t) in enumerate(itertools.zip_longest(src_lines, tgt_lines, fillvalue=missing)):
+        for line, (s, t) in enumerate(
+            itertools.zip_longest(src_lines, tgt_lines, fillvalue=missing)
+        ):
             if s is missing or t is missing:
                 longer = tgt_lines if s is missing else src_lines
-                total = line + 1 + sum(1 for _ in longer)  # the shorter file ended after `line` lines
+                total = (
+                    line + 1 + sum(1 for _ in longer)
+                )  # the shorter file ended after `line` lines
                 n_src, n_tgt = (line, total) if s is missing else (total, line)
-                raise DataError(f"{sources} has {n_src:,} lines but {targets} has {n_tgt:,}: "
-                                "the files must be aligned line by line")
+                raise DataError(
+                    f"{sources} has {n_src:,} lines but {targets} has {n_tgt:,}: "
+                    "the files must be aligned line by line"
+                )
             counts.lines += 1
             s, t = s.strip(), t.strip()
             any_src, any_tgt = any_src or bool(s), any_tgt or bool(t)
@@ -152,12 +166,20 @@ def iter_examples(targets: str | os.PathLike, sources: str | os.PathLike | None 
         if path is not None and not seen:
             raise DataError(f"{path} is empty: expected one sentence per line")
     if counts.lines == counts.empty:
-        raise DataError(f"{sources} and {targets} have no pair where both sides are non-empty" if sources else
-                        f"{targets} has no non-empty line")
+        raise DataError(
+            f"{sources} and {targets} have no pair where both sides are non-empty"
+            if sources
+            else f"{targets} has no non-empty line"
+        )
 
 
-def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | None, side: str,
-                    sample: int, seed: int = 0) -> Iterator[str]:
+def tokenizer_texts(
+    targets: str | os.PathLike,
+    sources: str | os.PathLike | None,
+    side: str,
+    sample: int,
+    seed: int = 0,
+) -> Iterator[str]:
     """The texts a tokenizer is trained on, streamed: side "source", "target" or "both" (sources
     then targets, for a shared vocabulary) of the kept examples. With sample > 0 and more kept
     examples than that, `sample` of them chosen at random (seeded), in file order."""
@@ -166,7 +188,7 @@ def tokenizer_texts(targets: str | os.PathLike, sources: str | os.PathLike | Non
         n = sum(1 for _ in iter_examples(targets, sources))
         if n > sample:
             keep = set(random.Random(seed).sample(range(n), sample))
-    for which in (["source", "target"] if side == "both" else [side]):
+    for which in ["source", "target"] if side == "both" else [side]:
         if which == "source" and sources is None:
             continue
         for i, (_, s, t) in enumerate(iter_examples(targets, sources)):

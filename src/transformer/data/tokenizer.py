@@ -47,12 +47,16 @@ SENTINEL = "<extra_id_{}>"
 def sentinel_tokens(n: int) -> tuple[str, ...]:
     """The first n sentinel tokens, in order."""
     return tuple(SENTINEL.format(k) for k in range(n))
+
+
 ENCODER_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_ID = SPECIAL_TOKENS.index("<unk>")  # 1: ids follow SPECIAL_TOKENS' order
 SHARED_FILE = "tokenizer.json"
 SOURCE_FILE = "tokenizer.src.json"
 TARGET_FILE = "tokenizer.tgt.json"
-KINDS = TOKENIZER_KINDS  # data.tokenizer's choice list, defined with the setting in transformer.config
+KINDS = (
+    TOKENIZER_KINDS  # data.tokenizer's choice list, defined with the setting in transformer.config
+)
 NO_SPACE_BEFORE = ".,;:!?)]}»”’%"
 NO_SPACE_AFTER = "¿¡([{«“‘"
 _SPACE_BEFORE = re.compile(f" +([{re.escape(NO_SPACE_BEFORE)}])")
@@ -79,8 +83,11 @@ class Tokenizer:
         tokenizer.no_truncation()
         self.tokenizer = tokenizer
         model, decoder = type(tokenizer.model).__name__, type(tokenizer.decoder).__name__
-        self.kind = {"WordLevel": "char" if decoder == "Fuse" else "word", "Unigram": "unigram",
-                     "BPE": "bpe"}.get(model, "other")
+        self.kind = {
+            "WordLevel": "char" if decoder == "Fuse" else "word",
+            "Unigram": "unigram",
+            "BPE": "bpe",
+        }.get(model, "other")
         """bpe, unigram, word, char (ours, or an imported one of that model), or other (WordPiece, ...)."""
         self._join_words = model == "WordLevel" and tokenizer.decoder is None
 
@@ -97,7 +104,9 @@ class Tokenizer:
         return detokenize_words(text.split(" ")) if self._join_words else text
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        texts = self.tokenizer.decode_batch([[int(i) for i in ids] for ids in batch], skip_special_tokens=True)
+        texts = self.tokenizer.decode_batch(
+            [[int(i) for i in ids] for ids in batch], skip_special_tokens=True
+        )
         return [detokenize_words(t.split(" ")) for t in texts] if self._join_words else texts
 
     def with_bpe_dropout(self, p: float) -> Tokenizer:
@@ -105,7 +114,9 @@ class Tokenizer:
         al. 2020): the same vocabulary, other segmentations of the same text. Drawn by the tokenizers
         library, which takes no seed."""
         if self.kind != "bpe":
-            raise TokenizerError(f"BPE-dropout needs a BPE tokenizer, this one is {self.kind!r}: set data.bpe_dropout = 0")
+            raise TokenizerError(
+                f"BPE-dropout needs a BPE tokenizer, this one is {self.kind!r}: set data.bpe_dropout = 0"
+            )
         copy = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
         copy.model.dropout = p
         return Tokenizer(copy)
@@ -134,7 +145,9 @@ class Tokenizer:
         try:
             return cls(tokenizers.Tokenizer.from_file(str(path)))
         except Exception as e:  # the Rust library raises plain Exceptions
-            raise TokenizerError(f"{path} is not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+            raise TokenizerError(
+                f"{path} is not a valid tokenizer.json ({str(e).splitlines()[0]})"
+            ) from None
 
     from_file = load
 
@@ -142,16 +155,22 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size})"
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
-              specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+def train_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int = 2,
+    specials: tuple[str, ...] = SPECIAL_TOKENS,
+) -> Tokenizer:
     """Train a byte-level BPE tokenizer (Sennrich et al. 2016; GPT-2's byte alphabet) on `texts`.
 
     All 256 byte symbols are in the vocabulary, so any string can be encoded; the specials
     take the first ids. The vocabulary has at most `vocab_size` entries (fewer on little text).
     """
     if vocab_size < 256 + len(specials):
-        raise TokenizerError(f"vocab_size={vocab_size} is too small: a byte-level BPE needs at least "
-                             f"{256 + len(specials)} (256 bytes + {len(specials)} special tokens)")
+        raise TokenizerError(
+            f"vocab_size={vocab_size} is too small: a byte-level BPE needs at least "
+            f"{256 + len(specials)} (256 bytes + {len(specials)} special tokens)"
+        )
     tok = tokenizers.Tokenizer(models.BPE(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -179,22 +198,37 @@ def _counting(texts: Iterable[str], seen: list[int]) -> Iterable[str]:
         yield text
 
 
-def train_word(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
-               specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+def train_word(
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int = 2,
+    specials: tuple[str, ...] = SPECIAL_TOKENS,
+) -> Tokenizer:
     """Word-level: the vocab_size - 4 most frequent words and punctuation marks (see the module doc)."""
     _check_vocab("word", vocab_size, len(specials) + 1)
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+ | [^\w\s]+
     seen = [0]
-    tok.train_from_iterator(_counting(texts, seen), trainer=trainers.WordLevelTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(specials), show_progress=False))
+    tok.train_from_iterator(
+        _counting(texts, seen),
+        trainer=trainers.WordLevelTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(specials),
+            show_progress=False,
+        ),
+    )
     _check_trained(tok, seen[0], "word", specials)
     return _check_specials(tok, specials)
 
 
-def train_char(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
-               specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+def train_char(
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int = 2,
+    specials: tuple[str, ...] = SPECIAL_TOKENS,
+) -> Tokenizer:
     """Character-level: every character seen at least min_frequency times; vocab_size must hold them all."""
     _check_vocab("char", vocab_size, len(specials) + 1)
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
@@ -202,19 +236,32 @@ def train_char(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
     seen = [0]
-    tok.train_from_iterator(_counting(texts, seen), trainer=trainers.WordLevelTrainer(
-        vocab_size=1 << 30, min_frequency=min_frequency, special_tokens=list(specials), show_progress=False))
+    tok.train_from_iterator(
+        _counting(texts, seen),
+        trainer=trainers.WordLevelTrainer(
+            vocab_size=1 << 30,
+            min_frequency=min_frequency,
+            special_tokens=list(specials),
+            show_progress=False,
+        ),
+    )
     _check_trained(tok, seen[0], "char", specials)
     chars = tok.get_vocab_size() - len(specials)
     if chars + len(specials) > vocab_size:
-        raise TokenizerError(f"data.vocab_size={vocab_size} is too small for a character vocabulary: the text has "
-                             f"{chars:,} characters seen at least {min_frequency} time(s); set data.vocab_size to "
-                             f"{chars + len(specials):,} or more (or raise data.min_frequency)")
+        raise TokenizerError(
+            f"data.vocab_size={vocab_size} is too small for a character vocabulary: the text has "
+            f"{chars:,} characters seen at least {min_frequency} time(s); set data.vocab_size to "
+            f"{chars + len(specials):,} or more (or raise data.min_frequency)"
+        )
     return _check_specials(tok, specials)
 
 
-def train_unigram(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
-                  specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+def train_unigram(
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int = 2,
+    specials: tuple[str, ...] = SPECIAL_TOKENS,
+) -> Tokenizer:
     """SentencePiece-style Unigram (Kudo 2018) over "▁"-marked words; min_frequency is not used by it."""
     _check_vocab("unigram", vocab_size, len(specials) + 2)
     tok = tokenizers.Tokenizer(models.Unigram())
@@ -222,24 +269,42 @@ def train_unigram(texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     seen = [0]
-    tok.train_from_iterator(_counting(texts, seen), trainer=trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=list(specials), unk_token=specials[1], show_progress=False))
+    tok.train_from_iterator(
+        _counting(texts, seen),
+        trainer=trainers.UnigramTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(specials),
+            unk_token=specials[1],
+            show_progress=False,
+        ),
+    )
     _check_trained(tok, seen[0], "unigram", specials)
     return _check_specials(tok, specials)
 
 
 def _check_vocab(kind: str, vocab_size: int, least: int) -> None:
     if vocab_size < least:
-        raise TokenizerError(f"data.vocab_size={vocab_size} is too small for a {kind} tokenizer: give at least {least}")
+        raise TokenizerError(
+            f"data.vocab_size={vocab_size} is too small for a {kind} tokenizer: give at least {least}"
+        )
 
 
-def _check_trained(tok: tokenizers.Tokenizer, texts: int, kind: str, specials: tuple[str, ...]) -> None:
+def _check_trained(
+    tok: tokenizers.Tokenizer, texts: int, kind: str, specials: tuple[str, ...]
+) -> None:
     if texts == 0 or tok.get_vocab_size() <= len(specials):
-        raise TokenizerError(f"no text to train the {kind} tokenizer on: the training data is empty")
+        raise TokenizerError(
+            f"no text to train the {kind} tokenizer on: the training data is empty"
+        )
 
 
-def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
-                    specials: tuple[str, ...] = SPECIAL_TOKENS) -> Tokenizer:
+def train_tokenizer(
+    kind: str,
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int = 2,
+    specials: tuple[str, ...] = SPECIAL_TOKENS,
+) -> Tokenizer:
     """Train a tokenizer of this kind ("bpe", "unigram", "word", "char"; see the module doc) whose
     first ids are `specials` (SPECIAL_TOKENS, or ENCODER_SPECIALS for the encoder family)."""
     trainers_ = {"bpe": train_bpe, "unigram": train_unigram, "word": train_word, "char": train_char}
@@ -248,7 +313,9 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, min_freque
     return trainers_[kind](texts, vocab_size, min_frequency, specials)
 
 
-def save_tokenizers(path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None) -> None:
+def save_tokenizers(
+    path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None
+) -> None:
     """Write `tokenizer.json` (shared: target None or the same object) or the .src/.tgt pair into `path`."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -272,7 +339,9 @@ def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]
         return tok, tok
     if (path / SOURCE_FILE).is_file() and (path / TARGET_FILE).is_file():
         return Tokenizer.load(path / SOURCE_FILE), Tokenizer.load(path / TARGET_FILE)
-    raise TokenizerError(f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}")
+    raise TokenizerError(
+        f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}"
+    )
 
 
 SPECIAL_TOKENS_FILE = "special_tokens.json"
@@ -289,11 +358,17 @@ class EncoderTokens:
     def __init__(self, tokenizer: Tokenizer, record: dict[str, str] | None = None):
         record = record or dict(zip(ENCODER_ROLES, ENCODER_SPECIALS, strict=True))
         self.names = {role: record.get(role) for role in ENCODER_ROLES}
-        ids = {role: tokenizer.token_to_id(name) if name else None for role, name in self.names.items()}
-        missing = [self.names[r] or r for r in ("pad_token", "cls_token", "sep_token") if ids[r] is None]
+        ids = {
+            role: tokenizer.token_to_id(name) if name else None for role, name in self.names.items()
+        }
+        missing = [
+            self.names[r] or r for r in ("pad_token", "cls_token", "sep_token") if ids[r] is None
+        ]
         if missing:
-            raise TokenizerError(f"the tokenizer has no {', '.join(missing)} token: an encoder reads [CLS] text [SEP] "
-                                 "(train it with objective mlm or classify, or import a BERT-style model)")
+            raise TokenizerError(
+                f"the tokenizer has no {', '.join(missing)} token: an encoder reads [CLS] text [SEP] "
+                "(train it with objective mlm or classify, or import a BERT-style model)"
+            )
         self.pad, self.unk, self.cls, self.sep, self.mask = (ids[r] for r in ENCODER_ROLES)
 
     def record(self) -> dict[str, str]:

@@ -28,8 +28,9 @@ class ExportError(ValueError):
     """The model cannot be exported to that target, or the output directory is not usable."""
 
 
-def export_model(model_dir: str | os.PathLike, to: str, out: str | os.PathLike,
-                 quantization: str | None = None) -> Path:
+def export_model(
+    model_dir: str | os.PathLike, to: str, out: str | os.PathLike, quantization: str | None = None
+) -> Path:
     """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face ("hf") model."""
     match to:
         case "ct2":
@@ -38,7 +39,9 @@ def export_model(model_dir: str | os.PathLike, to: str, out: str | os.PathLike,
             return export_ct2(model_dir, out, quantization=quantization)
         case "hf":
             if quantization is not None:
-                raise ExportError("--quantization applies to --to ct2 only: Hugging Face exports keep float32 weights")
+                raise ExportError(
+                    "--quantization applies to --to ct2 only: Hugging Face exports keep float32 weights"
+                )
             from .hf import export_hf
 
             return export_hf(model_dir, out)
@@ -50,7 +53,9 @@ def write_directory(out: str | os.PathLike, write: Callable[[Path], None]) -> Pa
     """Call write(tmp_dir) on a fresh directory beside `out`, then rename it onto `out`."""
     out = Path(out)
     if out.exists() and not (out.is_dir() and not any(out.iterdir())):
-        raise ExportError(f"{out} already exists and is not an empty directory: choose a new --out or remove it")
+        raise ExportError(
+            f"{out} already exists and is not an empty directory: choose a new --out or remove it"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:

@@ -37,7 +37,16 @@ from ..model.transformer import Model
 from ..model_dir import DECODE_FILE, load_decode_config, load_model, load_tokenizers
 from . import ExportError, python_path, write_directory
 
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
+QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
 
 
 def _specs():
@@ -45,8 +54,10 @@ def _specs():
         import ctranslate2
         from ctranslate2.specs import common_spec, transformer_spec
     except ImportError:
-        raise ExportError("--to ct2 needs CTranslate2: pip install 'transformer[export]' "
-                          "(or pip install ctranslate2)") from None
+        raise ExportError(
+            "--to ct2 needs CTranslate2: pip install 'transformer[export]' "
+            "(or pip install ctranslate2)"
+        ) from None
     return ctranslate2, common_spec, transformer_spec
 
 
@@ -56,20 +67,35 @@ def _array(t: torch.Tensor) -> np.ndarray:
 
 def check_exportable(cfg: ModelConfig) -> None:
     """Raise ExportError naming the field when CTranslate2's Transformer spec cannot express `cfg`."""
+
     def refuse(field: str, why: str) -> None:
-        raise ExportError(f"{field}={getattr(cfg, field)!r} cannot be exported to CTranslate2: {why}")
+        raise ExportError(
+            f"{field}={getattr(cfg, field)!r} cannot be exported to CTranslate2: {why}"
+        )
 
     if cfg.arch == "encoder":
-        refuse("arch", "CTranslate2 runs encoder-decoder and decoder-only models here; "
-                       "export encoder-only models with --to hf")
+        refuse(
+            "arch",
+            "CTranslate2 runs encoder-decoder and decoder-only models here; "
+            "export encoder-only models with --to hf",
+        )
     if cfg.positional == "none":
-        refuse("positional", "CTranslate2 adds its own sinusoidal positions to a model without any; "
-                             "use sinusoidal, learned or rope")
+        refuse(
+            "positional",
+            "CTranslate2 adds its own sinusoidal positions to a model without any; "
+            "use sinusoidal, learned or rope",
+        )
     if cfg.positional == "t5_bias":
-        refuse("positional", "this exporter writes CTranslate2's Transformer spec, which has no relative "
-                             "position bias; export T5-layout models with --to hf")
+        refuse(
+            "positional",
+            "this exporter writes CTranslate2's Transformer spec, which has no relative "
+            "position bias; export T5-layout models with --to hf",
+        )
     if not cfg.scale_attention:
-        refuse("scale_attention", "CTranslate2's Transformer spec always divides the scores by sqrt(d_k)")
+        refuse(
+            "scale_attention",
+            "CTranslate2's Transformer spec always divides the scores by sqrt(d_k)",
+        )
     if cfg.scale_output:
         refuse("scale_output", "CTranslate2's Transformer spec does not scale the decoder output")
     if cfg.norm_position == "post" and cfg.use_final_norm:
@@ -77,15 +103,27 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.n_token_types:
         refuse("n_token_types", "CTranslate2's decoders have no token-type embeddings")
     if cfg.qk_dim != cfg.head_dim:
-        refuse("d_k", f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} dimensions per head")
+        refuse(
+            "d_k",
+            f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} dimensions per head",
+        )
     if cfg.head_dim * cfg.n_heads != cfg.d_model:
-        refuse("d_v", f"CTranslate2 gives each head d_model / n_heads dimensions, not {cfg.head_dim}")
+        refuse(
+            "d_v", f"CTranslate2 gives each head d_model / n_heads dimensions, not {cfg.head_dim}"
+        )
 
 
 def _activation(cfg: ModelConfig, common_spec):
     act = common_spec.Activation
-    return {"relu": act.RELU, "gelu": act.GELU, "gelu_tanh": act.GELUTanh, "silu": act.SWISH,
-            "swiglu": act.SWISH, "geglu": act.GELU, "geglu_tanh": act.GELUTanh}[cfg.activation]
+    return {
+        "relu": act.RELU,
+        "gelu": act.GELU,
+        "gelu_tanh": act.GELUTanh,
+        "silu": act.SWISH,
+        "swiglu": act.SWISH,
+        "geglu": act.GELU,
+        "geglu_tanh": act.GELUTanh,
+    }[cfg.activation]
 
 
 def _linear(spec, layer: torch.nn.Linear) -> None:
@@ -105,7 +143,9 @@ def _norm(spec, norm: torch.nn.Module) -> None:
     spec.gamma = _array(norm.weight)
     if hasattr(spec, "beta"):  # LayerNorm; RMSNorm has no beta
         bias = getattr(norm, "bias", None)
-        spec.beta = _array(bias) if bias is not None else np.zeros(norm.weight.shape, dtype=np.float32)
+        spec.beta = (
+            _array(bias) if bias is not None else np.zeros(norm.weight.shape, dtype=np.float32)
+        )
 
 
 def _attention(spec, attn, self_attention: bool) -> None:
@@ -142,8 +182,9 @@ def _stack(spec, stack, cfg: ModelConfig, cross: bool) -> None:
     tokens.weight = _array(embed.tokens.weight)
     spec.scale_embeddings = float(embed.scale)
     if cfg.positional == "sinusoidal":
-        spec.position_encodings.encodings = _array(sinusoidal_table(cfg.max_positions, cfg.d_model,
-                                                                    cfg.sinusoidal_layout))
+        spec.position_encodings.encodings = _array(
+            sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.sinusoidal_layout)
+        )
     elif cfg.positional == "learned":
         spec.position_encodings.encodings = _array(embed.positions.weight)
     if embed.norm is not None:
@@ -155,10 +196,15 @@ def _stack(spec, stack, cfg: ModelConfig, cross: bool) -> None:
 
 
 def _stack_options(cfg: ModelConfig, common_spec) -> dict:
-    options = dict(pre_norm=cfg.norm_position == "pre", activation=_activation(cfg, common_spec),
-                   no_final_norm=not cfg.use_final_norm, layernorm_embedding=cfg.embedding_norm,
-                   ffn_glu=cfg.activation in GATED_ACTIVATIONS, rms_norm=cfg.norm == "rmsnorm",
-                   num_heads_kv=cfg.kv_heads if cfg.kv_heads != cfg.n_heads else None)
+    options = dict(
+        pre_norm=cfg.norm_position == "pre",
+        activation=_activation(cfg, common_spec),
+        no_final_norm=not cfg.use_final_norm,
+        layernorm_embedding=cfg.embedding_norm,
+        ffn_glu=cfg.activation in GATED_ACTIVATIONS,
+        rms_norm=cfg.norm == "rmsnorm",
+        num_heads_kv=cfg.kv_heads if cfg.kv_heads != cfg.n_heads else None,
+    )
     if cfg.positional == "rope":
         options.update(rotary_dim=0, rotary_interleave=True, rotary_base=cfg.rope_base)
     return options
@@ -171,9 +217,17 @@ def model_spec(model: Model, source_tokens: list[str], target_tokens: list[str])
     check_exportable(cfg)
     options = _stack_options(cfg, common_spec)
     if cfg.arch == "encoder-decoder":
-        rotary = {k: options.pop(k) for k in ("rotary_dim", "rotary_interleave", "rotary_base") if k in options}
-        encoder = transformer_spec.TransformerEncoderSpec(cfg.n_encoder_layers, cfg.n_heads, **options, **rotary)
-        decoder = transformer_spec.TransformerDecoderSpec(cfg.n_decoder_layers, cfg.n_heads, **options, **rotary)
+        rotary = {
+            k: options.pop(k)
+            for k in ("rotary_dim", "rotary_interleave", "rotary_base")
+            if k in options
+        }
+        encoder = transformer_spec.TransformerEncoderSpec(
+            cfg.n_encoder_layers, cfg.n_heads, **options, **rotary
+        )
+        decoder = transformer_spec.TransformerDecoderSpec(
+            cfg.n_decoder_layers, cfg.n_heads, **options, **rotary
+        )
         spec = transformer_spec.TransformerSpec(encoder, decoder)
         _stack(spec.encoder, model.encoder, cfg, cross=False)
         _stack(spec.decoder, model.decoder, cfg, cross=True)
@@ -181,7 +235,9 @@ def model_spec(model: Model, source_tokens: list[str], target_tokens: list[str])
         spec.register_target_vocabulary(target_tokens)
         spec.config.decoder_start_token = target_tokens[cfg.start_id]
     else:
-        spec = transformer_spec.TransformerDecoderModelSpec.from_config(cfg.n_decoder_layers, cfg.n_heads, **options)
+        spec = transformer_spec.TransformerDecoderModelSpec.from_config(
+            cfg.n_decoder_layers, cfg.n_heads, **options
+        )
         _stack(spec.decoder, model.decoder, cfg, cross=False)
         spec.register_vocabulary(target_tokens)
     _linear(spec.decoder.projection, model.lm_head)
@@ -199,15 +255,21 @@ def vocabulary(tokenizer, size: int, side: str) -> list[str]:
     tokens = [tokenizer.tokenizer.id_to_token(i) for i in range(size)]
     tokens = [t if t is not None else f"<unused{i}>" for i, t in enumerate(tokens)]
     if len(set(tokens)) != len(tokens):
-        raise ExportError(f"the {side} tokenizer maps two ids to the same token string: "
-                          "CTranslate2 needs one string per id")
+        raise ExportError(
+            f"the {side} tokenizer maps two ids to the same token string: "
+            "CTranslate2 needs one string per id"
+        )
     return tokens
 
 
-def export_ct2(model_dir: str | os.PathLike, out: str | os.PathLike, quantization: str | None = None) -> Path:
+def export_ct2(
+    model_dir: str | os.PathLike, out: str | os.PathLike, quantization: str | None = None
+) -> Path:
     """Write a CTranslate2 model directory `out` from our model directory `model_dir` (with tokenizer)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ExportError(f"--quantization {quantization!r} is not one of CTranslate2's: {', '.join(QUANTIZATIONS)}")
+        raise ExportError(
+            f"--quantization {quantization!r} is not one of CTranslate2's: {', '.join(QUANTIZATIONS)}"
+        )
     _specs()
     model_dir = Path(model_dir)
     model = load_model(model_dir).float()
@@ -217,7 +279,11 @@ def export_ct2(model_dir: str | os.PathLike, out: str | os.PathLike, quantizatio
         raise ExportError(f"{model_dir} has no tokenizer file: CTranslate2 needs the vocabulary")
     cfg = model.config
     target_tokens = vocabulary(target, cfg.target_vocab_size, "target")
-    source_tokens = vocabulary(source, cfg.vocab_size, "source") if cfg.arch == "encoder-decoder" else target_tokens
+    source_tokens = (
+        vocabulary(source, cfg.vocab_size, "source")
+        if cfg.arch == "encoder-decoder"
+        else target_tokens
+    )
     spec = model_spec(model, source_tokens, target_tokens)
     spec.optimize(quantization=quantization)
     decode = load_decode_config(model_dir)
@@ -236,7 +302,11 @@ def export_ct2(model_dir: str | os.PathLike, out: str | os.PathLike, quantizatio
 def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out: Path) -> str:
     """How to run the exported model (the directory `out`) with CTranslate2 and our tokenizer."""
     src_file, tgt_file = (SHARED_FILE, SHARED_FILE) if shared else (SOURCE_FILE, TARGET_FILE)
-    where, src_path, tgt_path = python_path(out), python_path(out / src_file), python_path(out / tgt_file)
+    where, src_path, tgt_path = (
+        python_path(out),
+        python_path(out / src_file),
+        python_path(out / tgt_file),
+    )
     note = "" if decode.length_penalty_kind == "power" else "  # |Y|^alpha: see below"
     lines = [
         "# CTranslate2 export",
@@ -265,7 +335,7 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
             "    print(target.decode(ids, skip_special_tokens=True).strip())",
         ]
     else:
-        bos = "[\"" + "<s>" + "\"] + " if decode.add_bos else ""
+        bos = '["' + "<s>" + '"] + ' if decode.add_bos else ""
         lines += [
             f"tokenizer = tokenizers.Tokenizer.from_file({tgt_path})",
             f'generator = ctranslate2.Generator({where}, device="cpu")',
@@ -282,8 +352,10 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
         "`decode.json` holds the model's decoding defaults.",
     ]
     if cfg.positional != "rope":
-        lines += [f"The position table has {cfg.max_positions} rows: inputs and outputs longer than that must be cut "
-                  "(our `translate` keeps a source's first tokens)."]
+        lines += [
+            f"The position table has {cfg.max_positions} rows: inputs and outputs longer than that must be cut "
+            "(our `translate` keeps a source's first tokens)."
+        ]
     if cfg.arch == "encoder-decoder" and decode.length_penalty_kind != "power":
         lines += [
             "",
@@ -293,4 +365,3 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
             "beam on some lines.",
         ]
     return "\n".join(lines) + "\n"
-

@@ -53,8 +53,10 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise ExportError("--to hf needs transformers: pip install 'transformer[hf]' "
-                          "(or pip install transformers)") from None
+        raise ExportError(
+            "--to hf needs transformers: pip install 'transformer[hf]' "
+            "(or pip install transformers)"
+        ) from None
     return transformers
 
 
@@ -87,8 +89,11 @@ def generation_config(cfg: ModelConfig, decode: DecodeConfig):
     if cfg.pad_id != cfg.eos_id:
         values["suppress_tokens"] = [cfg.pad_id]
     if cfg.arch == "encoder-decoder":
-        values.update(decoder_start_token_id=cfg.start_id, max_new_tokens=max_new_tokens(cfg, decode),
-                      num_beams=decode.beam_size)
+        values.update(
+            decoder_start_token_id=cfg.start_id,
+            max_new_tokens=max_new_tokens(cfg, decode),
+            num_beams=decode.beam_size,
+        )
         if decode.min_len:
             values["min_new_tokens"] = decode.min_len
         if decode.beam_size > 1:
@@ -96,13 +101,20 @@ def generation_config(cfg: ModelConfig, decode: DecodeConfig):
             if decode.length_penalty_kind == "power":
                 values["length_penalty"] = decode.length_penalty
     else:
-        values.update(max_new_tokens=decode.max_new_tokens, num_beams=1, do_sample=True,
-                      temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p)
+        values.update(
+            max_new_tokens=decode.max_new_tokens,
+            num_beams=1,
+            do_sample=True,
+            temperature=decode.temperature,
+            top_k=decode.top_k,
+            top_p=decode.top_p,
+        )
     return _transformers().GenerationConfig(**values)
 
 
-def tokenizer_files(tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict | None,
-                    add_eos: bool = False) -> tuple[str, dict]:
+def tokenizer_files(
+    tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict | None, add_eos: bool = False
+) -> tuple[str, dict]:
     """(tokenizer.json text, tokenizer_config.json values) of the transformers tokenizer over `tok`."""
     import tokenizers
 
@@ -110,25 +122,42 @@ def tokenizer_files(tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict 
     bos, eos = backend.id_to_token(cfg.bos_id), backend.id_to_token(cfg.eos_id)
     if cfg.arch == "decoder" and add_bos and bos is not None:
         backend.post_processor = tokenizers.processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, cfg.bos_id)])
-    elif cfg.arch == "encoder-decoder" and add_eos and eos is not None:  # sources end with </s> (T5, Marian)
+            single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, cfg.bos_id)]
+        )
+    elif (
+        cfg.arch == "encoder-decoder" and add_eos and eos is not None
+    ):  # sources end with </s> (T5, Marian)
         backend.post_processor = tokenizers.processors.TemplateProcessing(
-            single=f"$A {eos}", pair=f"$A $B:1 {eos}", special_tokens=[(eos, cfg.eos_id)])
-    elif cfg.arch != "encoder" and (backend.encode("a b").ids != backend.encode("a b", add_special_tokens=False).ids):
+            single=f"$A {eos}", pair=f"$A $B:1 {eos}", special_tokens=[(eos, cfg.eos_id)]
+        )
+    elif cfg.arch != "encoder" and (
+        backend.encode("a b").ids != backend.encode("a b", add_special_tokens=False).ids
+    ):
         backend.post_processor = None  # our Pipeline encodes without special tokens
-    special = {"bos_token": bos, "eos_token": backend.id_to_token(cfg.eos_id),
-               "pad_token": backend.id_to_token(cfg.pad_id),
-               "unk_token": getattr(backend.model, "unk_token", None)}
+    special = {
+        "bos_token": bos,
+        "eos_token": backend.id_to_token(cfg.eos_id),
+        "pad_token": backend.id_to_token(cfg.pad_id),
+        "unk_token": getattr(backend.model, "unk_token", None),
+    }
     if chat:  # the strings the template was written for
-        special.update({k: chat[k] for k in ("bos_token", "eos_token") if isinstance(chat.get(k), str) and chat[k]})
+        special.update(
+            {
+                k: chat[k]
+                for k in ("bos_token", "eos_token")
+                if isinstance(chat.get(k), str) and chat[k]
+            }
+        )
     for mask in ("<mask>", "[MASK]"):
         if cfg.arch == "encoder" and backend.token_to_id(mask) is not None:
             special["mask_token"] = mask
-    config = {"tokenizer_class": "PreTrainedTokenizerFast",
-              **{k: v for k, v in special.items() if v is not None},
-              "model_max_length": cfg.max_positions,
-              "padding_side": "left" if cfg.arch == "decoder" else "right",
-              "clean_up_tokenization_spaces": False}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **{k: v for k, v in special.items() if v is not None},
+        "model_max_length": cfg.max_positions,
+        "padding_side": "left" if cfg.arch == "decoder" else "right",
+        "clean_up_tokenization_spaces": False,
+    }
     if chat:
         config["chat_template"] = chat["chat_template"]
     return backend.to_str(pretty=True), config
@@ -138,8 +167,9 @@ def _write_tokenizer(folder: Path, files: tuple[str, dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     text, config = files
     (folder / "tokenizer.json").write_text(text, encoding="utf-8")
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n",
-                                                  encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
 def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
@@ -155,16 +185,23 @@ def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
     cfg = model.config
     hf_model = convert(model, model_dir)
     if not has_tokenizer(model_dir):
-        raise ExportError(f"{model_dir} has no tokenizer ({SHARED_FILE}, or {SOURCE_FILE} + {TARGET_FILE}): "
-                          "a Hugging Face export needs one; copy the model's tokenizer file into it")
+        raise ExportError(
+            f"{model_dir} has no tokenizer ({SHARED_FILE}, or {SOURCE_FILE} + {TARGET_FILE}): "
+            "a Hugging Face export needs one; copy the model's tokenizer file into it"
+        )
     source, target = load_tokenizers(model_dir)
     decode = load_decode_config(model_dir)
     chat = load_chat_template(model_dir)
     separate = cfg.arch == "encoder-decoder" and source is not target
     if cfg.arch != "encoder":
         hf_model.generation_config = generation_config(cfg, decode)
-    main = tokenizer_files(source if cfg.arch == "encoder-decoder" else target, cfg, decode.add_bos, chat,
-                           decode.add_eos)
+    main = tokenizer_files(
+        source if cfg.arch == "encoder-decoder" else target,
+        cfg,
+        decode.add_bos,
+        chat,
+        decode.add_eos,
+    )
 
     def write(tmp: Path) -> None:
         hf_model.save_pretrained(tmp)
@@ -177,71 +214,118 @@ def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
     return write_directory(out, write)
 
 
-def readme(cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool,
-           out: Path) -> str:
+def readme(
+    cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool, out: Path
+) -> str:
     """What the exported model (the directory `out`) is, how to run it with transformers, and where
     that differs from ours."""
     where = python_path(out)
-    layers = {"encoder-decoder": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}", "decoder": cfg.n_decoder_layers,
-              "encoder": cfg.n_encoder_layers}[cfg.arch]
+    layers = {
+        "encoder-decoder": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}",
+        "decoder": cfg.n_decoder_layers,
+        "encoder": cfg.n_encoder_layers,
+    }[cfg.arch]
     article = "an" if cfg.arch.startswith("e") else "a"
-    lines = ["# Hugging Face export", "",
-             f"Exported by `transformer export --to hf` from {article} {cfg.arch} model ({layers} layers, "
-             f"d_model {cfg.d_model}, {cfg.norm_position}-norm, {cfg.positional} positions) as `{hf_class}`, "
-             "float32; its outputs match ours.", "", "```python", "import transformers"]
+    lines = [
+        "# Hugging Face export",
+        "",
+        f"Exported by `transformer export --to hf` from {article} {cfg.arch} model ({layers} layers, "
+        f"d_model {cfg.d_model}, {cfg.norm_position}-norm, {cfg.positional} positions) as `{hf_class}`, "
+        "float32; its outputs match ours.",
+        "",
+        "```python",
+        "import transformers",
+    ]
     if cfg.arch == "encoder-decoder":
-        lines += [f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
-                  f"model = transformers.AutoModelForSeq2SeqLM.from_pretrained({where})",
-                  'ids = model.generate(**tokenizer(["Hola."], return_tensors="pt", padding=True))']
+        lines += [
+            f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
+            f"model = transformers.AutoModelForSeq2SeqLM.from_pretrained({where})",
+            'ids = model.generate(**tokenizer(["Hola."], return_tensors="pt", padding=True))',
+        ]
         if separate:
             target = python_path(out / TARGET_TOKENIZER_DIR)
-            lines += [f"target = transformers.AutoTokenizer.from_pretrained({target})",
-                      "print(target.batch_decode(ids, skip_special_tokens=True))"]
+            lines += [
+                f"target = transformers.AutoTokenizer.from_pretrained({target})",
+                "print(target.batch_decode(ids, skip_special_tokens=True))",
+            ]
         else:
-            lines += ["print(tokenizer.batch_decode(ids, skip_special_tokens=True))",
-                      f'# transformers 4 also has transformers.pipeline("translation", model={where}) '
-                      "(removed in 5)"]
+            lines += [
+                "print(tokenizer.batch_decode(ids, skip_special_tokens=True))",
+                f'# transformers 4 also has transformers.pipeline("translation", model={where}) '
+                "(removed in 5)",
+            ]
     elif cfg.arch == "decoder":
-        lines += [f'generate = transformers.pipeline("text-generation", model={where})',
-                  'print(generate("Once upon a time", return_full_text=False)[0]["generated_text"])',
-                  f"# or transformers.AutoModelForCausalLM.from_pretrained({where}) with AutoTokenizer"]
+        lines += [
+            f'generate = transformers.pipeline("text-generation", model={where})',
+            'print(generate("Once upon a time", return_full_text=False)[0]["generated_text"])',
+            f"# or transformers.AutoModelForCausalLM.from_pretrained({where}) with AutoTokenizer",
+        ]
     else:
         pooler = ", add_pooling_layer=False" if hf_class == "BertModel" and not cfg.pooler else ""
-        lines += [f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
-                  f"model = transformers.{hf_class}.from_pretrained({where}{pooler})",
-                  'outputs = model(**tokenizer(["Hello."], return_tensors="pt"))']
+        lines += [
+            f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
+            f"model = transformers.{hf_class}.from_pretrained({where}{pooler})",
+            'outputs = model(**tokenizer(["Hello."], return_tensors="pt"))',
+        ]
     lines += ["```", ""]
     if separate:
-        lines += ["The model has separate source and target vocabularies: the main tokenizer is the source one,",
-                  f"`{TARGET_TOKENIZER_DIR}/` decodes outputs. transformers 4's `pipeline(\"translation\")` would "
-                  "decode them", "with the source vocabulary: do not use it.", ""]
+        lines += [
+            "The model has separate source and target vocabularies: the main tokenizer is the source one,",
+            f'`{TARGET_TOKENIZER_DIR}/` decodes outputs. transformers 4\'s `pipeline("translation")` would '
+            "decode them",
+            "with the source vocabulary: do not use it.",
+            "",
+        ]
     if cfg.arch == "encoder-decoder":
-        lines += [("Sources end with </s>, as the model was trained." if decode.add_eos else
-                   "Sources are tokenized without special tokens, as in training.")
-                  + " `generation_config.json` holds",
-                  f"our decoding defaults (beam {decode.beam_size}). Where transformers differs from "
-                  "`transformer translate`:",
-                  f"- Length limit: ours is floor({decode.max_len_a} x source tokens + {decode.max_len_b}); "
-                  "transformers takes one",
-                  "  `max_new_tokens`, here the limit for the longest source: pass your own per call.",
-                  "- Our translate strips spaces around each output line; batch_decode does not."]
+        lines += [
+            (
+                "Sources end with </s>, as the model was trained."
+                if decode.add_eos
+                else "Sources are tokenized without special tokens, as in training."
+            )
+            + " `generation_config.json` holds",
+            f"our decoding defaults (beam {decode.beam_size}). Where transformers differs from "
+            "`transformer translate`:",
+            f"- Length limit: ours is floor({decode.max_len_a} x source tokens + {decode.max_len_b}); "
+            "transformers takes one",
+            "  `max_new_tokens`, here the limit for the longest source: pass your own per call.",
+            "- Our translate strips spaces around each output line; batch_decode does not.",
+        ]
         if decode.length_penalty_kind == "power":
-            lines.append(f"- Length penalty: none, both divide by |Y|^{decode.length_penalty} (`length_penalty`).")
+            lines.append(
+                f"- Length penalty: none, both divide by |Y|^{decode.length_penalty} (`length_penalty`)."
+            )
         else:
-            lines += [f"- Length penalty: ours is Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty}, which "
-                      "transformers does not have;",
-                      "  it divides by |Y|^length_penalty (default 1.0; our `--length-penalty-kind power`). "
-                      "With beams the two",
-                      "  may pick another hypothesis on some lines; greedy output is the same."]
+            lines += [
+                f"- Length penalty: ours is Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty}, which "
+                "transformers does not have;",
+                "  it divides by |Y|^length_penalty (default 1.0; our `--length-penalty-kind power`). "
+                "With beams the two",
+                "  may pick another hypothesis on some lines; greedy output is the same.",
+            ]
     elif cfg.arch == "decoder":
-        bos = "starts each prompt with <s>, as in training" if decode.add_bos else "adds no special tokens"
-        lines += [f"The tokenizer {bos}. `generation_config.json` samples as `transformer generate` does",
-                  f"(temperature {decode.temperature}, top_k {decode.top_k}, top_p {decode.top_p}, "
-                  f"max_new_tokens {decode.max_new_tokens}); pass do_sample=False for greedy output.",
-                  "Ours shortens a prompt that leaves no room in the position table; transformers does not."]
+        bos = (
+            "starts each prompt with <s>, as in training"
+            if decode.add_bos
+            else "adds no special tokens"
+        )
+        lines += [
+            f"The tokenizer {bos}. `generation_config.json` samples as `transformer generate` does",
+            f"(temperature {decode.temperature}, top_k {decode.top_k}, top_p {decode.top_p}, "
+            f"max_new_tokens {decode.max_new_tokens}); pass do_sample=False for greedy output.",
+            "Ours shortens a prompt that leaves no room in the position table; transformers does not.",
+        ]
         if chat:
-            lines.append("The chat template is in tokenizer_config.json (`tokenizer.apply_chat_template`).")
+            lines.append(
+                "The chat template is in tokenizer_config.json (`tokenizer.apply_chat_template`)."
+            )
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["TARGET_TOKENIZER_DIR", "export_hf", "generation_config", "max_new_tokens", "tokenizer_files"]
+__all__ = [
+    "TARGET_TOKENIZER_DIR",
+    "export_hf",
+    "generation_config",
+    "max_new_tokens",
+    "tokenizer_files",
+]

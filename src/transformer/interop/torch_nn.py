@@ -27,7 +27,9 @@ def _activation(layer: nn.Module) -> str:
         return "relu"
     if act is F.gelu or isinstance(act, nn.GELU) and act.approximate == "none":
         return "gelu"
-    raise ValueError(f"nn.Transformer activation {act!r} has no equivalent here: use 'relu' or 'gelu'")
+    raise ValueError(
+        f"nn.Transformer activation {act!r} has no equivalent here: use 'relu' or 'gelu'"
+    )
 
 
 def config_from_torch_nn(ref: nn.Transformer, vocab_size: int, **changes: Any) -> ModelConfig:
@@ -85,8 +87,13 @@ def from_torch_nn(ref: nn.Transformer, vocab_size: int, **changes: Any) -> Encod
     `changes` set the parts nn.Transformer does not have (positional, scale_embedding, ...).
     Given the same input embeddings, both produce the same stack outputs.
     """
-    if type(ref.encoder.layers[0]) is not nn.TransformerEncoderLayer or type(ref.decoder.layers[0]) is not nn.TransformerDecoderLayer:
-        raise ValueError("only nn.Transformer built from the standard nn.TransformerEncoderLayer/DecoderLayer can be loaded")
+    if (
+        type(ref.encoder.layers[0]) is not nn.TransformerEncoderLayer
+        or type(ref.decoder.layers[0]) is not nn.TransformerDecoderLayer
+    ):
+        raise ValueError(
+            "only nn.Transformer built from the standard nn.TransformerEncoderLayer/DecoderLayer can be loaded"
+        )
     config = config_from_torch_nn(ref, vocab_size, **changes)
     model = build_model(config)
     for ours, theirs in zip(model.encoder.layers, ref.encoder.layers, strict=True):

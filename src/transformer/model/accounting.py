@@ -17,8 +17,14 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv_heads: int | None = None,
-                    d_k: int | None = None, d_v: int | None = None) -> int:
+def attention_flops(
+    d_model: int,
+    seq_len: int,
+    n_heads: int | None = None,
+    n_kv_heads: int | None = None,
+    d_k: int | None = None,
+    d_v: int | None = None,
+) -> int:
     """Forward FLOPs of one multi-head attention, per query token, over seq_len keys.
 
     With h heads of query/key size d_k and value size d_v (default d/h), and K key/value heads:
@@ -30,8 +36,14 @@ def attention_flops(d_model: int, seq_len: int, n_heads: int | None = None, n_kv
     d_v = d_v or d_model // h
     qk = h * (d_k or d_v)  # all heads' query (and, with K = h, key) width
     kv = n_kv_heads or h
-    return 2 * d_model * qk + 2 * d_model * kv * (d_k or d_v) + 2 * d_model * kv * d_v + 2 * d_model * h * d_v \
-        + 2 * seq_len * qk + 2 * seq_len * h * d_v
+    return (
+        2 * d_model * qk
+        + 2 * d_model * kv * (d_k or d_v)
+        + 2 * d_model * kv * d_v
+        + 2 * d_model * h * d_v
+        + 2 * seq_len * qk
+        + 2 * seq_len * h * d_v
+    )
 
 
 def feed_forward_flops(d_model: int, d_ff: int, activation: str) -> int:
@@ -47,7 +59,9 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
     3x forward (the backward pass costs twice the forward). Attention over all seq_len keys is
     counted even where a causal mask hides half of them, as in the usual 6·N·D estimates.
     """
-    attn = attention_flops(config.d_model, seq_len, config.n_heads, config.kv_heads, config.d_k, config.d_v)
+    attn = attention_flops(
+        config.d_model, seq_len, config.n_heads, config.kv_heads, config.d_k, config.d_v
+    )
     ffn = feed_forward_flops(config.d_model, config.d_ff, config.activation)
     encoder = decoder = 0
     if config.arch in ("encoder-decoder", "encoder"):
@@ -58,7 +72,13 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
         decoder = config.n_decoder_layers * (attn + ffn)
     output = 0 if config.arch == "encoder" else 2 * config.d_model * config.target_vocab_size
     forward = encoder + decoder + output
-    return {"encoder": encoder, "decoder": decoder, "output": output, "forward": forward, "training": 3 * forward}
+    return {
+        "encoder": encoder,
+        "decoder": decoder,
+        "output": output,
+        "forward": forward,
+        "training": 3 * forward,
+    }
 
 
 def flops_per_image(config: ModelConfig) -> dict[str, int]:
@@ -68,8 +88,16 @@ def flops_per_image(config: ModelConfig) -> dict[str, int]:
     if v is None:
         raise ValueError("flops_per_image needs an image encoder (a config with model.vision)")
     positions = v.n_patches + 1
-    patches = v.n_patches * 2 * v.channels * v.patch_size ** 2 * config.d_model
+    patches = v.n_patches * 2 * v.channels * v.patch_size**2 * config.d_model
     encoder = positions * flops_per_token(config, positions)["encoder"]
-    head = 2 * config.d_model * config.n_classes + (2 * config.d_model * config.d_model if config.pooler else 0)
+    head = 2 * config.d_model * config.n_classes + (
+        2 * config.d_model * config.d_model if config.pooler else 0
+    )
     forward = patches + encoder + head
-    return {"patches": patches, "encoder": encoder, "head": head, "forward": forward, "training": 3 * forward}
+    return {
+        "patches": patches,
+        "encoder": encoder,
+        "head": head,
+        "forward": forward,
+        "training": 3 * forward,
+    }

@@ -48,7 +48,9 @@ def scaled_dot_product_attention(
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     if is_causal:
-        causal = causal_mask(q.shape[2], k.shape[2], offset=k.shape[2] - q.shape[2], device=q.device)
+        causal = causal_mask(
+            q.shape[2], k.shape[2], offset=k.shape[2] - q.shape[2], device=q.device
+        )
         mask = causal if mask is None else mask & causal
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -88,11 +90,22 @@ def fused_attention(
         if mask is not None:
             attn_mask = attn_mask.masked_fill(~mask, torch.finfo(q.dtype).min)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-        enable_gqa=q.shape[1] != k.shape[1]
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=q.shape[1] != k.shape[1],
     )
-    if mask is not None and not (bias is None and dropout_p == 0.0 and not torch.is_grad_enabled()
-                                 and q.device.type == "cpu" and _cpu_kernel_zeroes_empty_rows(q.dtype)):
+    if mask is not None and not (
+        bias is None
+        and dropout_p == 0.0
+        and not torch.is_grad_enabled()
+        and q.device.type == "cpu"
+        and _cpu_kernel_zeroes_empty_rows(q.dtype)
+    ):
         # Kernels differ on rows with no key at all (NaN in older torch); make them zeros.
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     return out
@@ -110,7 +123,10 @@ def _cpu_kernel_zeroes_empty_rows(dtype: torch.dtype) -> bool:
         q, k, v = (torch.ones(2, 2, n, 8, dtype=dtype) for n in (3, 4, 4))
         mask = torch.ones(2, 1, 3, 4, dtype=torch.bool)
         mask[1] = False
-        out = [F.scaled_dot_product_attention(q[:, :, :t], k, v, attn_mask=mask[:, :, :t]) for t in (1, 3)]
+        out = [
+            F.scaled_dot_product_attention(q[:, :, :t], k, v, attn_mask=mask[:, :, :t])
+            for t in (1, 3)
+        ]
     return all(bool((o[1] == 0).all()) and bool((o[0] == 1).all()) for o in out)
 
 
@@ -155,7 +171,9 @@ class MultiHeadAttention(nn.Module):
         b, length, width = x.shape
         return x.view(b, length, n, width // n).transpose(1, 2)  # (B, H or K, L, D)
 
-    def project_kv(self, source: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def project_kv(
+        self, source: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set."""
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
         v = self._split(linear(self.v_proj, source), self.n_kv_heads)
@@ -184,8 +202,9 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.impl == "textbook" or need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout_p, bias=bias,
-                                                        scale=self.scale)
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, is_causal, dropout_p, bias=bias, scale=self.scale
+            )
         else:
             out = fused_attention(q, k, v, mask, is_causal, dropout_p, bias=bias, scale=self.scale)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)

@@ -29,17 +29,23 @@ from .transformer import (
 def build_model(cfg: ModelConfig) -> Model:
     """Assemble the model that `cfg` describes; the only function that reads a ModelConfig."""
     if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"build_model takes a ModelConfig, not {type(cfg).__name__}: build one with "
-                        "ModelConfig(...), a preset such as transformer.config.cpu_tiny(), "
-                        "or ModelConfig.from_dict(values)")
+        raise TypeError(
+            f"build_model takes a ModelConfig, not {type(cfg).__name__}: build one with "
+            "ModelConfig(...), a preset such as transformer.config.cpu_tiny(), "
+            "or ModelConfig.from_dict(values)"
+        )
     match cfg.arch:
         case "encoder-decoder":
             src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            tgt_tokens = (src_tokens if cfg.shares_embeddings
-                          else nn.Embedding(cfg.target_vocab_size, cfg.d_model))
+            tgt_tokens = (
+                src_tokens
+                if cfg.shares_embeddings
+                else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
+            )
             lm_head = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
-            model = EncoderDecoder(cfg, _encoder(cfg, src_tokens),
-                                   _decoder(cfg, tgt_tokens, cross=True), lm_head)
+            model = EncoderDecoder(
+                cfg, _encoder(cfg, src_tokens), _decoder(cfg, tgt_tokens, cross=True), lm_head
+            )
         case "decoder":
             tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
@@ -47,8 +53,9 @@ def build_model(cfg: ModelConfig) -> Model:
         case "encoder":
             pooler = None
             if cfg.pooler or cfg.n_classes:
-                pooler = PooledClassifier(cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling,
-                                          dense=cfg.pooler)
+                pooler = PooledClassifier(
+                    cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler
+                )
             if cfg.vision is not None:
                 model = EncoderOnly(cfg, _image_encoder(cfg), None, pooler)
             else:
@@ -74,7 +81,7 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     starts from a near-uniform distribution (loss ~ ln V) instead of a saturated softmax.
     Without scaling (GPT/BERT style) embeddings get N(0, 0.02).
     """
-    std = cfg.d_model ** -0.5 if cfg.scale_embedding else 0.02
+    std = cfg.d_model**-0.5 if cfg.scale_embedding else 0.02
     for module in model.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
@@ -84,11 +91,11 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
             nn.init.normal_(module.weight, std=std)
     lm_head = getattr(model, "lm_head", None)
     if lm_head is not None and not cfg.tie_embeddings:
-        nn.init.normal_(lm_head.weight, std=cfg.d_model ** -0.5)
+        nn.init.normal_(lm_head.weight, std=cfg.d_model**-0.5)
     if not cfg.scale_attention:  # T5 folds 1 / sqrt(d_k) into the query projection's initialisation
         for module in model.modules():
             if isinstance(module, MultiHeadAttention):
-                module.q_proj.weight.data.mul_(module.qk_dim ** -0.5)
+                module.q_proj.weight.data.mul_(module.qk_dim**-0.5)
 
 
 def tie_weights(model: Model) -> None:
@@ -115,19 +122,32 @@ def _embeddings(cfg: ModelConfig, tokens: nn.Embedding, token_types: int = 0) ->
         case _:  # rope (applied inside attention) or none
             positions = None
     return Embeddings(
-        tokens, positions,
+        tokens,
+        positions,
         scale=math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0,
         dropout=cfg.dropout,
         token_types=nn.Embedding(token_types, cfg.d_model) if token_types else None,
-        norm=make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embedding_norm else None,
+        norm=make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.bias)
+        if cfg.embedding_norm
+        else None,
     )
 
 
-def _attention(cfg: ModelConfig, rotary: RotaryEmbedding | None,
-               cross: bool = False) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.bias, cfg.attention_dropout,
-                              cfg.attention_impl, None if cross else rotary, cfg.d_k, cfg.d_v,
-                              None if cfg.scale_attention else 1.0)
+def _attention(
+    cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: bool = False
+) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.kv_heads,
+        cfg.bias,
+        cfg.attention_dropout,
+        cfg.attention_impl,
+        None if cross else rotary,
+        cfg.d_k,
+        cfg.d_v,
+        None if cfg.scale_attention else 1.0,
+    )
 
 
 def _relative(cfg: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
@@ -157,31 +177,47 @@ def _rotary(cfg: ModelConfig) -> RotaryEmbedding | None:
 
 def _encoder_layers(cfg: ModelConfig, rotary: RotaryEmbedding | None) -> list[EncoderLayer]:
     pre = cfg.norm_position == "pre"
-    return [EncoderLayer(_attention(cfg, rotary), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
-            for _ in range(cfg.n_encoder_layers)]
+    return [
+        EncoderLayer(_attention(cfg, rotary), _ffn(cfg), _norm(cfg), _norm(cfg), cfg.dropout, pre)
+        for _ in range(cfg.n_encoder_layers)
+    ]
 
 
 def _encoder(cfg: ModelConfig, tokens: nn.Embedding) -> Encoder:
     layers = _encoder_layers(cfg, _rotary(cfg))
-    return Encoder(_embeddings(cfg, tokens, cfg.n_token_types), layers, _final_norm(cfg),
-                   _relative(cfg, bidirectional=True))
+    return Encoder(
+        _embeddings(cfg, tokens, cfg.n_token_types),
+        layers,
+        _final_norm(cfg),
+        _relative(cfg, bidirectional=True),
+    )
 
 
 def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
     v = cfg.vision
     layers = _encoder_layers(cfg, None)
-    patches = PatchEmbedding(v.image_size, v.patch_size, v.channels, cfg.d_model, v.positions,
-                             cfg.dropout)
+    patches = PatchEmbedding(
+        v.image_size, v.patch_size, v.channels, cfg.d_model, v.positions, cfg.dropout
+    )
     return ImageEncoder(patches, layers, _final_norm(cfg))
 
 
 def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
     rotary = _rotary(cfg)
     pre = cfg.norm_position == "pre"
-    layers = [DecoderLayer(_attention(cfg, rotary),
-                           _attention(cfg, rotary, cross=True) if cross else None,
-                           _ffn(cfg), _norm(cfg), _norm(cfg) if cross else None, _norm(cfg),
-                           cfg.dropout, pre)
-              for _ in range(cfg.n_decoder_layers)]
-    return Decoder(_embeddings(cfg, tokens), layers, _final_norm(cfg),
-                   _relative(cfg, bidirectional=False))
+    layers = [
+        DecoderLayer(
+            _attention(cfg, rotary),
+            _attention(cfg, rotary, cross=True) if cross else None,
+            _ffn(cfg),
+            _norm(cfg),
+            _norm(cfg) if cross else None,
+            _norm(cfg),
+            cfg.dropout,
+            pre,
+        )
+        for _ in range(cfg.n_decoder_layers)
+    ]
+    return Decoder(
+        _embeddings(cfg, tokens), layers, _final_norm(cfg), _relative(cfg, bidirectional=False)
+    )

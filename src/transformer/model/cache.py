@@ -42,13 +42,20 @@ class LayerCache:
 
     self_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B or N, K, S, D) each
     cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B_src, K, S_src, D) each
-    buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (rows_max, K, capacity, D); self_kv = buffers[:rows, :, :S]
-    spare: tuple[torch.Tensor, torch.Tensor] | None = None  # (rows_max, K, capacity, D) each: free for the next copy
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = (
+        None  # (rows_max, K, capacity, D); self_kv = buffers[:rows, :, :S]
+    )
+    spare: tuple[torch.Tensor, torch.Tensor] | None = (
+        None  # (rows_max, K, capacity, D) each: free for the next copy
+    )
 
     def in_buffers(self) -> bool:
         """Whether self_kv is a view of the in-place storage (inference), not a tensor autograd saved."""
-        return (self.buffers is not None and self.self_kv is not None
-                and self.self_kv[0].data_ptr() == self.buffers[0].data_ptr())
+        return (
+            self.buffers is not None
+            and self.self_kv is not None
+            and self.self_kv[0].data_ptr() == self.buffers[0].data_ptr()
+        )
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add new self-attention keys/values (rows, K, T, D); return all of them (rows, K, S_past + T, D)."""
@@ -60,15 +67,25 @@ class LayerCache:
             return self.self_kv
         rows, past = k.shape[0], 0 if self.self_kv is None else self.self_kv[0].shape[2]
         total = past + k.shape[2]
-        usable = (past > 0 and self.in_buffers() and self.buffers[0].shape[2] >= total
-                  and self.buffers[0].dtype == k.dtype)
+        usable = (
+            past > 0
+            and self.in_buffers()
+            and self.buffers[0].shape[2] >= total
+            and self.buffers[0].dtype == k.dtype
+        )
         if not usable:
-            ks, vs = (x.new_empty(rows, x.shape[1], max(MIN_CAPACITY, 2 * total), x.shape[3]) for x in (k, v))
+            ks, vs = (
+                x.new_empty(rows, x.shape[1], max(MIN_CAPACITY, 2 * total), x.shape[3])
+                for x in (k, v)
+            )
             if past:
                 ks[:, :, :past] = self.self_kv[0]
                 vs[:, :, :past] = self.self_kv[1]
             self.buffers, self.spare = (ks, vs), None
-        ks, vs = self.buffers[0][:rows], self.buffers[1][:rows]  # leading rows of contiguous buffers
+        ks, vs = (
+            self.buffers[0][:rows],
+            self.buffers[1][:rows],
+        )  # leading rows of contiguous buffers
         ks[:, :, past:total] = k
         vs[:, :, past:total] = v
         self.self_kv = (ks[:, :, :total], vs[:, :, :total])
@@ -77,10 +94,19 @@ class LayerCache:
     def _target(self, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Buffers with room for (rows, K, length, D): the spare set when it fits, else new ones."""
         spare, like = self.spare, self.self_kv[0]
-        if (spare is None or spare[0].shape[0] < rows or spare[0].shape[2] < length
-                or spare[0].shape[1] != like.shape[1] or spare[0].dtype != like.dtype):
-            capacity = max(MIN_CAPACITY, 2 * length, 0 if self.buffers is None else self.buffers[0].shape[2])
-            spare = tuple(kv.new_empty(rows, kv.shape[1], capacity, kv.shape[3]) for kv in self.self_kv)
+        if (
+            spare is None
+            or spare[0].shape[0] < rows
+            or spare[0].shape[2] < length
+            or spare[0].shape[1] != like.shape[1]
+            or spare[0].dtype != like.dtype
+        ):
+            capacity = max(
+                MIN_CAPACITY, 2 * length, 0 if self.buffers is None else self.buffers[0].shape[2]
+            )
+            spare = tuple(
+                kv.new_empty(rows, kv.shape[1], capacity, kv.shape[3]) for kv in self.self_kv
+            )
         return spare
 
     def _swap_in(self, target: tuple[torch.Tensor, torch.Tensor], rows: int, length: int) -> None:
@@ -92,13 +118,18 @@ class LayerCache:
         if self.self_kv is None:
             return
         if not self.in_buffers() or self.self_kv[0].requires_grad:
-            self.self_kv = (self.self_kv[0].index_select(0, index), self.self_kv[1].index_select(0, index))
+            self.self_kv = (
+                self.self_kv[0].index_select(0, index),
+                self.self_kv[1].index_select(0, index),
+            )
             self.buffers = self.spare = None
             return
         filled, rows = self.self_kv[0].shape[2], len(index)
         target = self._target(rows, filled)
         for full, out in zip(self.self_kv, target, strict=True):
-            torch.index_select(full, 0, index, out=out[:rows, :, :filled])  # copies the filled part only
+            torch.index_select(
+                full, 0, index, out=out[:rows, :, :filled]
+            )  # copies the filled part only
         self._swap_in(target, rows, filled)
 
     def gather_self(self, rows: torch.Tensor, positions: torch.Tensor) -> None:
@@ -109,9 +140,13 @@ class LayerCache:
         """
         n, length = rows.shape
         target = self._target(n, length)
-        heads = torch.arange(self.self_kv[0].shape[1], device=rows.device)[None, :, None]  # (1, K, 1)
+        heads = torch.arange(self.self_kv[0].shape[1], device=rows.device)[
+            None, :, None
+        ]  # (1, K, 1)
         for full, out in zip(self.self_kv, target, strict=True):
-            out[:n, :, :length] = full[rows[:, None, :], heads, positions[:, None, :]]  # (B', K, S', D)
+            out[:n, :, :length] = full[
+                rows[:, None, :], heads, positions[:, None, :]
+            ]  # (B', K, S', D)
         self._swap_in(target, n, length)
 
 
@@ -146,7 +181,12 @@ class KVCache:
         """G when self-attention is a prefix tree (one query block of G beams per sentence), else 1."""
         return 1 if self.ancestors is None else self.group_size
 
-    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
+    def reorder(
+        self,
+        index: torch.Tensor,
+        group_size: int | None = None,
+        sources: torch.Tensor | None = None,
+    ) -> None:
         """Keep/reorder/repeat batch rows: beam search reorders, finished sentences are dropped.
 
         index (B',) picks the new rows from the current ones. Without group_size every row may
@@ -164,9 +204,13 @@ class KVCache:
         n_sources = self._n_sources() if sources is None else len(sources)
         if group_size is not None and index.numel() != n_sources * group_size:
             raise ValueError(f"{index.numel()} rows cannot form {n_sources} groups of {group_size}")
-        tree = (group_size is not None and group_size > 1 and self.share_prefixes
-                and all(layer.self_kv is None or layer.in_buffers() for layer in self.layers)
-                and any(layer.self_kv is not None for layer in self.layers))
+        tree = (
+            group_size is not None
+            and group_size > 1
+            and self.share_prefixes
+            and all(layer.self_kv is None or layer.in_buffers() for layer in self.layers)
+            and any(layer.self_kv is not None for layer in self.layers)
+        )
         if self.ancestors is not None and tree and group_size == self.group_size:
             self._reorder_tree(index, group_size, sources)
         else:
@@ -180,18 +224,26 @@ class KVCache:
                 self.key_mask = pick(self.key_mask, index)
         self.positions = pick(self.positions, index)
         if group_size is None:
-            if self.group_size > 1:  # back to one source per row: row r reads source r // group_size
+            if (
+                self.group_size > 1
+            ):  # back to one source per row: row r reads source r // group_size
                 index = torch.div(index, self.group_size, rounding_mode="floor")
             for layer in self.layers:
                 if layer.cross_kv is not None:
-                    layer.cross_kv = (pick(layer.cross_kv[0], index), pick(layer.cross_kv[1], index))
+                    layer.cross_kv = (
+                        pick(layer.cross_kv[0], index),
+                        pick(layer.cross_kv[1], index),
+                    )
             self.memory_mask = pick(self.memory_mask, index)
             self.group_size = 1
             return
         if sources is not None:
             for layer in self.layers:
                 if layer.cross_kv is not None:
-                    layer.cross_kv = (pick(layer.cross_kv[0], sources), pick(layer.cross_kv[1], sources))
+                    layer.cross_kv = (
+                        pick(layer.cross_kv[0], sources),
+                        pick(layer.cross_kv[1], sources),
+                    )
             self.memory_mask = pick(self.memory_mask, sources)
         self.group_size = group_size
 
@@ -203,13 +255,17 @@ class KVCache:
             return self.memory_mask.shape[0]
         if self.positions is not None:
             return len(self.positions) // self.group_size
-        rows = next((layer.self_kv[0].shape[0] for layer in self.layers if layer.self_kv is not None), 0)
+        rows = next(
+            (layer.self_kv[0].shape[0] for layer in self.layers if layer.self_kv is not None), 0
+        )
         return rows // self.group_size
 
     # ----------------------------------------------------------------------------------------
     # The prefix tree
 
-    def _keep_cells(self, keep: torch.Tensor, rows: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+    def _keep_cells(
+        self, keep: torch.Tensor, rows: torch.Tensor, cells: torch.Tensor
+    ) -> torch.Tensor:
         """Rebuild the storage: new row r holds the entries s where keep[r, s], in order, padded to the longest row.
 
         keep, rows, cells (R, S): entry s of new row r would be old row rows[r, s], position (or
@@ -217,7 +273,9 @@ class KVCache:
         entries (real values, never read: callers mask them).
         """
         width = int(keep.sum(dim=1).max())
-        order = (~keep).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # kept entries first, in order
+        order = (
+            (~keep).to(torch.int8).argsort(dim=1, stable=True)[:, :width]
+        )  # kept entries first, in order
         for layer in self.layers:
             if layer.self_kv is not None:
                 layer.gather_self(rows.gather(1, order), cells.gather(1, order))
@@ -228,15 +286,26 @@ class KVCache:
         """Flat rows -> one tree per group of g new rows; row index[n * g + j] becomes beam j of sentence n."""
         rows = index.view(-1, g)  # (N, G): each beam's old row
         n = rows.shape[0]
-        length = next(layer.self_kv[0].shape[2] for layer in self.layers if layer.self_kv is not None)
+        length = next(
+            layer.self_kv[0].shape[2] for layer in self.layers if layer.self_kv is not None
+        )
         # Beams taken from the same old row share its cells: each beam's path is the cells of the
         # first beam of its sentence that came from the same row; the others' cells are dropped.
         first = (rows[:, :, None] == rows[:, None, :]).int().argmax(dim=2)  # (N, G)
-        owner = torch.arange(g, device=index.device)[None, None, :] == first[:, :, None]  # (N, G, G): beam j uses block g
-        real = (torch.ones(n, g, length, dtype=torch.bool, device=index.device) if self.key_mask is None
-                else self.key_mask.index_select(0, index).view(n, g, length))  # (N, G, S) padding stays out
-        ancestors = (owner[:, :, :, None] & real[:, None, :, :]).reshape(n, g, g * length)  # (N, G, G * S)
-        cell_rows = rows[:, :, None].expand(n, g, length).reshape(n, g * length)  # block g, position t
+        owner = (
+            torch.arange(g, device=index.device)[None, None, :] == first[:, :, None]
+        )  # (N, G, G): beam j uses block g
+        real = (
+            torch.ones(n, g, length, dtype=torch.bool, device=index.device)
+            if self.key_mask is None
+            else self.key_mask.index_select(0, index).view(n, g, length)
+        )  # (N, G, S) padding stays out
+        ancestors = (owner[:, :, :, None] & real[:, None, :, :]).reshape(
+            n, g, g * length
+        )  # (N, G, G * S)
+        cell_rows = (
+            rows[:, :, None].expand(n, g, length).reshape(n, g * length)
+        )  # block g, position t
         cell_pos = torch.arange(length, device=index.device).repeat(g)[None].expand(n, g * length)
         order = self._keep_cells(ancestors.any(dim=1), cell_rows, cell_pos)
         self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, order.shape[1]))
@@ -256,8 +325,11 @@ class KVCache:
             self.ancestors = ancestors
             return
         sentence = torch.arange(n, device=index.device) if sources is None else sources
-        order = self._keep_cells(live, sentence[:, None].expand(n, cells),
-                                 torch.arange(cells, device=index.device).expand(n, cells))
+        order = self._keep_cells(
+            live,
+            sentence[:, None].expand(n, cells),
+            torch.arange(cells, device=index.device).expand(n, cells),
+        )
         self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
 
     def flatten(self) -> None:
@@ -265,8 +337,11 @@ class KVCache:
         n, g, cells = self.ancestors.shape
         paths = self.ancestors.reshape(n * g, cells)
         sentence = torch.arange(n, device=paths.device).repeat_interleave(g)
-        order = self._keep_cells(paths, sentence[:, None].expand(n * g, cells),
-                                 torch.arange(cells, device=paths.device).expand(n * g, cells))
+        order = self._keep_cells(
+            paths,
+            sentence[:, None].expand(n * g, cells),
+            torch.arange(cells, device=paths.device).expand(n * g, cells),
+        )
         key_mask = paths.gather(1, order)
         self.key_mask = None if bool(key_mask.all()) else key_mask
         self.ancestors = None

@@ -34,8 +34,14 @@ class PooledClassifier(nn.Module):
     """Pool the hidden states (the first token's, [CLS], or the mean over real tokens), then BERT's
     pooler (dense + tanh, optional) and a classifier (optional) on top."""
 
-    def __init__(self, d_model: int, n_classes: int, dropout: float, pooling: str = "first",
-                 dense: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_classes: int,
+        dropout: float,
+        pooling: str = "first",
+        dense: bool = True,
+    ):
         super().__init__()
         self.pooling = pooling
         self.dense = nn.Linear(d_model, d_model) if dense else None

@@ -51,7 +51,9 @@ def save_weights(model: Model, path: str | os.PathLike) -> Path:
         raise ModelFileError(f"{path} is a file: pass a directory to write the model into")
     path.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.cpu() for k, v in unique_state_dict(model).items()}
-    atomic_write(path / WEIGHTS_FILE, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+    atomic_write(
+        path / WEIGHTS_FILE, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"})
+    )
     atomic_write_text(path / CONFIG_FILE, json.dumps(model.config.to_dict(), indent=2) + "\n")
     return path
 
@@ -59,20 +61,32 @@ def save_weights(model: Model, path: str | os.PathLike) -> Path:
 def load_config(path: str | os.PathLike) -> ModelConfig:
     """Read a model directory's config.json, with errors that name the file."""
     if not Path(path).is_dir():
-        raise ModelFileError(f"{path} is not a directory: pass a model directory (config.json + model.safetensors)")
+        raise ModelFileError(
+            f"{path} is not a directory: pass a model directory (config.json + model.safetensors)"
+        )
     file = Path(path) / CONFIG_FILE
     if not file.is_file():
-        runs = [Path(path) / name for name in ("best", "last") if (Path(path) / name / CONFIG_FILE).is_file()]
+        runs = [
+            Path(path) / name
+            for name in ("best", "last")
+            if (Path(path) / name / CONFIG_FILE).is_file()
+        ]
         if runs:  # a run directory (what train writes): its model directories are best/ and last/
             also = f" (or {runs[1]})" if len(runs) > 1 else ""
-            raise ModelFileError(f"{file} not found: {path} is a run directory, not a model directory: "
-                                 f"did you mean {runs[0]}{also}?")
-        raise ModelFileError(f"{file} not found: {path} is not a model directory (one holds {CONFIG_FILE} "
-                             f"and {WEIGHTS_FILE})")
+            raise ModelFileError(
+                f"{file} not found: {path} is a run directory, not a model directory: "
+                f"did you mean {runs[0]}{also}?"
+            )
+        raise ModelFileError(
+            f"{file} not found: {path} is not a model directory (one holds {CONFIG_FILE} "
+            f"and {WEIGHTS_FILE})"
+        )
     try:
         values = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelFileError(f"{file} is not valid JSON ({e}): the file is corrupted; re-save the model") from None
+        raise ModelFileError(
+            f"{file} is not valid JSON ({e}): the file is corrupted; re-save the model"
+        ) from None
     try:
         return ModelConfig.from_dict(values)
     except (ConfigError, TypeError) as e:
@@ -96,8 +110,10 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     try:
         tensors = load_file(file)
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
-        raise ModelFileError(f"{file} cannot be read ({e}): the file is truncated or corrupted; "
-                             "re-save or re-copy it") from None
+        raise ModelFileError(
+            f"{file} cannot be read ({e}): the file is truncated or corrupted; "
+            "re-save or re-copy it"
+        ) from None
     with _SkipInit():
         model = build_model(config)
     expected = unique_state_dict(model)
@@ -107,10 +123,15 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
         raise ModelFileError(
             f"{file} does not match {path / CONFIG_FILE}: missing {_names(missing)}, unexpected {_names(unexpected)}"
         )
-    wrong = [f"{k} {tuple(tensors[k].shape)} (config needs {tuple(v.shape)})"
-             for k, v in expected.items() if tensors[k].shape != v.shape]
+    wrong = [
+        f"{k} {tuple(tensors[k].shape)} (config needs {tuple(v.shape)})"
+        for k, v in expected.items()
+        if tensors[k].shape != v.shape
+    ]
     if wrong:
-        raise ModelFileError(f"{file} does not match {path / CONFIG_FILE}: wrong shapes for {_names(wrong)}")
+        raise ModelFileError(
+            f"{file} does not match {path / CONFIG_FILE}: wrong shapes for {_names(wrong)}"
+        )
     tensors = {k: v.to(expected[k].dtype) for k, v in tensors.items()}  # no copy when already fp32
     placeholders = list(model.parameters())
     model.load_state_dict(tensors, strict=False, assign=True)
@@ -118,7 +139,9 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     stale = {id(p) for p in placeholders}
     left = [name for name, p in model.named_parameters(remove_duplicate=False) if id(p) in stale]
     if left:  # a tie that tie_weights does not know about
-        raise RuntimeError(f"load_weights left {_names(left)} uninitialised: tie them again after loading")
+        raise RuntimeError(
+            f"load_weights left {_names(left)} uninitialised: tie them again after loading"
+        )
     return model.to(device).eval()
 
 
@@ -131,7 +154,10 @@ class _SkipInit(TorchFunctionMode):
     below). Like all torch function modes it holds for the current thread only.
     """
 
-    SKIPPED = (torch.Tensor.uniform_, torch.Tensor.normal_)  # each fills its first argument in place
+    SKIPPED = (
+        torch.Tensor.uniform_,
+        torch.Tensor.normal_,
+    )  # each fills its first argument in place
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -21,7 +21,14 @@ class FeedForward(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2 (§3.3); gated (Shazeer 2020): (act(x W1) * x W3) W2, with
     act SiLU for swiglu (Llama), GELU for geglu and its tanh approximation for geglu_tanh (T5 v1.1)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str = "relu",
+        bias: bool = True,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.activation = GATED_ACTIVATIONS.get(activation, activation)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
@@ -50,7 +57,9 @@ KEEP_BITS = 15
 """Random bits per element in cpu_dropout: p is rounded to a multiple of 2^-15 (0.1 -> 0.100006)."""
 
 
-def cpu_dropout(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def cpu_dropout(
+    x: torch.Tensor, p: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Inverted dropout, x * keep / (1 - p) with keep ~ Bernoulli(1 - p), for the CPU.
 
     torch's CPU dropout draws each element with bernoulli_ (~4.9 ns an element, 2 cores) and keeps a
@@ -64,7 +73,9 @@ def cpu_dropout(x: torch.Tensor, p: float, generator: torch.Generator | None = N
     if p == 1.0:
         return x * 0.0
     n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(generator=generator)
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(
+        generator=generator
+    )
     # random_ fills int64 with 63 uniform bits; each 16-bit lane masked to its low 15 is uniform
     # on [0, 2^15) whatever the byte order (the top lane's 16th bit is the always-zero one).
     bits = draws.view(torch.int16)[:n].view(x.shape) & ((1 << KEEP_BITS) - 1)
@@ -124,8 +135,15 @@ def residual(x: torch.Tensor, norm: nn.Module, dropout: nn.Module, pre_norm: boo
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network, each wrapped in a residual connection (§3.1)."""
 
-    def __init__(self, self_attn: MultiHeadAttention, feed_forward: FeedForward,
-                 norm1: nn.Module, norm2: nn.Module, dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        self_attn: MultiHeadAttention,
+        feed_forward: FeedForward,
+        norm1: nn.Module,
+        norm2: nn.Module,
+        dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = self_attn
         self.feed_forward = feed_forward
@@ -134,13 +152,27 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor | None = None,
-                need_weights: bool = False, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        positions: torch.Tensor | None = None,
+        need_weights: bool = False,
+        bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, S, C), mask (B, 1, S, S) or broadcastable, bias (B or 1, H, S, S) -> (B, S, C), weights (B, H, S, S) or None."""
-        x, weights = residual(x, self.norm1, self.dropout, self.pre_norm,
-                              lambda h: self.self_attn(h, mask=mask, positions=positions, need_weights=need_weights,
-                                                       bias=bias))
-        x, _ = residual(x, self.norm2, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
+        x, weights = residual(
+            x,
+            self.norm1,
+            self.dropout,
+            self.pre_norm,
+            lambda h: self.self_attn(
+                h, mask=mask, positions=positions, need_weights=need_weights, bias=bias
+            ),
+        )
+        x, _ = residual(
+            x, self.norm2, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None)
+        )
         return x, weights
 
 
@@ -148,9 +180,17 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder output (absent in decoder-only
     models), then the feed-forward network; each in a residual connection (§3.1)."""
 
-    def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention | None,
-                 feed_forward: FeedForward, norm1: nn.Module, norm2: nn.Module | None,
-                 norm3: nn.Module, dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        self_attn: MultiHeadAttention,
+        cross_attn: MultiHeadAttention | None,
+        feed_forward: FeedForward,
+        norm1: nn.Module,
+        norm2: nn.Module | None,
+        norm3: nn.Module,
+        dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = self_attn
         self.cross_attn = cross_attn
@@ -161,29 +201,51 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def _self(self, h, mask, is_causal, positions, cache: LayerCache | None, need_weights, tree: int = 1, bias=None):
+    def _self(
+        self,
+        h,
+        mask,
+        is_causal,
+        positions,
+        cache: LayerCache | None,
+        need_weights,
+        tree: int = 1,
+        bias=None,
+    ):
         k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
         if tree > 1:
             # A prefix-tree cache (cache.py): each of the G beams of a sentence adds one cell, and
             # the G queries attend together over the sentence's cells; the mask picks each path.
             b, _, c = h.shape  # one new token per beam
             n, heads = b // tree, k.shape[1]
-            k, v = cache.append(k.reshape(n, tree, heads, k.shape[3]).transpose(1, 2),
-                                v.reshape(n, tree, heads, v.shape[3]).transpose(1, 2))  # (N, K, S_cells, D)
-            out, weights = self.self_attn.attend(h.reshape(n, tree, c), k, v, mask,
-                                                 positions=positions.reshape(n, tree), need_weights=need_weights,
-                                                 bias=bias)
+            k, v = cache.append(
+                k.reshape(n, tree, heads, k.shape[3]).transpose(1, 2),
+                v.reshape(n, tree, heads, v.shape[3]).transpose(1, 2),
+            )  # (N, K, S_cells, D)
+            out, weights = self.self_attn.attend(
+                h.reshape(n, tree, c),
+                k,
+                v,
+                mask,
+                positions=positions.reshape(n, tree),
+                need_weights=need_weights,
+                bias=bias,
+            )
             return out.reshape(b, 1, c), weights
         if cache is not None:
             k, v = cache.append(k, v)  # (B, K, S_past + T, D), written in place
         return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights, bias)
 
-    def _cross(self, h, memory, memory_mask, cache: LayerCache | None, need_weights, group: int = 1):
+    def _cross(
+        self, h, memory, memory_mask, cache: LayerCache | None, need_weights, group: int = 1
+    ):
         if cache is not None and cache.cross_kv is not None:
             k, v = cache.cross_kv  # computed once per source
         else:
             if memory is None:
-                raise ValueError("cross-attention needs the encoder output (memory) on the first decoding step")
+                raise ValueError(
+                    "cross-attention needs the encoder output (memory) on the first decoding step"
+                )
             k, v = self.cross_attn.project_kv(memory)
             if cache is not None:
                 cache.cross_kv = (k, v)
@@ -192,8 +254,9 @@ class DecoderLayer(nn.Module):
         # Rows come in groups of `group` (beams of one sentence) over one source's keys/values:
         # the group's queries attend together, one (B_src, group * T) query block per source.
         b, t, c = h.shape
-        out, weights = self.cross_attn.attend(h.reshape(b // group, group * t, c), k, v, memory_mask,
-                                              need_weights=need_weights)
+        out, weights = self.cross_attn.attend(
+            h.reshape(b // group, group * t, c), k, v, memory_mask, need_weights=need_weights
+        )
         if weights is not None:  # (B_src, H, group * T, S) -> (B, H, T, S)
             n, heads, _, s = weights.shape
             weights = weights.view(n, heads, group, t, s).transpose(1, 2).reshape(b, heads, t, s)
@@ -221,12 +284,25 @@ class DecoderLayer(nn.Module):
         (N, 1, G, S_cells) mask (KVCache.grow_tree). self_bias: T5's relative position bias on the
         self-attention scores, (B or 1, H, T, T') ((N, H, G, S_cells) with a tree).
         """
-        x, self_w = residual(x, self.norm1, self.dropout, self.pre_norm,
-                             lambda h: self._self(h, self_mask, is_causal, positions, cache, need_weights, tree,
-                                                   self_bias))
+        x, self_w = residual(
+            x,
+            self.norm1,
+            self.dropout,
+            self.pre_norm,
+            lambda h: self._self(
+                h, self_mask, is_causal, positions, cache, need_weights, tree, self_bias
+            ),
+        )
         cross_w = None
         if self.cross_attn is not None:
-            x, cross_w = residual(x, self.norm2, self.dropout, self.pre_norm,
-                                  lambda h: self._cross(h, memory, memory_mask, cache, need_weights, memory_group))
-        x, _ = residual(x, self.norm3, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None))
+            x, cross_w = residual(
+                x,
+                self.norm2,
+                self.dropout,
+                self.pre_norm,
+                lambda h: self._cross(h, memory, memory_mask, cache, need_weights, memory_group),
+            )
+        x, _ = residual(
+            x, self.norm3, self.dropout, self.pre_norm, lambda h: (self.feed_forward(h), None)
+        )
         return x, (self_w, cross_w)

@@ -30,8 +30,11 @@ MIN_WEIGHT = 256 * 256  # smaller layers take the plain path
 
 def _available() -> bool:
     mkldnn = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
-            and hasattr(mkldnn, "_reorder_linear_weight"))
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(mkldnn, "_linear_pointwise")
+        and hasattr(mkldnn, "_reorder_linear_weight")
+    )
 
 
 _enabled = _available()
@@ -54,7 +57,9 @@ def _packed_weight(layer: nn.Linear) -> torch.Tensor:
     weight = layer.weight
     try:
         version = weight._version
-    except RuntimeError:  # an inference-mode tensor keeps no version counter: nothing to tag a copy with
+    except (
+        RuntimeError
+    ):  # an inference-mode tensor keeps no version counter: nothing to tag a copy with
         return weight
     entry = _packed.get(layer)
     if entry is not None and entry[0]() is weight and entry[1] == version:
@@ -66,8 +71,18 @@ def _packed_weight(layer: nn.Linear) -> torch.Tensor:
 
 def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """layer(x) for an nn.Linear (..., in) -> (..., out); through oneDNN when nothing needs gradients on a CPU."""
-    if (_enabled and type(layer) is nn.Linear and not torch.is_grad_enabled()
-            and x.dtype == torch.float32 and x.device.type == "cpu" and layer.weight.dtype == torch.float32
-            and layer.weight.numel() >= MIN_WEIGHT and not layer._forward_hooks and not layer._forward_pre_hooks):
-        return torch.ops.mkldnn._linear_pointwise(x, _packed_weight(layer), layer.bias, "none", [], "")
+    if (
+        _enabled
+        and type(layer) is nn.Linear
+        and not torch.is_grad_enabled()
+        and x.dtype == torch.float32
+        and x.device.type == "cpu"
+        and layer.weight.dtype == torch.float32
+        and layer.weight.numel() >= MIN_WEIGHT
+        and not layer._forward_hooks
+        and not layer._forward_pre_hooks
+    ):
+        return torch.ops.mkldnn._linear_pointwise(
+            x, _packed_weight(layer), layer.bias, "none", [], ""
+        )
     return layer(x)

@@ -15,7 +15,9 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return ids != pad_id
 
 
-def as_token_mask(mask: torch.Tensor | None, shape: tuple[int, ...], name: str) -> torch.Tensor | None:
+def as_token_mask(
+    mask: torch.Tensor | None, shape: tuple[int, ...], name: str
+) -> torch.Tensor | None:
     """Check a user's (B, L) token mask and return it as bool (True/1 = real token, False/0 = padding).
 
     Accepts bool masks and integer 0/1 masks (Hugging Face tokenizers' `attention_mask`);
@@ -32,15 +34,19 @@ def as_token_mask(mask: torch.Tensor | None, shape: tuple[int, ...], name: str) 
     if mask.dtype == torch.bool:
         return mask
     if mask.is_floating_point() or mask.is_complex():
-        raise ValueError(f"{name} has dtype {mask.dtype}: pass {expected} (an additive float mask is not accepted; "
-                         "use mask > 0 or mask == 0 as you mean it)")
+        raise ValueError(
+            f"{name} has dtype {mask.dtype}: pass {expected} (an additive float mask is not accepted; "
+            "use mask > 0 or mask == 0 as you mean it)"
+        )
     if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
         bad = int(mask[(mask != 0) & (mask != 1)][0])
         raise ValueError(f"{name} holds the value {bad}: pass {expected}")
     return mask.bool()
 
 
-def causal_mask(t: int, s: int | None = None, offset: int = 0, device: torch.device | None = None) -> torch.Tensor:
+def causal_mask(
+    t: int, s: int | None = None, offset: int = 0, device: torch.device | None = None
+) -> torch.Tensor:
     """(T, S) bool: query i (at absolute position offset + i) may attend key j iff j <= offset + i.
 
     With a KV cache the keys are the `offset` cached positions followed by the T new ones,

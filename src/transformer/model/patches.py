@@ -28,9 +28,13 @@ def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
     """(1 + P, C): zeros for [CLS], then for the patch at (row, column) in row-major order
     the 1-D sinusoids of the row in the first C/2 dimensions and of the column in the last C/2."""
     if d_model % 4:
-        raise ValueError(f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of row and column)")
+        raise ValueError(
+            f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of row and column)"
+        )
     half = sinusoidal_table(grid, d_model // 2)  # (grid, C/2)
-    rows = half.repeat_interleave(grid, dim=0)  # (P, C/2): row r for patches r*grid .. r*grid + grid - 1
+    rows = half.repeat_interleave(
+        grid, dim=0
+    )  # (P, C/2): row r for patches r*grid .. r*grid + grid - 1
     cols = half.repeat(grid, 1)  # (P, C/2)
     return torch.cat([torch.zeros(1, d_model), torch.cat([rows, cols], dim=1)])
 
@@ -39,12 +43,21 @@ class PatchEmbedding(nn.Module):
     """(B, channels, size, size) pixels -> (B, 1 + P, C): [CLS] and the projected patches, plus
     positions, then dropout."""
 
-    def __init__(self, image_size: int, patch_size: int, channels: int, d_model: int, positions: str,
-                 dropout: float):
+    def __init__(
+        self,
+        image_size: int,
+        patch_size: int,
+        channels: int,
+        d_model: int,
+        positions: str,
+        dropout: float,
+    ):
         super().__init__()
         if image_size % patch_size:
-            raise ValueError(f"image_size={image_size} is not divisible by patch_size={patch_size}: "
-                             "the patches must tile the image")
+            raise ValueError(
+                f"image_size={image_size} is not divisible by patch_size={patch_size}: "
+                "the patches must tile the image"
+            )
         self.image_size, self.patch_size, self.channels = image_size, patch_size, channels
         self.grid = image_size // patch_size
         self.projection = nn.Linear(channels * patch_size * patch_size, d_model)
@@ -54,7 +67,9 @@ class PatchEmbedding(nn.Module):
         if positions == "learned":
             self.positions = nn.Parameter(torch.randn(1, n, d_model) * 0.02)
         elif positions == "sinusoidal2d":
-            self.register_buffer("positions", sinusoidal_2d(self.grid, d_model).unsqueeze(0), persistent=False)
+            self.register_buffer(
+                "positions", sinusoidal_2d(self.grid, d_model).unsqueeze(0), persistent=False
+            )
         else:
             self.positions = None
         self.dropout = nn.Dropout(dropout)
@@ -68,19 +83,25 @@ class PatchEmbedding(nn.Module):
         flattened channel, row, column."""
         b, c, h, w = self.check(pixels)
         g, p = self.grid, self.patch_size
-        x = pixels.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5)  # (B, grid, grid, channels, patch, patch)
+        x = pixels.reshape(b, c, g, p, g, p).permute(
+            0, 2, 4, 1, 3, 5
+        )  # (B, grid, grid, channels, patch, patch)
         return x.reshape(b, g * g, c * p * p)
 
     def check(self, pixels: torch.Tensor) -> tuple[int, int, int, int]:
         """A clear error naming the expected and the given shape instead of a reshape error."""
         expected = f"(B, {self.channels}, {self.image_size}, {self.image_size})"
         if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
-            shape = tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+            shape = (
+                tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+            )
             raise ValueError(f"images must be a {expected} tensor of pixels, got {shape}")
         b, c, h, w = pixels.shape
         if c != self.channels or h != self.image_size or w != self.image_size:
-            raise ValueError(f"images of shape {tuple(pixels.shape)} do not fit this model: it takes {expected} "
-                             f"(channels={self.channels}, image_size={self.image_size}); resize or convert them")
+            raise ValueError(
+                f"images of shape {tuple(pixels.shape)} do not fit this model: it takes {expected} "
+                f"(channels={self.channels}, image_size={self.image_size}); resize or convert them"
+            )
         if not pixels.is_floating_point():
             raise ValueError(f"pixels are {pixels.dtype}: pass floats (e.g. uint8 / 255)")
         return b, c, h, w

@@ -19,7 +19,9 @@ def sinusoidal_table(n_positions: int, d_model: int, layout: str = "interleaved"
     layout="halves" puts all the sines first and all the cosines after (Marian, fairseq).
     """
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (n_positions, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model)
+    )
     angles = position * inv_freq  # (n_positions, C/2)
     table = torch.empty(n_positions, d_model, dtype=torch.float64)
     if layout == "interleaved":
@@ -49,7 +51,9 @@ class SinusoidalPositions(nn.Module):
         super().__init__()
         self.max_positions = max_positions
         # Not a parameter and not saved: it is a function of the config.
-        self.register_buffer("table", sinusoidal_table(max_positions, d_model, layout), persistent=False)
+        self.register_buffer(
+            "table", sinusoidal_table(max_positions, d_model, layout), persistent=False
+        )
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         """(B, L) long -> (B, L, C)."""
@@ -85,12 +89,18 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.max_positions = max_positions
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
-        angles = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq  # (max_positions, D/2)
+        angles = (
+            torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq
+        )  # (max_positions, D/2)
         # Per dimension: each pair's cosine twice, and its sine with the sign of the pair's slot, so
         # that rotating is x * cos + swap_pairs(x) * sin, four operations on whole tensors.
         sin = torch.sin(angles)
-        self.register_buffer("cos", torch.cos(angles).repeat_interleave(2, dim=-1).float(), persistent=False)
-        self.register_buffer("sin", torch.stack((-sin, sin), dim=-1).flatten(-2).float(), persistent=False)
+        self.register_buffer(
+            "cos", torch.cos(angles).repeat_interleave(2, dim=-1).float(), persistent=False
+        )
+        self.register_buffer(
+            "sin", torch.stack((-sin, sin), dim=-1).flatten(-2).float(), persistent=False
+        )
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate x (B, H, L, D) at positions (B, L).
@@ -104,8 +114,9 @@ class RotaryEmbedding(nn.Module):
         return x * cos + swapped * sin
 
 
-def relative_bucket(relative: torch.Tensor, bidirectional: bool, buckets: int = 32,
-                    max_distance: int = 128) -> torch.Tensor:
+def relative_bucket(
+    relative: torch.Tensor, bidirectional: bool, buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """T5's bucket of each relative position (key position - query position), a long tensor of any shape.
 
     Bidirectional (encoder): half the buckets for keys before the query (and itself), half for
@@ -123,8 +134,12 @@ def relative_bucket(relative: torch.Tensor, bidirectional: bool, buckets: int = 
         side = 0
         distance = (-relative).clamp(min=0)
     exact = buckets // 2
-    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
-                   * (buckets - exact)).long()
+    far = (
+        exact
+        + (
+            torch.log(distance.float() / exact) / math.log(max_distance / exact) * (buckets - exact)
+        ).long()
+    )
     far = far.clamp(max=buckets - 1)
     return side + torch.where(distance < exact, distance, far)
 
@@ -135,7 +150,9 @@ class RelativePositionBias(nn.Module):
     One table per stack (the encoder's bidirectional, the decoder's causal), shared by its layers.
     """
 
-    def __init__(self, n_heads: int, bidirectional: bool, buckets: int = 32, max_distance: int = 128):
+    def __init__(
+        self, n_heads: int, bidirectional: bool, buckets: int = 32, max_distance: int = 128
+    ):
         super().__init__()
         self.bidirectional = bidirectional
         self.buckets = buckets

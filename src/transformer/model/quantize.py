@@ -37,12 +37,16 @@ def set_inference_precision(model: nn.Module, precision: str) -> nn.Module:
             return model.to(torch.bfloat16)
         case "int8":
             if device.type != "cpu":
-                raise PrecisionError(f"precision int8 runs on the CPU only (the model is on {device.type}): "
-                                     "use bf16 on a GPU")
+                raise PrecisionError(
+                    f"precision int8 runs on the CPU only (the model is on {device.type}): "
+                    "use bf16 on a GPU"
+                )
             return quantize_linear_int8(model.float())
         case _:
-            raise PrecisionError(f"unknown inference precision {precision!r}: use one of "
-                                 f"{', '.join(INFERENCE_PRECISIONS)} or auto")
+            raise PrecisionError(
+                f"unknown inference precision {precision!r}: use one of "
+                f"{', '.join(INFERENCE_PRECISIONS)} or auto"
+            )
 
 
 def quantize_linear_int8(model: nn.Module) -> nn.Module:
@@ -50,19 +54,25 @@ def quantize_linear_int8(model: nn.Module) -> nn.Module:
     try:
         from torch.ao.quantization import quantize_dynamic
     except ImportError:
-        raise PrecisionError(f"precision int8 needs torch.ao.quantization, which torch {torch.__version__} "
-                             "does not have: use bf16 or fp32") from None
+        raise PrecisionError(
+            f"precision int8 needs torch.ao.quantization, which torch {torch.__version__} "
+            "does not have: use bf16 or fp32"
+        ) from None
     if "x86" in torch.backends.quantized.supported_engines:
         torch.backends.quantized.engine = "x86"
-    with warnings.catch_warnings():  # torch announces a move of this API to torchao; it works as documented
+    with (
+        warnings.catch_warnings()
+    ):  # torch announces a move of this API to torchao; it works as documented
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
         return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def model_precision(model: nn.Module) -> str:
-    """"int8" when linear layers are quantized, else the floating dtype of the weights ("fp32", "bf16", ...)."""
+    """ "int8" when linear layers are quantized, else the floating dtype of the weights ("fp32", "bf16", ...)."""
     if any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
         return "int8"
     dtype = next(model.parameters()).dtype
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
+        dtype, str(dtype)
+    )

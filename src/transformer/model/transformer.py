@@ -27,8 +27,15 @@ from .positional import RelativePositionBias
 class Embeddings(nn.Module):
     """Token embedding x sqrt(d_model) (§3.4) + position encoding (§3.5) [+ token type] [-> LayerNorm] -> dropout."""
 
-    def __init__(self, tokens: nn.Embedding, positions: nn.Module | None, scale: float, dropout: float,
-                 token_types: nn.Embedding | None = None, norm: nn.Module | None = None):
+    def __init__(
+        self,
+        tokens: nn.Embedding,
+        positions: nn.Module | None,
+        scale: float,
+        dropout: float,
+        token_types: nn.Embedding | None = None,
+        norm: nn.Module | None = None,
+    ):
         super().__init__()
         self.tokens = tokens
         self.positions = positions
@@ -37,14 +44,20 @@ class Embeddings(nn.Module):
         self.norm = norm
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, ids: torch.Tensor, positions: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """ids, positions (B, L) -> (B, L, C)."""
         vocab = self.tokens.num_embeddings
         if ids.numel():
             low, high = (int(v) for v in torch.aminmax(ids))
-            if low < 0 or high >= vocab:  # a clear error instead of an index error deep inside torch
-                raise ValueError(f"token id {low if low < 0 else high} is outside the vocabulary [0, {vocab}): "
-                                 "check that the tokenizer matches the model")
+            if (
+                low < 0 or high >= vocab
+            ):  # a clear error instead of an index error deep inside torch
+                raise ValueError(
+                    f"token id {low if low < 0 else high} is outside the vocabulary [0, {vocab}): "
+                    "check that the tokenizer matches the model"
+                )
         x = self.tokens(ids)
         if self.scale != 1.0:
             x = x * self.scale
@@ -68,8 +81,9 @@ def _padded(mask: torch.Tensor | None) -> bool:
     return mask is not None and not bool(mask.all())
 
 
-def _relative_bias(relative: RelativePositionBias | None, query: torch.Tensor, key: torch.Tensor,
-                   masked: bool) -> torch.Tensor | None:
+def _relative_bias(
+    relative: RelativePositionBias | None, query: torch.Tensor, key: torch.Tensor, masked: bool
+) -> torch.Tensor | None:
     """T5's bias (B, H, T, S) from query positions (B, T) and key positions (B, S) (or (B, T, S)); one
     (1, H, T, S) for the whole batch when nothing is masked (every row then has the same positions)."""
     if relative is None:
@@ -85,22 +99,34 @@ class Encoder(nn.Module):
     """Embeddings, a stack of encoder layers, and an optional final norm; with `relative`, T5's relative
     position bias (bidirectional), computed once and added in every layer's self-attention."""
 
-    def __init__(self, embed: Embeddings, layers: list[EncoderLayer], final_norm: nn.Module | None,
-                 relative: RelativePositionBias | None = None):
+    def __init__(
+        self,
+        embed: Embeddings,
+        layers: list[EncoderLayer],
+        final_norm: nn.Module | None,
+        relative: RelativePositionBias | None = None,
+    ):
         super().__init__()
         self.embed = embed
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
         self.relative = relative
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
-                need_weights: bool = False):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """ids (B, S), mask (B, S) -> (B, S, C); with need_weights also a list of (B, H, S, S) per layer."""
         b, s = ids.shape
         positions = _positions(mask, b, s, ids.device)
         x = self.embed(ids, positions, token_type_ids)
         attn_mask = attention_mask(mask, s)  # (B, 1, 1, S) or None
-        bias = _relative_bias(self.relative, positions, positions, _padded(mask))  # (B or 1, H, S, S) or None
+        bias = _relative_bias(
+            self.relative, positions, positions, _padded(mask)
+        )  # (B or 1, H, S, S) or None
         weights = []
         for layer in self.layers:
             x, w = layer(x, attn_mask, positions, need_weights, bias)
@@ -115,7 +141,9 @@ class ImageEncoder(nn.Module):
 
     No padding: every image has 1 + P positions ([CLS] and the patches)."""
 
-    def __init__(self, patches: PatchEmbedding, layers: list[EncoderLayer], final_norm: nn.Module | None):
+    def __init__(
+        self, patches: PatchEmbedding, layers: list[EncoderLayer], final_norm: nn.Module | None
+    ):
         super().__init__()
         self.patches = patches
         self.layers = nn.ModuleList(layers)
@@ -138,8 +166,13 @@ class Decoder(nn.Module):
     """Embeddings, a stack of decoder layers (with or without cross-attention), and an optional final norm;
     with `relative`, T5's causal relative position bias on every layer's self-attention."""
 
-    def __init__(self, embed: Embeddings, layers: list[DecoderLayer], final_norm: nn.Module | None,
-                 relative: RelativePositionBias | None = None):
+    def __init__(
+        self,
+        embed: Embeddings,
+        layers: list[DecoderLayer],
+        final_norm: nn.Module | None,
+        relative: RelativePositionBias | None = None,
+    ):
         super().__init__()
         self.embed = embed
         self.layers = nn.ModuleList(layers)
@@ -163,29 +196,50 @@ class Decoder(nn.Module):
         """
         b, t = ids.shape
         if cache is None:
-            positions, key_mask, offset, tree_mask = _positions(mask, b, t, ids.device), mask, 0, None
+            positions, key_mask, offset, tree_mask = (
+                _positions(mask, b, t, ids.device),
+                mask,
+                0,
+                None,
+            )
         else:
-            positions, key_mask, offset, tree_mask = _advance(cache, ids, mask, memory, memory_mask,
-                                                              need_weights)
+            positions, key_mask, offset, tree_mask = _advance(
+                cache, ids, mask, memory, memory_mask, need_weights
+            )
             memory_mask = cache.memory_mask
         self_mask, is_causal = _self_mask(key_mask, tree_mask, t, offset, ids.device)
         cross_mask = attention_mask(memory_mask, t)  # (B, 1, 1, S) or None
-        bias = None if self.relative is None else self._bias(positions, mask, cache, tree_mask is not None)
+        bias = (
+            None
+            if self.relative is None
+            else self._bias(positions, mask, cache, tree_mask is not None)
+        )
         x = self.embed(ids, positions)
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, (sw, cw) = layer(x, self_mask, is_causal, positions, memory, cross_mask, layer_cache, need_weights,
-                                1 if cache is None else cache.group_size, 1 if cache is None else cache.tree_group,
-                                bias)
+            x, (sw, cw) = layer(
+                x,
+                self_mask,
+                is_causal,
+                positions,
+                memory,
+                cross_mask,
+                layer_cache,
+                need_weights,
+                1 if cache is None else cache.group_size,
+                1 if cache is None else cache.tree_group,
+                bias,
+            )
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, {"self": self_weights, "cross": cross_weights}) if need_weights else x
 
-    def _bias(self, positions: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None,
-              tree: bool) -> torch.Tensor:
+    def _bias(
+        self, positions: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None, tree: bool
+    ) -> torch.Tensor:
         """The relative bias of the new queries (positions (B, T)) against every key they attend to.
 
         A cached key's position is its count of real keys before it: the cache may hold padding
@@ -202,11 +256,19 @@ class Decoder(nn.Module):
             keys = torch.arange(cache.length, device=positions.device)[None]
         else:
             keys = cache.key_mask.long().cumsum(-1) - 1
-        return _relative_bias(self.relative, positions, keys, masked=True)  # per row: no check, no sync
+        return _relative_bias(
+            self.relative, positions, keys, masked=True
+        )  # per row: no check, no sync
 
 
-def _advance(cache: KVCache, ids: torch.Tensor, mask: torch.Tensor | None,
-             memory: torch.Tensor | None, memory_mask: torch.Tensor | None, need_weights: bool):
+def _advance(
+    cache: KVCache,
+    ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    memory: torch.Tensor | None,
+    memory_mask: torch.Tensor | None,
+    need_weights: bool,
+):
     """Move the cache on by the T new positions of ids (B, T): their positions (B, T), the keys'
     token mask (B, offset + T) or None, the count of cached positions before them (offset), and a
     prefix tree's mask (N, 1, G, S_cells) or None. Keeps the source mask in the cache."""
@@ -239,8 +301,9 @@ def _advance(cache: KVCache, ids: torch.Tensor, mask: torch.Tensor | None,
     return positions, cache.key_mask, offset, tree_mask
 
 
-def _self_mask(key_mask: torch.Tensor | None, tree_mask: torch.Tensor | None, t: int, offset: int,
-               device) -> tuple[torch.Tensor | None, bool]:
+def _self_mask(
+    key_mask: torch.Tensor | None, tree_mask: torch.Tensor | None, t: int, offset: int, device
+) -> tuple[torch.Tensor | None, bool]:
     """The decoder's self-attention mask and is_causal: causal, and hiding padded keys when there
     are any (key_mask (B, offset + T)); a prefix tree's mask as it is."""
     if tree_mask is not None:
@@ -256,7 +319,7 @@ def _self_mask(key_mask: torch.Tensor | None, tree_mask: torch.Tensor | None, t:
 
 def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
     """T5 v1.0 scales the decoder's last state by d_model^-1/2 before its tied output layer (scale_output)."""
-    return hidden * cfg.d_model ** -0.5 if cfg.scale_output else hidden
+    return hidden * cfg.d_model**-0.5 if cfg.scale_output else hidden
 
 
 class EncoderDecoder(nn.Module):
@@ -269,7 +332,12 @@ class EncoderDecoder(nn.Module):
         self.decoder = decoder
         self.lm_head = lm_head
 
-    def encode(self, src_ids: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False):
+    def encode(
+        self,
+        src_ids: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when omitted)."""
         src_mask = as_token_mask(src_mask, src_ids.shape, "src_mask")
         if src_mask is None:
@@ -280,8 +348,15 @@ class EncoderDecoder(nn.Module):
             return memory, src_mask, weights
         return out, src_mask
 
-    def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor | None, src_mask: torch.Tensor | None,
-               tgt_mask: torch.Tensor | None = None, cache: KVCache | None = None, need_weights: bool = False):
+    def decode(
+        self,
+        tgt_ids: torch.Tensor,
+        memory: torch.Tensor | None,
+        src_mask: torch.Tensor | None,
+        tgt_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ):
         """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with need_weights)."""
         tgt_mask = as_token_mask(tgt_mask, tgt_ids.shape, "tgt_mask")
         if memory is not None:
@@ -294,8 +369,13 @@ class EncoderDecoder(nn.Module):
     def new_cache(self) -> KVCache:
         return KVCache.empty(len(self.decoder.layers))
 
-    def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, src_mask: torch.Tensor | None = None,
-                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        src_ids: torch.Tensor,
+        tgt_ids: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """src (B, S), tgt (B, T) -> logits (B, T, V). Position t sees tgt[:, :t+1] and the whole source."""
         memory, src_mask = self.encode(src_ids, src_mask)
         return self.decode(tgt_ids, memory, src_mask, tgt_mask)
@@ -313,8 +393,14 @@ class DecoderOnly(nn.Module):
     def new_cache(self) -> KVCache:
         return KVCache.empty(len(self.decoder.layers))
 
-    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None, cache: KVCache | None = None,
-                need_weights: bool = False, last_only: bool = False):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+        last_only: bool = False,
+    ):
         """ids (B, T), attention_mask (B, T) (None = no padding) -> logits (B, T, V).
 
         With a cache, ids are the new tokens only (a left-padded prompt first, then one token per step).
@@ -334,31 +420,47 @@ class DecoderOnly(nn.Module):
 class EncoderOnly(nn.Module):
     """A bidirectional encoder (BERT): returns hidden states; the heads are separate modules."""
 
-    def __init__(self, config: ModelConfig, encoder: Encoder, mlm_head: MaskedLMHead | None = None,
-                 pooler: PooledClassifier | None = None):
+    def __init__(
+        self,
+        config: ModelConfig,
+        encoder: Encoder,
+        mlm_head: MaskedLMHead | None = None,
+        pooler: PooledClassifier | None = None,
+    ):
         super().__init__()
         self.config = config
         self.encoder = encoder
         self.mlm_head = mlm_head
         self.pooler = pooler
 
-    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, need_weights: bool = False):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """ids (B, L), attention_mask (B, L) (None = no padding) -> hidden states (B, L, C).
         An image encoder (config.vision) takes pixels (B, channels, height, width) instead of ids,
         and no mask."""
         if isinstance(self.encoder, ImageEncoder):
             if attention_mask is not None or token_type_ids is not None:
-                raise ValueError("an image encoder takes pixels only: no attention_mask or token_type_ids")
+                raise ValueError(
+                    "an image encoder takes pixels only: no attention_mask or token_type_ids"
+                )
             return self.encoder(ids, need_weights)
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.encoder(ids, attention_mask, token_type_ids, need_weights)
 
-    def classify(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def classify(
+        self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """ids (B, L), attention_mask (B, L) -> class logits (B, n_classes); or pixels
         (B, channels, height, width) of an image encoder."""
         if self.pooler is None or self.pooler.classifier is None:
-            raise ValueError("this encoder has no classifier (n_classes = 0): train one with objective = \"classify\"")
+            raise ValueError(
+                'this encoder has no classifier (n_classes = 0): train one with objective = "classify"'
+            )
         if isinstance(self.encoder, ImageEncoder):
             return self.pooler(self(ids))
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")

@@ -13,7 +13,9 @@ def figure_format(out: str | os.PathLike) -> str:
     """The format out's suffix names (png, svg, pdf), or a ValueError saying which are written."""
     fmt = Path(out).suffix[1:].lower()
     if fmt not in FORMATS:
-        raise ValueError(f"{out}: pictures are written as .png, .svg or .pdf; give a file name with one of those")
+        raise ValueError(
+            f"{out}: pictures are written as .png, .svg or .pdf; give a file name with one of those"
+        )
     return fmt
 
 

@@ -52,14 +52,24 @@ class AttentionMap:
 
     @property
     def title(self) -> str:
-        name = {"cross": "cross-attention", "self": "decoder self-attention", "encoder": "encoder self-attention"}
-        heads = {"mean": f"mean of {self.n_heads} heads", "all": f"{self.n_heads} heads"}.get(self.head, f"head {self.head}")
+        name = {
+            "cross": "cross-attention",
+            "self": "decoder self-attention",
+            "encoder": "encoder self-attention",
+        }
+        heads = {"mean": f"mean of {self.n_heads} heads", "all": f"{self.n_heads} heads"}.get(
+            self.head, f"head {self.head}"
+        )
         return f"{name[self.kind]}, layer {self.layer} of 0-{self.n_layers - 1}, {heads}"
 
 
 def _byte_decoder() -> dict[str, int]:
     """The byte-level BPE alphabet (GPT-2's: one printable character per byte) mapped back to bytes."""
-    byte_values = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    byte_values = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     chars = list(byte_values)
     for b in range(256):
         if b not in byte_values:  # control characters, space, ...: moved past 255
@@ -88,7 +98,9 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
             label = bytes(table[c] for c in token).decode("utf-8", errors="backslashreplace")
         else:
             label = text
-        label = label.strip() or label.replace(" ", "␣")  # " word" -> "word"; a blank token stays visible
+        label = label.strip() or label.replace(
+            " ", "␣"
+        )  # " word" -> "word"; a blank token stays visible
         labels.append(label.replace("\n", "\\n").replace("\t", "\\t"))
     return labels
 
@@ -96,8 +108,10 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
 def _index(value: int, count: int, what: str, where: str, other: str = "") -> int:
     """A 0-based index (negative counts from the end) checked against count; returned non-negative."""
     if not isinstance(value, int) or isinstance(value, bool) or not -count <= value < count:
-        raise PipelineError(f"{what} {value!r} is out of range: the {where} has {count} {what}s "
-                            f"(0 to {count - 1}, or -1 for the last){other}")
+        raise PipelineError(
+            f"{what} {value!r} is out of range: the {where} has {count} {what}s "
+            f"(0 to {count - 1}, or -1 for the last){other}"
+        )
     return value % count
 
 
@@ -110,8 +124,15 @@ def _select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
     return weights[head]
 
 
-def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | None = None,
-                  head: int | str = "mean", beam_size: int | None = None, **decode) -> AttentionMap:
+def attention_map(
+    pipeline: Pipeline,
+    text: str,
+    layer: int = -1,
+    kind: str | None = None,
+    head: int | str = "mean",
+    beam_size: int | None = None,
+    **decode,
+) -> AttentionMap:
     """Decode `text` and return one layer's attention weights with token labels.
 
     kind: "cross" (default for translation models), "self" (the decoder's self-attention; the
@@ -135,19 +156,25 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
         src = pipeline.source_tokenizer.encode(text)
         limit = pipeline.max_source_tokens
         if limit is not None and len(src) > limit:
-            raise PipelineError(f"the text has {len(src)} tokens, more than the model's max_positions={limit}: "
-                                "give a shorter sentence")
+            raise PipelineError(
+                f"the text has {len(src)} tokens, more than the model's max_positions={limit}: "
+                "give a shorter sentence"
+            )
         source = token_pieces(pipeline.source_tokenizer, src)
     elif isinstance(model, DecoderOnly):
         kind = kind or "self"
         if kind != "self":
-            raise PipelineError(f"a language model has only decoder self-attention: kind={kind!r} needs an "
-                                "encoder-decoder model; use kind='self'")
+            raise PipelineError(
+                f"a language model has only decoder self-attention: kind={kind!r} needs an "
+                "encoder-decoder model; use kind='self'"
+            )
         src = pipeline.prompt_ids(text)
         source = token_pieces(pipeline.target_tokenizer, src)
     else:
-        raise PipelineError(f"{type(model).__name__} does not generate text: attention maps need an "
-                            "encoder-decoder or decoder-only model")
+        raise PipelineError(
+            f"{type(model).__name__} does not generate text: attention maps need an "
+            "encoder-decoder or decoder-only model"
+        )
     if not src:
         raise PipelineError("the text is empty: give a sentence to decode")
     where = "encoder" if kind == "encoder" else "decoder"
@@ -160,14 +187,30 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
         with inference(model):
             ids = torch.tensor([src], device=next(model.parameters()).device)
             weights = model.encode(ids, need_weights=True)[2][layer][0]  # (H, S, S)
-        return AttentionMap(weights=_select_head(weights.float().cpu(), head), rows=source, columns=source,
-                            source=source, output=[], output_text="", kind=kind, layer=layer,
-                            n_layers=n_layers, head=head, n_heads=cfg.n_heads)
+        return AttentionMap(
+            weights=_select_head(weights.float().cpu(), head),
+            rows=source,
+            columns=source,
+            source=source,
+            output=[],
+            output_text="",
+            kind=kind,
+            layer=layer,
+            n_layers=n_layers,
+            head=head,
+            n_heads=cfg.n_heads,
+        )
 
     lm = isinstance(model, DecoderOnly)
     s = replace(pipeline.decode, **{**decode, "n_best": 1})
     if lm:  # as Pipeline.generate decodes: new tokens bounded by max_new_tokens, greedy by default
-        s = replace(s, max_len_a=0, max_len_b=s.max_new_tokens, min_len=decode.get("min_len", 0), beam_size=1)
+        s = replace(
+            s,
+            max_len_a=0,
+            max_len_b=s.max_new_tokens,
+            min_len=decode.get("min_len", 0),
+            beam_size=1,
+        )
     if beam_size is not None:
         s = replace(s, beam_size=beam_size)
     out, att = pipeline.search([src], s, return_attention=True)
@@ -181,13 +224,28 @@ def attention_map(pipeline: Pipeline, text: str, layer: int = -1, kind: str | No
     tok = pipeline.target_tokenizer
     output = token_pieces(tok, out_ids)
     columns = source if kind == "cross" else token_pieces(tok, keys)
-    return AttentionMap(weights=_select_head(weights.float().cpu(), head), rows=output, columns=columns,
-                        source=source, output=output, output_text=tok.decode(out_ids).strip(), kind=kind,
-                        layer=layer, n_layers=n_layers, head=head, n_heads=cfg.n_heads)
+    return AttentionMap(
+        weights=_select_head(weights.float().cpu(), head),
+        rows=output,
+        columns=columns,
+        source=source,
+        output=output,
+        output_text=tok.decode(out_ids).strip(),
+        kind=kind,
+        layer=layer,
+        n_layers=n_layers,
+        head=head,
+        n_heads=cfg.n_heads,
+    )
 
 
-def plot_attention(weights, x_labels: list[str], y_labels: list[str], out: str | os.PathLike,
-                   title: str | None = None) -> Path:
+def plot_attention(
+    weights,
+    x_labels: list[str],
+    y_labels: list[str],
+    out: str | os.PathLike,
+    title: str | None = None,
+) -> Path:
     """Write a heatmap of (T, S) weights, or one panel per head for (H, T, S), with a colour bar.
 
     Rows are queries (y_labels, e.g. output tokens), columns keys (x_labels, e.g. source tokens).
@@ -195,16 +253,24 @@ def plot_attention(weights, x_labels: list[str], y_labels: list[str], out: str |
     """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() not in (2, 3):
-        raise ValueError(f"weights must be a (T, S) matrix or (H, T, S) per head; got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"weights must be a (T, S) matrix or (H, T, S) per head; got shape {tuple(w.shape)}"
+        )
     panels = w[None] if w.dim() == 2 else w  # (H, T, S)
     _, t, s = panels.shape
     if panels.numel() == 0:
-        raise ValueError(f"the weights are empty (shape {tuple(w.shape)}): nothing to plot "
-                         "(did the model produce no output tokens?)")
+        raise ValueError(
+            f"the weights are empty (shape {tuple(w.shape)}): nothing to plot "
+            "(did the model produce no output tokens?)"
+        )
     if len(x_labels) != s:
-        raise ValueError(f"x_labels has {len(x_labels)} labels but the weights have {s} columns: give one label per column")
+        raise ValueError(
+            f"x_labels has {len(x_labels)} labels but the weights have {s} columns: give one label per column"
+        )
     if len(y_labels) != t:
-        raise ValueError(f"y_labels has {len(y_labels)} labels but the weights have {t} rows: give one label per row")
+        raise ValueError(
+            f"y_labels has {len(y_labels)} labels but the weights have {t} rows: give one label per row"
+        )
     figure_format(out)  # before the work
 
     import matplotlib
@@ -217,15 +283,27 @@ def plot_attention(weights, x_labels: list[str], y_labels: list[str], out: str |
     nrows = -(-n // ncols)
     cell = max(0.12, min(0.32, 12 / max(s, t)))  # inches per token: smaller for long sentences
     font = max(4.0, min(8.0, cell * 25))
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained", dpi=110,
-                             figsize=(ncols * (1.4 + cell * s) + 1.0, nrows * (1.2 + cell * t) + 0.6))
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        squeeze=False,
+        layout="constrained",
+        dpi=110,
+        figsize=(ncols * (1.4 + cell * s) + 1.0, nrows * (1.2 + cell * t) + 0.6),
+    )
     vmax = max(float(panels.max()), 1e-9)  # one colour scale for every panel
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.axis("off")
             continue
-        image = ax.imshow(panels[i].numpy(), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto",
-                          interpolation="nearest")
+        image = ax.imshow(
+            panels[i].numpy(),
+            cmap="viridis",
+            vmin=0.0,
+            vmax=vmax,
+            aspect="auto",
+            interpolation="nearest",
+        )
         ax.set_xticks(range(s), x_labels, rotation=90, fontsize=font)
         ax.set_yticks(range(t), y_labels, fontsize=font)
         ax.tick_params(length=0)

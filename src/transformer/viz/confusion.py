@@ -10,7 +10,9 @@ from ..evaluation.metrics import ClassificationScores
 from . import save_figure
 
 
-def plot_confusion(scores: ClassificationScores, out: str | os.PathLike, title: str | None = None) -> Path:
+def plot_confusion(
+    scores: ClassificationScores, out: str | os.PathLike, title: str | None = None
+) -> Path:
     """Write the confusion matrix to out (.png, .svg or .pdf, atomically)."""
     import matplotlib
 
@@ -26,8 +28,15 @@ def plot_confusion(scores: ClassificationScores, out: str | os.PathLike, title: 
     image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
     for i in range(n):
         for j in range(n):
-            ax.text(j, i, f"{counts[i][j]:,}", ha="center", va="center", fontsize=8,
-                    color="white" if shares[i][j] > 0.5 else "black")
+            ax.text(
+                j,
+                i,
+                f"{counts[i][j]:,}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if shares[i][j] > 0.5 else "black",
+            )
     ax.set_xticks(range(n), labels, rotation=45, ha="right")
     ax.set_yticks(range(n), labels)
     ax.set_xlabel("predicted")

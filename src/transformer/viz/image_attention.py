@@ -45,8 +45,9 @@ class ImageAttention:
 
 
 @torch.no_grad()
-def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
-                    labels: list[str] | None = None) -> ImageAttention:
+def image_attention(
+    model: EncoderOnly, pixels: torch.Tensor, layer: int = -1, labels: list[str] | None = None
+) -> ImageAttention:
     """pixels (1, channels, size, size) in [-1, 1] -> the maps above, for one layer (negative: from the last)."""
     v = model.config.vision
     if v is None:
@@ -54,7 +55,9 @@ def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
     n_layers = model.config.n_encoder_layers
     index = layer + n_layers if layer < 0 else layer
     if not 0 <= index < n_layers:
-        raise ValueError(f"--layer {layer}: the encoder has layers 0-{n_layers - 1} (or -1 for the last)")
+        raise ValueError(
+            f"--layer {layer}: the encoder has layers 0-{n_layers - 1} (or -1 for the last)"
+        )
     model.eval()
     hidden, weights = model(pixels, need_weights=True)
     weights = [w[0].float().cpu() for w in weights]  # (H, L, L) per layer
@@ -66,12 +69,16 @@ def image_attention(model: EncoderOnly, pixels: torch.Tensor, layer: int = -1,
         probs = model.pooler(hidden).float().softmax(-1)[0]
         names = labels or [str(i) for i in range(len(probs))]
         top = probs.topk(min(3, len(probs)))
-        probabilities = [(names[i], float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)]
+        probabilities = [
+            (names[i], float(p))
+            for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+        ]
     return ImageAttention(heads, rolled, index, n_layers, probabilities)
 
 
-def plot_image_attention(image: torch.Tensor, maps: ImageAttention, out: str | os.PathLike,
-                         title: str | None = None) -> Path:
+def plot_image_attention(
+    image: torch.Tensor, maps: ImageAttention, out: str | os.PathLike, title: str | None = None
+) -> Path:
     """Draw the image, then each head's [CLS] map and the rollout over it (upsampled to the image).
     image: uint8 (channels, size, size). The format follows out's suffix; the file is written atomically."""
     figure_format(out)  # before the work
@@ -83,19 +90,31 @@ def plot_image_attention(image: torch.Tensor, maps: ImageAttention, out: str | o
     c, h, w = image.shape
     shown = image[0].numpy() if c == 1 else image.permute(1, 2, 0).numpy()
     cmap = "gray" if c == 1 else None
-    panels = [("image", None)] + [(f"head {i}", m) for i, m in enumerate(maps.heads)] + [("rollout", maps.rollout)]
+    panels = (
+        [("image", None)]
+        + [(f"head {i}", m) for i, m in enumerate(maps.heads)]
+        + [("rollout", maps.rollout)]
+    )
     ncols = min(len(panels), 5)
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, figsize=(2.1 * ncols, 2.3 * nrows + 0.5), dpi=110,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        squeeze=False,
+        figsize=(2.1 * ncols, 2.3 * nrows + 0.5),
+        dpi=110,
+        layout="constrained",
+    )
     for ax, (name, m) in zip(axes.flat, panels, strict=False):
         ax.imshow(shown, cmap=cmap)
         if m is not None:
             up = torch.nn.functional.interpolate(m[None, None], size=(h, w), mode="nearest")[0, 0]
-            ax.imshow((up / up.max().clamp(min=1e-9)).numpy(), cmap="inferno", alpha=0.55, vmin=0, vmax=1)
+            ax.imshow(
+                (up / up.max().clamp(min=1e-9)).numpy(), cmap="inferno", alpha=0.55, vmin=0, vmax=1
+            )
         ax.set_title(name, fontsize=8)
         ax.axis("off")
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=9)

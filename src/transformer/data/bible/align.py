@@ -21,7 +21,9 @@ class Alignment:
     pairs: dict[Verse, tuple[str, str]]
     dropped_chapters: dict[Chapter, str] = field(default_factory=dict)  # chapter -> reason
     dropped_verses: list[Verse] = field(default_factory=list)  # text on one side only
-    misaligned_verses: list[Verse] = field(default_factory=list)  # text on both sides, not each other's (verse_align)
+    misaligned_verses: list[Verse] = field(
+        default_factory=list
+    )  # text on both sides, not each other's (verse_align)
     only_in_one: int = 0  # verses whose book/chapter the other module lacks
 
 
@@ -48,7 +50,9 @@ def misalignment(pairs: list[tuple[str, str]]) -> str | None:
         ys = [math.log1p(len(b)) for _, b in pairs]
         same = _correlation(xs, ys)
         for shift in (1, 2):
-            shifted = max(_correlation(xs[shift:], ys[:-shift]), _correlation(xs[:-shift], ys[shift:]))
+            shifted = max(
+                _correlation(xs[shift:], ys[:-shift]), _correlation(xs[:-shift], ys[shift:])
+            )
             if shifted > max(same + 0.3, 0.5):
                 return f"verse lengths line up shifted by {shift} (correlation {shifted:.2f} vs {same:.2f})"
         if len(pairs) >= 8 and same < 0.2:
@@ -71,10 +75,14 @@ def align(src: dict[Verse, str], tgt: dict[Verse, str]) -> Alignment:
         tgt_counts[key[:2]] = tgt_counts.get(key[:2], 0) + 1
     result = Alignment(pairs={})
     result.only_in_one = sum(1 for k in src if k not in tgt) + sum(1 for k in tgt if k not in src)
-    kept: list[tuple[list[Verse], list[tuple[str, str]]]] = []  # chapters that pass the chapter checks
+    kept: list[
+        tuple[list[Verse], list[tuple[str, str]]]
+    ] = []  # chapters that pass the chapter checks
     for chapter, keys in chapters.items():
         if src_counts[chapter] != tgt_counts[chapter]:
-            result.dropped_chapters[chapter] = f"{src_counts[chapter]} vs {tgt_counts[chapter]} verses"
+            result.dropped_chapters[chapter] = (
+                f"{src_counts[chapter]} vs {tgt_counts[chapter]} verses"
+            )
             continue
         texts = [(src[k], tgt[k]) for k in keys]
         if not any(a or b for a, b in texts):

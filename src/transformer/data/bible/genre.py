@@ -20,13 +20,56 @@ from .sword import MODULES, BibleError, Verse, read_module
 
 GENRES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Law", ("Gen", "Exod", "Lev", "Num", "Deut")),
-    ("History", ("Josh", "Judg", "Ruth", "1Sam", "2Sam", "1Kgs", "2Kgs", "1Chr", "2Chr", "Ezra", "Neh", "Esth")),
+    (
+        "History",
+        (
+            "Josh",
+            "Judg",
+            "Ruth",
+            "1Sam",
+            "2Sam",
+            "1Kgs",
+            "2Kgs",
+            "1Chr",
+            "2Chr",
+            "Ezra",
+            "Neh",
+            "Esth",
+        ),
+    ),
     ("Wisdom and Poetry", ("Job", "Ps", "Prov", "Eccl", "Song")),
     ("Major Prophets", ("Isa", "Jer", "Lam", "Ezek", "Dan")),
-    ("Minor Prophets", ("Hos", "Joel", "Amos", "Obad", "Jonah", "Mic", "Nah", "Hab", "Zeph", "Hag", "Zech", "Mal")),
+    (
+        "Minor Prophets",
+        ("Hos", "Joel", "Amos", "Obad", "Jonah", "Mic", "Nah", "Hab", "Zeph", "Hag", "Zech", "Mal"),
+    ),
     ("Gospels and Acts", ("Matt", "Mark", "Luke", "John", "Acts")),
-    ("Epistles", ("Rom", "1Cor", "2Cor", "Gal", "Eph", "Phil", "Col", "1Thess", "2Thess", "1Tim", "2Tim",
-                  "Titus", "Phlm", "Heb", "Jas", "1Pet", "2Pet", "1John", "2John", "3John", "Jude")),
+    (
+        "Epistles",
+        (
+            "Rom",
+            "1Cor",
+            "2Cor",
+            "Gal",
+            "Eph",
+            "Phil",
+            "Col",
+            "1Thess",
+            "2Thess",
+            "1Tim",
+            "2Tim",
+            "Titus",
+            "Phlm",
+            "Heb",
+            "Jas",
+            "1Pet",
+            "2Pet",
+            "1John",
+            "2John",
+            "3John",
+            "Jude",
+        ),
+    ),
     ("Revelation", ("Rev",)),
 )
 GENRE_OF = {book: genre for genre, books in GENRES for book in books}  # OSIS book -> genre
@@ -34,9 +77,13 @@ GENRE_OF = {book: genre for genre, books in GENRES for book in books}  # OSIS bo
 
 @dataclass
 class GenreSplits:
-    examples: dict[str, list[tuple[Verse, str, str]]]  # split -> [(verse, genre, text)], in canonical order
+    examples: dict[
+        str, list[tuple[Verse, str, str]]
+    ]  # split -> [(verse, genre, text)], in canonical order
     empty_verses: list[Verse] = field(default_factory=list)  # in a book of the table, no text
-    skipped_books: dict[str, int] = field(default_factory=dict)  # book outside the table -> verses with text
+    skipped_books: dict[str, int] = field(
+        default_factory=dict
+    )  # book outside the table -> verses with text
 
 
 def genre_splits(verses: dict[Verse, str]) -> GenreSplits:
@@ -55,7 +102,9 @@ def genre_splits(verses: dict[Verse, str]) -> GenreSplits:
     return result
 
 
-def build_genre_corpus(lang: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
+def build_genre_corpus(
+    lang: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None
+) -> dict:
     """Write out_dir/{train,valid,test}.tsv (`genre<TAB>verse`, + .ids with verse references) and PROVENANCE.md."""
     if lang not in MODULES:
         raise BibleError(f"unknown text code {lang!r}: choose from {', '.join(MODULES)}")
@@ -67,15 +116,23 @@ def build_genre_corpus(lang: str, out_dir: str | os.PathLike, sword_dir: str | o
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, examples in splits.examples.items():
-        atomic_write_text(out / f"{name}.tsv", "".join(f"{genre}\t{text}\n" for _, genre, text in examples))
-        atomic_write_text(out / f"{name}.ids", "".join(f"{b}.{c}.{v}\n" for (b, c, v), _, _ in examples))
+        atomic_write_text(
+            out / f"{name}.tsv", "".join(f"{genre}\t{text}\n" for _, genre, text in examples)
+        )
+        atomic_write_text(
+            out / f"{name}.ids", "".join(f"{b}.{c}.{v}\n" for (b, c, v), _, _ in examples)
+        )
     counts = {name: {genre: 0 for genre, _ in GENRES} for name in splits.examples}
     for name, examples in splits.examples.items():
         for _, genre, _ in examples:
             counts[name][genre] += 1
     report = {
-        "lang": lang, "version": version, "verses": {name: len(e) for name, e in splits.examples.items()},
-        "genres": counts, "empty_verses": len(splits.empty_verses), "skipped_books": splits.skipped_books,
+        "lang": lang,
+        "version": version,
+        "verses": {name: len(e) for name, e in splits.examples.items()},
+        "genres": counts,
+        "empty_verses": len(splits.empty_verses),
+        "skipped_books": splits.skipped_books,
     }
     atomic_write_text(out / "PROVENANCE.md", _genre_provenance(report))
     return report
@@ -97,8 +154,10 @@ def _genre_provenance(report: dict) -> str:
         "|---|---|---|---|---|",
     ]
     for genre, books in GENRES:
-        lines.append(f"| {genre} | {' '.join(books)} | {counts['train'][genre]:,} | {counts['valid'][genre]:,} "
-                     f"| {counts['test'][genre]:,} |")
+        lines.append(
+            f"| {genre} | {' '.join(books)} | {counts['train'][genre]:,} | {counts['valid'][genre]:,} "
+            f"| {counts['test'][genre]:,} |"
+        )
     totals = report["verses"]
     skipped = report["skipped_books"]
     lines += [
@@ -106,6 +165,7 @@ def _genre_provenance(report: dict) -> str:
         "",
         f"Empty verses dropped (variants the text omits): {report['empty_verses']}.",
         f"Books outside the 66, skipped: {len(skipped)} ({sum(skipped.values()):,} verses)"
-        + (": " + ", ".join(f"{book} {n}" for book, n in skipped.items()) if skipped else "") + ".",
+        + (": " + ", ".join(f"{book} {n}" for book, n in skipped.items()) if skipped else "")
+        + ".",
     ]
     return "\n".join(lines) + "\n"

@@ -32,8 +32,13 @@ def target_tag(code: str) -> str:
     return f"<{code}>"
 
 
-def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None,
-                       add_targets: tuple[str, ...] = ()) -> dict:
+def build_bible_corpus(
+    src: str,
+    tgt: str,
+    out_dir: str | os.PathLike,
+    sword_dir: str | os.PathLike | None = None,
+    add_targets: tuple[str, ...] = (),
+) -> dict:
     """Write out_dir/{train,valid,test}.{src,tgt} (+ .ids with verse references) and PROVENANCE.md.
 
     add_targets: more target texts for the training chapters only; their pairs follow the main
@@ -43,20 +48,32 @@ def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir
     check_pair(src, tgt, out_dir, "corpus")
     for code in add_targets:
         if code not in MODULES:
-            raise BibleError(f"unknown text code {code!r} in --add-target: choose from {', '.join(MODULES)}")
+            raise BibleError(
+                f"unknown text code {code!r} in --add-target: choose from {', '.join(MODULES)}"
+            )
         if code in (src, tgt):
-            raise BibleError(f"--add-target {code} is already the {'source' if code == src else 'target'}: "
-                             f"give a third text")
+            raise BibleError(
+                f"--add-target {code} is already the {'source' if code == src else 'target'}: "
+                f"give a third text"
+            )
     if len(set(add_targets)) != len(add_targets):
-        raise BibleError(f"--add-target names a text twice ({', '.join(add_targets)}): give each once")
+        raise BibleError(
+            f"--add-target names a text twice ({', '.join(add_targets)}): give each once"
+        )
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
     alignment = align(src_verses, tgt_verses)
     splits: dict[str, list[Verse]] = {"train": [], "valid": [], "test": []}
     for key in alignment.pairs:
         splits[split_of(key[:2])].append(key)
-    lines = {name: ([alignment.pairs[k][0] for k in keys], [alignment.pairs[k][1] for k in keys],
-                    [f"{b}.{c}.{v}" for b, c, v in keys]) for name, keys in splits.items()}
+    lines = {
+        name: (
+            [alignment.pairs[k][0] for k in keys],
+            [alignment.pairs[k][1] for k in keys],
+            [f"{b}.{c}.{v}" for b, c, v in keys],
+        )
+        for name, keys in splits.items()
+    }
     versions = {src: src_version, tgt: tgt_version}
     added: dict[str, dict] = {}
     for code in add_targets:
@@ -76,11 +93,17 @@ def build_bible_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir
         atomic_write_text(out / f"{name}.{tgt}", "".join(line + "\n" for line in targets))
         atomic_write_text(out / f"{name}.ids", "".join(line + "\n" for line in ids))
     report = {
-        "src": src, "tgt": tgt, "pairs": {name: len(keys) for name, keys in splits.items()},
-        "dropped_chapters": {f"{b} {c}": why for (b, c), why in sorted(alignment.dropped_chapters.items())},
-        "dropped_verses": len(alignment.dropped_verses), "misaligned_verses": len(alignment.misaligned_verses),
+        "src": src,
+        "tgt": tgt,
+        "pairs": {name: len(keys) for name, keys in splits.items()},
+        "dropped_chapters": {
+            f"{b} {c}": why for (b, c), why in sorted(alignment.dropped_chapters.items())
+        },
+        "dropped_verses": len(alignment.dropped_verses),
+        "misaligned_verses": len(alignment.misaligned_verses),
         "only_in_one": alignment.only_in_one,
-        "versions": versions, "added": added,
+        "versions": versions,
+        "added": added,
     }
     atomic_write_text(out / "PROVENANCE.md", _provenance(report, alignment))
     return report
@@ -97,8 +120,10 @@ def _provenance(report: dict, alignment: Alignment) -> str:
         "|---|---|---|---|---|---|",
     ]
     for module in (src, tgt, *(MODULES[code] for code in report["added"])):
-        lines.append(f"| {module.code} | {module.title} | {module.name} | {report['versions'][module.code]} "
-                     f"| {module.package} | Public Domain |")
+        lines.append(
+            f"| {module.code} | {module.title} | {module.name} | {report['versions'][module.code]} "
+            f"| {module.package} | Public Domain |"
+        )
     counts = report["pairs"]
     lines += [
         "",
@@ -136,7 +161,10 @@ def _provenance(report: dict, alignment: Alignment) -> str:
         "verses: a numbering that shifts mid-chapter, or a clause one text has and the other lacks).",
         "",
     ]
-    lines += [f"- {book} {chapter}: {_ranges(verses)}" for (book, chapter), verses in sorted(by_chapter.items())]
+    lines += [
+        f"- {book} {chapter}: {_ranges(verses)}"
+        for (book, chapter), verses in sorted(by_chapter.items())
+    ]
     return "\n".join(lines) + "\n"
 
 

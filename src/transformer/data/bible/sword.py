@@ -21,11 +21,15 @@ class Module:
     package: str  # Debian package
     title: str
     language: str
-    drop_caps: bool = False  # the first word of each chapter is printed in capitals ("EN el principio")
+    drop_caps: bool = (
+        False  # the first word of each chapter is printed in capitals ("EN el principio")
+    )
 
 
 MODULES = {
-    "spa": Module("spa", "spaRV1909eb", "sword-text-sparv", "Reina-Valera 1909", "Spanish", drop_caps=True),
+    "spa": Module(
+        "spa", "spaRV1909eb", "sword-text-sparv", "Reina-Valera 1909", "Spanish", drop_caps=True
+    ),
     "eng": Module("eng", "engWEB2015eb", "sword-text-web", "World English Bible", "English"),
     "kjv": Module("kjv", "engKJV2006eb", "sword-text-kjv", "King James Version", "English"),
 }
@@ -50,7 +54,9 @@ _DROP = re.compile(
 )
 # Block-level and milestone elements separate words; inline ones (w, transChange, divineName,
 # q, seg, foreign, name, hi, title) wrap words and vanish without a trace.
-_BLOCK = re.compile(r"</?(div|l|lg|lb|p|br|chapter|list|item|milestone|verse|title|table|row|cell)\b[^>]*>")
+_BLOCK = re.compile(
+    r"</?(div|l|lg|lb|p|br|chapter|list|item|milestone|verse|title|table|row|cell)\b[^>]*>"
+)
 _TAG = re.compile(r"<[^>]+>")
 _SPACE_BEFORE = re.compile(r"\s+([,.;:!?)\]”’»])")
 _SPACE_AFTER = re.compile(r"([(\[“¿¡«])\s+")
@@ -84,33 +90,45 @@ def find_sword_dir(sword_dir: str | os.PathLike | None = None) -> Path:
     if sword_dir:  # asked for by name: say what is wrong with it
         path = Path(sword_dir).expanduser()
         if not path.is_dir():
-            raise BibleError(f"--sword-dir {sword_dir} does not exist: pass the SWORD module directory "
-                             f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}")
+            raise BibleError(
+                f"--sword-dir {sword_dir} does not exist: pass the SWORD module directory "
+                f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}"
+            )
         if not (path / "mods.d").is_dir():
-            raise BibleError(f"--sword-dir {sword_dir} has no mods.d directory: pass the SWORD module directory "
-                             f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}")
+            raise BibleError(
+                f"--sword-dir {sword_dir} has no mods.d directory: pass the SWORD module directory "
+                f"(the one holding mods.d/), or install the modules with: {INSTALL_ALL}"
+            )
         return path
     candidates = [sword_dir] if sword_dir else [os.environ.get("SWORD_PATH"), *SWORD_DIRS]
     for candidate in candidates:
         if candidate and (Path(candidate).expanduser() / "mods.d").is_dir():
             return Path(candidate).expanduser()
-    raise BibleError(f"no SWORD module directory found (looked in {', '.join(str(c) for c in candidates if c)}): "
-                     f"install the modules with: {INSTALL_ALL}")
+    raise BibleError(
+        f"no SWORD module directory found (looked in {', '.join(str(c) for c in candidates if c)}): "
+        f"install the modules with: {INSTALL_ALL}"
+    )
 
 
-def read_module(code: str, sword_dir: str | os.PathLike | None = None) -> tuple[dict[Verse, str], str]:
+def read_module(
+    code: str, sword_dir: str | os.PathLike | None = None
+) -> tuple[dict[Verse, str], str]:
     """All verses of one module as {(book, chapter, verse): plain text}, and the module's version."""
     module = MODULES[code]
     try:
         from pysword.modules import SwordModules
     except ImportError:
-        raise BibleError("the Bible corpus needs pysword: pip install pysword (or pip install -e '.[data]')") from None
+        raise BibleError(
+            "the Bible corpus needs pysword: pip install pysword (or pip install -e '.[data]')"
+        ) from None
     root = find_sword_dir(sword_dir)
     modules = SwordModules(str(root))
     found = modules.parse_modules()
     if module.name not in found:
-        raise BibleError(f"SWORD module {module.name} ({module.title}) is not installed in {root}: "
-                         f"apt-get install -y {module.package}")
+        raise BibleError(
+            f"SWORD module {module.name} ({module.title}) is not installed in {root}: "
+            f"apt-get install -y {module.package}"
+        )
     bible = modules.get_bible_from_module(module.name)
     # pysword inflates the whole compressed block (a book) for every verse; keep the last few.
     bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
@@ -120,8 +138,12 @@ def read_module(code: str, sword_dir: str | os.PathLike | None = None) -> tuple[
         for book in books:
             for chapter, n_verses in enumerate(book.chapter_lengths, start=1):
                 numbers = list(range(1, n_verses + 1))
-                indices = structure.ref_to_indicies(books=[book.name], chapters=[chapter], verses=numbers)[testament]
+                indices = structure.ref_to_indicies(
+                    books=[book.name], chapters=[chapter], verses=numbers
+                )[testament]
                 for number, index in zip(numbers, indices, strict=True):
                     text = clean_osis(bible._text_for_index(testament, index) or "")
-                    verses[(book.osis_name, chapter, number)] = undo_drop_cap(text) if module.drop_caps else text
+                    verses[(book.osis_name, chapter, number)] = (
+                        undo_drop_cap(text) if module.drop_caps else text
+                    )
     return verses, str(found[module.name].get("version", "unknown"))

@@ -22,11 +22,16 @@ from .sword import MODULES, Verse, read_module
 def t2t_prefixes(src: str, tgt: str) -> dict[str, str]:
     """Task name -> the prefix its inputs start with."""
     a, b = MODULES[src].language, MODULES[tgt].language
-    return {f"{src}-{tgt}": f"translate {a} to {b}: ", f"{tgt}-{src}": f"translate {b} to {a}: ",
-            "genre": "genre: "}
+    return {
+        f"{src}-{tgt}": f"translate {a} to {b}: ",
+        f"{tgt}-{src}": f"translate {b} to {a}: ",
+        "genre": "genre: ",
+    }
 
 
-def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None) -> dict:
+def build_t2t_corpus(
+    src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None
+) -> dict:
     """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse), {train,valid}.txt
     (the split's verses in both languages, one per line: text for span-corruption pretraining) and PROVENANCE.md."""
     check_pair(src, tgt, out_dir, "dataset")
@@ -44,21 +49,41 @@ def build_t2t_corpus(src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: 
         a, b = " ".join(a.split()), " ".join(b.split())
         rows[split_of(key[:2])].append((backward, key, prefixes[backward] + b, a))
     for split, examples in genres.examples.items():
-        rows[split] += [("genre", key, prefixes["genre"] + text, genre) for key, genre, text in examples]
+        rows[split] += [
+            ("genre", key, prefixes["genre"] + text, genre) for key, genre, text in examples
+        ]
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, examples in rows.items():
         atomic_write_text(out / f"{name}.tsv", "".join(f"{x}\t{y}\n" for _, _, x, y in examples))
-        atomic_write_text(out / f"{name}.ids", "".join(f"{task}\t{b}.{c}.{v}\n" for task, (b, c, v), _, _ in examples))
+        atomic_write_text(
+            out / f"{name}.ids",
+            "".join(f"{task}\t{b}.{c}.{v}\n" for task, (b, c, v), _, _ in examples),
+        )
         if name != "test":  # monolingual text for pretraining: never the test chapters
-            pairs = [(x.removeprefix(prefixes[forward]), y) for task, _, x, y in examples if task == forward]
-            atomic_write_text(out / f"{name}.txt", "".join(f"{a}\n" for a, _ in pairs) + "".join(f"{b}\n" for _, b in pairs))
-    counts = {name: {task: sum(1 for t, *_ in examples if t == task) for task in prefixes}
-              for name, examples in rows.items()}
-    report = {"src": src, "tgt": tgt, "prefixes": prefixes, "examples": counts,
-              "versions": {src: src_version, tgt: tgt_version},
-              "dropped_chapters": len(alignment.dropped_chapters), "misaligned_verses": len(alignment.misaligned_verses)}
+            pairs = [
+                (x.removeprefix(prefixes[forward]), y)
+                for task, _, x, y in examples
+                if task == forward
+            ]
+            atomic_write_text(
+                out / f"{name}.txt",
+                "".join(f"{a}\n" for a, _ in pairs) + "".join(f"{b}\n" for _, b in pairs),
+            )
+    counts = {
+        name: {task: sum(1 for t, *_ in examples if t == task) for task in prefixes}
+        for name, examples in rows.items()
+    }
+    report = {
+        "src": src,
+        "tgt": tgt,
+        "prefixes": prefixes,
+        "examples": counts,
+        "versions": {src: src_version, tgt: tgt_version},
+        "dropped_chapters": len(alignment.dropped_chapters),
+        "misaligned_verses": len(alignment.misaligned_verses),
+    }
     atomic_write_text(out / "PROVENANCE.md", _t2t_provenance(report))
     return report
 
@@ -84,6 +109,8 @@ def _t2t_provenance(report: dict) -> str:
     ]
     counts = report["examples"]
     for task, prefix in report["prefixes"].items():
-        lines.append(f"| {task} | `{prefix.strip()}` | {counts['train'][task]:,} | {counts['valid'][task]:,} "
-                     f"| {counts['test'][task]:,} |")
+        lines.append(
+            f"| {task} | `{prefix.strip()}` | {counts['train'][task]:,} | {counts['valid'][task]:,} "
+            f"| {counts['test'][task]:,} |"
+        )
     return "\n".join(lines) + "\n"

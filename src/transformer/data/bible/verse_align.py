@@ -29,10 +29,14 @@ import math
 import statistics
 from dataclasses import dataclass
 
-SHIFT_COST = 8.0  # a merge, split or unpaired verse: a shift needs two, i.e. 16 nats of length evidence
+SHIFT_COST = (
+    8.0  # a merge, split or unpaired verse: a shift needs two, i.e. 16 nats of length evidence
+)
 MISMATCH_COST = 8.0  # a pair whose residual exceeds 4 standard deviations is not a translation
 MAX_OFFSET = 3  # verses a chapter's numbering may drift between the texts
-MIN_VARIANCE = 0.5  # floor for s2, so texts of identical lengths (tests, a text against itself) stay finite
+MIN_VARIANCE = (
+    0.5  # floor for s2, so texts of identical lengths (tests, a text against itself) stay finite
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,9 @@ class LengthModel:
 
     def cost(self, src_len: int, tgt_len: int) -> float:
         """d^2 / 2 for a pair of lengths (characters)."""
-        d = (tgt_len - self.ratio * src_len) / math.sqrt(self.variance * (src_len + tgt_len) / 2 + 1)
+        d = (tgt_len - self.ratio * src_len) / math.sqrt(
+            self.variance * (src_len + tgt_len) / 2 + 1
+        )
         return d * d / 2
 
 
@@ -58,7 +64,9 @@ def fit_length_model(pairs: list[tuple[str, str]]) -> LengthModel:
     return LengthModel(ratio, max(MIN_VARIANCE, statistics.median(residuals) / 0.455))
 
 
-Bead = tuple[int, int, int, int, bool]  # (source verse, target verse, source verses, target verses, kept)
+Bead = tuple[
+    int, int, int, int, bool
+]  # (source verse, target verse, source verses, target verses, kept)
 
 
 def best_path(pairs: list[tuple[str, str]], model: LengthModel) -> tuple[float, list[Bead]]:

@@ -51,8 +51,10 @@ def _convert(hf_model) -> Model:
         case "t5":
             return t5.from_hf(hf_model)
         case _:
-            raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
-                                    "from_hf converts marian, t5, gpt2, llama, bert and vit models")
+            raise HFConversionError(
+                f"Hugging Face model_type={model_type!r} is not supported: "
+                "from_hf converts marian, t5, gpt2, llama, bert and vit models"
+            )
 
 
 def to_hf(model: Model):
@@ -61,11 +63,15 @@ def to_hf(model: Model):
     if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
         return t5.to_hf(model)
     if cfg.qk_dim != cfg.head_dim:
-        raise HFConversionError(f"d_k={cfg.d_k} has no Hugging Face export: its models give queries and keys "
-                                f"d_model / n_heads = {cfg.head_dim} dimensions per head, as values")
+        raise HFConversionError(
+            f"d_k={cfg.d_k} has no Hugging Face export: its models give queries and keys "
+            f"d_model / n_heads = {cfg.head_dim} dimensions per head, as values"
+        )
     if cfg.d_v is not None and cfg.d_v * cfg.n_heads != cfg.d_model and cfg.positional != "rope":
-        raise HFConversionError(f"d_v={cfg.d_v} has no Hugging Face export outside T5 and Llama: the others give "
-                                f"each head d_model / n_heads = {cfg.d_model // cfg.n_heads} dimensions")
+        raise HFConversionError(
+            f"d_v={cfg.d_v} has no Hugging Face export outside T5 and Llama: the others give "
+            f"each head d_model / n_heads = {cfg.d_model // cfg.n_heads} dimensions"
+        )
     if cfg.vision is not None:
         return vit.to_hf(model)
     match cfg.arch:
@@ -78,8 +84,10 @@ def to_hf(model: Model):
         case "decoder" if cfg.positional == "rope":
             return llama.to_hf(model)
         case "decoder":
-            raise HFConversionError(f"positional={cfg.positional!r} has no Hugging Face export: decoder-only "
-                                    "models export as GPT-2 (positional='learned') or Llama (positional='rope')")
+            raise HFConversionError(
+                f"positional={cfg.positional!r} has no Hugging Face export: decoder-only "
+                "models export as GPT-2 (positional='learned') or Llama (positional='rope')"
+            )
         case _:
             raise HFConversionError(f"arch={cfg.arch!r} has no Hugging Face export")
 

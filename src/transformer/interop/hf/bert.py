@@ -40,18 +40,28 @@ def _heads(hf_model) -> tuple[bool, bool, int]:
     raise HFConversionError(f"{name} is not supported: pass one of {', '.join(CLASSES)}")
 
 
-def config_from_hf(c, mlm_head: bool = False, pooler: bool = False, n_classes: int = 0) -> ModelConfig:
+def config_from_hf(
+    c, mlm_head: bool = False, pooler: bool = False, n_classes: int = 0
+) -> ModelConfig:
     """A BertConfig (+ the heads present) -> our ModelConfig; errors name the BERT field."""
     position_type = getattr(c, "position_embedding_type", "absolute")
     if position_type != "absolute":
-        raise unsupported("position_embedding_type", position_type, "our learned positions are absolute")
+        raise unsupported(
+            "position_embedding_type", position_type, "our learned positions are absolute"
+        )
     if getattr(c, "is_decoder", False) or getattr(c, "add_cross_attention", False):
-        raise unsupported("is_decoder", True, "our encoder-only model is bidirectional without cross-attention")
+        raise unsupported(
+            "is_decoder", True, "our encoder-only model is bidirectional without cross-attention"
+        )
     activation = activation_from_hf("hidden_act", c.hidden_act)
     if mlm_head and activation not in ("gelu", "gelu_tanh"):
-        raise unsupported("hidden_act", c.hidden_act, "our masked-LM head applies GELU (gelu or gelu_new)")
+        raise unsupported(
+            "hidden_act", c.hidden_act, "our masked-LM head applies GELU (gelu or gelu_new)"
+        )
     if c.type_vocab_size < 1:
-        raise unsupported("type_vocab_size", c.type_vocab_size, "BERT needs at least one token type")
+        raise unsupported(
+            "type_vocab_size", c.type_vocab_size, "BERT needs at least one token type"
+        )
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     bos, eos = c.bos_token_id, first_id(c.eos_token_id)
     return ModelConfig(
@@ -91,21 +101,65 @@ def config_to_hf(cfg: ModelConfig):
 
     family = "BERT"
     require(cfg.arch == "encoder", "arch", cfg.arch, family, "BERT is encoder-only")
-    require(cfg.norm_position == "post", "norm_position", cfg.norm_position, family, "BERT is post-norm")
+    require(
+        cfg.norm_position == "post", "norm_position", cfg.norm_position, family, "BERT is post-norm"
+    )
     require(cfg.norm == "layernorm", "norm", cfg.norm, family, "BERT uses LayerNorm")
     require(not cfg.use_final_norm, "final_norm", cfg.final_norm, family, "BERT has no final norm")
-    require(cfg.positional == "learned", "positional", cfg.positional, family, "BERT uses learned positions")
-    require(cfg.embedding_norm, "embedding_norm", cfg.embedding_norm, family, "BERT normalises the summed embeddings")
-    require(cfg.n_token_types >= 1, "n_token_types", cfg.n_token_types, family, "BERT has token-type embeddings")
+    require(
+        cfg.positional == "learned",
+        "positional",
+        cfg.positional,
+        family,
+        "BERT uses learned positions",
+    )
+    require(
+        cfg.embedding_norm,
+        "embedding_norm",
+        cfg.embedding_norm,
+        family,
+        "BERT normalises the summed embeddings",
+    )
+    require(
+        cfg.n_token_types >= 1,
+        "n_token_types",
+        cfg.n_token_types,
+        family,
+        "BERT has token-type embeddings",
+    )
     require(cfg.bias, "bias", cfg.bias, family, "BERT's layers have biases")
-    require(not cfg.scale_embedding, "scale_embedding", cfg.scale_embedding, family, "BERT does not scale embeddings")
-    require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "BERT has no grouped-query attention")
-    require(cfg.pooling == "first", "pooling", cfg.pooling, family, "BERT pools the first token ([CLS])")
-    require(cfg.pooler or not cfg.n_classes, "pooler", cfg.pooler, family,
-            "BertForSequenceClassification's classifier reads the pooler's output")
+    require(
+        not cfg.scale_embedding,
+        "scale_embedding",
+        cfg.scale_embedding,
+        family,
+        "BERT does not scale embeddings",
+    )
+    require(
+        cfg.kv_heads == cfg.n_heads,
+        "n_kv_heads",
+        cfg.n_kv_heads,
+        family,
+        "BERT has no grouped-query attention",
+    )
+    require(
+        cfg.pooling == "first", "pooling", cfg.pooling, family, "BERT pools the first token ([CLS])"
+    )
+    require(
+        cfg.pooler or not cfg.n_classes,
+        "pooler",
+        cfg.pooler,
+        family,
+        "BertForSequenceClassification's classifier reads the pooler's output",
+    )
     if cfg.mlm_head and cfg.pooler:
-        require(cfg.n_classes == 2, "n_classes", cfg.n_classes, family,
-                "a model with both heads is BertForPreTraining, whose pooled classifier has 2 classes")
+        require(
+            cfg.n_classes == 2,
+            "n_classes",
+            cfg.n_classes,
+            family,
+            "a model with both heads is BertForPreTraining, whose pooled classifier has 2 classes",
+        )
     return BertConfig(
         vocab_size=cfg.vocab_size,
         hidden_size=cfg.d_model,
@@ -127,27 +181,36 @@ def config_to_hf(cfg: ModelConfig):
 def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, str]]:
     """(our name, BERT name) for every tensor; prefix is "" for BertModel, "bert." for the others."""
     e = f"{prefix}embeddings"
-    pairs = [("encoder.embed.tokens.weight", f"{e}.word_embeddings.weight"),
-             ("encoder.embed.positions.weight", f"{e}.position_embeddings.weight"),
-             ("encoder.embed.token_types.weight", f"{e}.token_type_embeddings.weight"),
-             ("encoder.embed.norm.weight", f"{e}.LayerNorm.weight"),
-             ("encoder.embed.norm.bias", f"{e}.LayerNorm.bias")]
+    pairs = [
+        ("encoder.embed.tokens.weight", f"{e}.word_embeddings.weight"),
+        ("encoder.embed.positions.weight", f"{e}.position_embeddings.weight"),
+        ("encoder.embed.token_types.weight", f"{e}.token_type_embeddings.weight"),
+        ("encoder.embed.norm.weight", f"{e}.LayerNorm.weight"),
+        ("encoder.embed.norm.bias", f"{e}.LayerNorm.bias"),
+    ]
     for i in range(cfg.n_encoder_layers):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}encoder.layer.{i}"
-        for mine, name in (("self_attn.q_proj", "attention.self.query"), ("self_attn.k_proj", "attention.self.key"),
-                           ("self_attn.v_proj", "attention.self.value"),
-                           ("self_attn.out_proj", "attention.output.dense"), ("norm1", "attention.output.LayerNorm"),
-                           ("feed_forward.w1", "intermediate.dense"), ("feed_forward.w2", "output.dense"),
-                           ("norm2", "output.LayerNorm")):
+        for mine, name in (
+            ("self_attn.q_proj", "attention.self.query"),
+            ("self_attn.k_proj", "attention.self.key"),
+            ("self_attn.v_proj", "attention.self.value"),
+            ("self_attn.out_proj", "attention.output.dense"),
+            ("norm1", "attention.output.LayerNorm"),
+            ("feed_forward.w1", "intermediate.dense"),
+            ("feed_forward.w2", "output.dense"),
+            ("norm2", "output.LayerNorm"),
+        ):
             pairs += [(f"{ours}.{mine}.{p}", f"{theirs}.{name}.{p}") for p in ("weight", "bias")]
     if cfg.pooler:
         pairs += [(f"pooler.dense.{p}", f"{prefix}pooler.dense.{p}") for p in ("weight", "bias")]
         if cfg.n_classes:
             pairs += [(f"pooler.classifier.{p}", f"{classifier}.{p}") for p in ("weight", "bias")]
     if cfg.mlm_head:
-        pairs += [(f"mlm_head.{mine}.{p}", f"cls.predictions.{name}.{p}")
-                  for mine, name in (("dense", "transform.dense"), ("norm", "transform.LayerNorm"))
-                  for p in ("weight", "bias")]
+        pairs += [
+            (f"mlm_head.{mine}.{p}", f"cls.predictions.{name}.{p}")
+            for mine, name in (("dense", "transform.dense"), ("norm", "transform.LayerNorm"))
+            for p in ("weight", "bias")
+        ]
         pairs.append(("mlm_head.decoder.bias", "cls.predictions.decoder.bias"))
         if not cfg.tie_embeddings:
             pairs.append(("mlm_head.decoder.weight", "cls.predictions.decoder.weight"))
@@ -156,7 +219,9 @@ def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, st
 
 def _names(hf_model) -> tuple[str, str]:
     prefix = "" if type(hf_model).__name__ == "BertModel" else "bert."
-    classifier = "cls.seq_relationship" if type(hf_model).__name__ == "BertForPreTraining" else "classifier"
+    classifier = (
+        "cls.seq_relationship" if type(hf_model).__name__ == "BertForPreTraining" else "classifier"
+    )
     return prefix, classifier
 
 

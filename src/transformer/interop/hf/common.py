@@ -35,14 +35,18 @@ _TO_HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "
 
 def activation_from_hf(field: str, name: str) -> str:
     if name not in _ACTIVATIONS:
-        raise unsupported(field, name, f"supported activations are {', '.join(sorted(_ACTIVATIONS))}")
+        raise unsupported(
+            field, name, f"supported activations are {', '.join(sorted(_ACTIVATIONS))}"
+        )
     return _ACTIVATIONS[name]
 
 
 def activation_to_hf(activation: str, family: str) -> str:
     if activation not in _TO_HF_ACTIVATIONS:
-        raise HFConversionError(f"activation={activation!r} has no {family} equivalent: "
-                                f"use one of {', '.join(_TO_HF_ACTIVATIONS)}")
+        raise HFConversionError(
+            f"activation={activation!r} has no {family} equivalent: "
+            f"use one of {', '.join(_TO_HF_ACTIVATIONS)}"
+        )
     return _TO_HF_ACTIVATIONS[activation]
 
 
@@ -59,8 +63,12 @@ def require(condition: bool, field: str, value, family: str, fix: str) -> None:
         raise HFConversionError(f"{field}={value!r} cannot be exported as {family}: {fix}")
 
 
-def load_weights(module: nn.Module, tensors: dict[str, torch.Tensor], what: str,
-                 ignore: Callable[[str], bool] = lambda name: False) -> None:
+def load_weights(
+    module: nn.Module,
+    tensors: dict[str, torch.Tensor],
+    what: str,
+    ignore: Callable[[str], bool] = lambda name: False,
+) -> None:
     """Load `tensors` into `module`, checking names and shapes; tied names count as one.
 
     Every tensor of the module's state dict must be given under at least one of the names
@@ -73,13 +81,21 @@ def load_weights(module: nn.Module, tensors: dict[str, torch.Tensor], what: str,
         raise HFConversionError(f"{what}: unexpected tensors {', '.join(unknown[:5])}")
     groups: dict[tuple, list[str]] = {}
     for name, tensor in state.items():
-        groups.setdefault((tensor.data_ptr(), tuple(tensor.shape), tensor.stride()), []).append(name)
-    missing = [names[0] for names in groups.values()
-               if not any(n in tensors for n in names) and not all(ignore(n) for n in names)]
+        groups.setdefault((tensor.data_ptr(), tuple(tensor.shape), tensor.stride()), []).append(
+            name
+        )
+    missing = [
+        names[0]
+        for names in groups.values()
+        if not any(n in tensors for n in names) and not all(ignore(n) for n in names)
+    ]
     if missing:
         raise HFConversionError(f"{what}: no weights for {', '.join(missing[:5])}")
-    wrong = [f"{k} {tuple(v.shape)} (needs {tuple(state[k].shape)})" for k, v in tensors.items()
-             if v.shape != state[k].shape]
+    wrong = [
+        f"{k} {tuple(v.shape)} (needs {tuple(state[k].shape)})"
+        for k, v in tensors.items()
+        if v.shape != state[k].shape
+    ]
     if wrong:
         raise HFConversionError(f"{what}: wrong shapes for {', '.join(wrong[:5])}")
     with torch.no_grad():
@@ -89,4 +105,7 @@ def load_weights(module: nn.Module, tensors: dict[str, torch.Tensor], what: str,
 
 def weights_of(module: nn.Module) -> dict[str, torch.Tensor]:
     """The state dict as fp32 tensors detached from autograd (tied names included)."""
-    return {k: v.detach().float() if v.is_floating_point() else v.detach() for k, v in module.state_dict().items()}
+    return {
+        k: v.detach().float() if v.is_floating_point() else v.detach()
+        for k, v in module.state_dict().items()
+    }

@@ -24,18 +24,28 @@ from .common import (
 )
 
 # Per layer: our name <-> GPT-2's, for the Conv1D layers (stored transposed) and the norms.
-_CONV1D = (("self_attn.out_proj", "attn.c_proj"), ("feed_forward.w1", "mlp.c_fc"), ("feed_forward.w2", "mlp.c_proj"))
+_CONV1D = (
+    ("self_attn.out_proj", "attn.c_proj"),
+    ("feed_forward.w1", "mlp.c_fc"),
+    ("feed_forward.w2", "mlp.c_proj"),
+)
 _NORMS = (("norm1", "ln_1"), ("norm3", "ln_2"))
 
 
 def config_from_hf(c) -> ModelConfig:
     """A GPT2Config -> our ModelConfig (errors name the GPT-2 field that cannot be expressed)."""
     if not getattr(c, "scale_attn_weights", True):
-        raise unsupported("scale_attn_weights", False, "our attention always divides by sqrt(head dim)")
+        raise unsupported(
+            "scale_attn_weights", False, "our attention always divides by sqrt(head dim)"
+        )
     if getattr(c, "scale_attn_by_inverse_layer_idx", False):
-        raise unsupported("scale_attn_by_inverse_layer_idx", True, "our attention has no per-layer score scaling")
+        raise unsupported(
+            "scale_attn_by_inverse_layer_idx", True, "our attention has no per-layer score scaling"
+        )
     if getattr(c, "add_cross_attention", False):
-        raise unsupported("add_cross_attention", True, "a decoder-only model has no cross-attention")
+        raise unsupported(
+            "add_cross_attention", True, "a decoder-only model has no cross-attention"
+        )
     eos = first_id(c.eos_token_id)
     return ModelConfig(
         arch="decoder",
@@ -69,15 +79,53 @@ def config_to_hf(cfg: ModelConfig):
 
     family = "GPT-2"
     require(cfg.arch == "decoder", "arch", cfg.arch, family, "GPT-2 is decoder-only")
-    require(cfg.norm_position == "pre", "norm_position", cfg.norm_position, family, "GPT-2 is pre-norm")
+    require(
+        cfg.norm_position == "pre", "norm_position", cfg.norm_position, family, "GPT-2 is pre-norm"
+    )
     require(cfg.norm == "layernorm", "norm", cfg.norm, family, "GPT-2 uses LayerNorm")
-    require(cfg.use_final_norm, "final_norm", cfg.final_norm, family, "GPT-2 has a final LayerNorm (ln_f)")
-    require(cfg.positional == "learned", "positional", cfg.positional, family, "GPT-2 uses learned positions")
+    require(
+        cfg.use_final_norm,
+        "final_norm",
+        cfg.final_norm,
+        family,
+        "GPT-2 has a final LayerNorm (ln_f)",
+    )
+    require(
+        cfg.positional == "learned",
+        "positional",
+        cfg.positional,
+        family,
+        "GPT-2 uses learned positions",
+    )
     require(cfg.bias, "bias", cfg.bias, family, "GPT-2's layers have biases")
-    require(not cfg.output_bias, "output_bias", cfg.output_bias, family, "GPT-2's output layer has no bias")
-    require(not cfg.scale_embedding, "scale_embedding", cfg.scale_embedding, family, "GPT-2 does not scale embeddings")
-    require(not cfg.embedding_norm, "embedding_norm", cfg.embedding_norm, family, "GPT-2 has no embedding norm")
-    require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "GPT-2 has no grouped-query attention")
+    require(
+        not cfg.output_bias,
+        "output_bias",
+        cfg.output_bias,
+        family,
+        "GPT-2's output layer has no bias",
+    )
+    require(
+        not cfg.scale_embedding,
+        "scale_embedding",
+        cfg.scale_embedding,
+        family,
+        "GPT-2 does not scale embeddings",
+    )
+    require(
+        not cfg.embedding_norm,
+        "embedding_norm",
+        cfg.embedding_norm,
+        family,
+        "GPT-2 has no embedding norm",
+    )
+    require(
+        cfg.kv_heads == cfg.n_heads,
+        "n_kv_heads",
+        cfg.n_kv_heads,
+        family,
+        "GPT-2 has no grouped-query attention",
+    )
     return GPT2Config(
         vocab_size=cfg.vocab_size,
         n_positions=cfg.max_positions,
@@ -106,21 +154,27 @@ def from_hf(hf_model) -> DecoderOnly:
     cfg = config_from_hf(hf_model.config)
     p = _prefix(hf_model)
     if not p and not cfg.tie_embeddings:
-        raise unsupported("tie_word_embeddings", False, "a bare GPT2Model has no output layer: pass GPT2LMHeadModel")
+        raise unsupported(
+            "tie_word_embeddings",
+            False,
+            "a bare GPT2Model has no output layer: pass GPT2LMHeadModel",
+        )
     theirs = weights_of(hf_model)
     c = cfg.d_model
-    t = {"decoder.embed.tokens.weight": theirs[f"{p}wte.weight"],
-         "decoder.embed.positions.weight": theirs[f"{p}wpe.weight"],
-         "decoder.final_norm.weight": theirs[f"{p}ln_f.weight"],
-         "decoder.final_norm.bias": theirs[f"{p}ln_f.bias"]}
+    t = {
+        "decoder.embed.tokens.weight": theirs[f"{p}wte.weight"],
+        "decoder.embed.positions.weight": theirs[f"{p}wpe.weight"],
+        "decoder.final_norm.weight": theirs[f"{p}ln_f.weight"],
+        "decoder.final_norm.bias": theirs[f"{p}ln_f.bias"],
+    }
     if not cfg.tie_embeddings:
         t["lm_head.weight"] = theirs["lm_head.weight"]
     for i in range(cfg.n_decoder_layers):
         ours, h = f"decoder.layers.{i}", f"{p}h.{i}"
         w, b = theirs[f"{h}.attn.c_attn.weight"], theirs[f"{h}.attn.c_attn.bias"]  # (C, 3C), (3C,)
         for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
-            t[f"{ours}.self_attn.{name}.weight"] = w[:, j * c:(j + 1) * c].T
-            t[f"{ours}.self_attn.{name}.bias"] = b[j * c:(j + 1) * c]
+            t[f"{ours}.self_attn.{name}.weight"] = w[:, j * c : (j + 1) * c].T
+            t[f"{ours}.self_attn.{name}.bias"] = b[j * c : (j + 1) * c]
         for mine, conv in _CONV1D:
             t[f"{ours}.{mine}.weight"] = theirs[f"{h}.{conv}.weight"].T
             t[f"{ours}.{mine}.bias"] = theirs[f"{h}.{conv}.bias"]
@@ -139,10 +193,12 @@ def to_hf(model: DecoderOnly):
     cfg = model.config
     hf_model = GPT2LMHeadModel(config_to_hf(cfg))
     ours = weights_of(model)
-    t = {"transformer.wte.weight": ours["decoder.embed.tokens.weight"],
-         "transformer.wpe.weight": ours["decoder.embed.positions.weight"],
-         "transformer.ln_f.weight": ours["decoder.final_norm.weight"],
-         "transformer.ln_f.bias": ours["decoder.final_norm.bias"]}
+    t = {
+        "transformer.wte.weight": ours["decoder.embed.tokens.weight"],
+        "transformer.wpe.weight": ours["decoder.embed.positions.weight"],
+        "transformer.ln_f.weight": ours["decoder.final_norm.weight"],
+        "transformer.ln_f.bias": ours["decoder.final_norm.bias"],
+    }
     if not cfg.tie_embeddings:
         t["lm_head.weight"] = ours["lm_head.weight"]
     for i in range(cfg.n_decoder_layers):

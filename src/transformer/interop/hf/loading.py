@@ -12,7 +12,13 @@ from ...config import DecodeConfig
 from .common import HFConversionError
 
 # model_type -> the transformers class to load when config.architectures names none we support.
-_DEFAULT_CLASS = {"marian": "MarianMTModel", "t5": "T5ForConditionalGeneration", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertModel"}
+_DEFAULT_CLASS = {
+    "marian": "MarianMTModel",
+    "t5": "T5ForConditionalGeneration",
+    "gpt2": "GPT2LMHeadModel",
+    "llama": "LlamaForCausalLM",
+    "bert": "BertModel",
+}
 _CLASSES = {
     "marian": ("MarianMTModel",),
     "t5": ("T5ForConditionalGeneration",),
@@ -23,8 +29,16 @@ _CLASSES = {
 
 # Files whose presence means a Hugging Face directory ships a tokenizer (without them,
 # transformers builds an empty one rather than failing).
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
-                    "source.spm", "tokenizer.model", "sentencepiece.bpe.model")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "source.spm",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+)
 
 
 @dataclass
@@ -50,11 +64,18 @@ def _locate(path: str | os.PathLike) -> tuple[Path, dict]:
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
             return path, {"gguf_file": ggufs[0].name}
-        raise HFConversionError(f"{path} has no config.json"
-                                + (f" and {len(ggufs)} .gguf files: pass one of them" if ggufs else
-                                   ": pass a Hugging Face model directory or a .gguf file"))
+        raise HFConversionError(
+            f"{path} has no config.json"
+            + (
+                f" and {len(ggufs)} .gguf files: pass one of them"
+                if ggufs
+                else ": pass a Hugging Face model directory or a .gguf file"
+            )
+        )
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass a Hugging Face model directory or a .gguf file")
+        raise FileNotFoundError(
+            f"{path} does not exist: pass a Hugging Face model directory or a .gguf file"
+        )
     raise HFConversionError(f"{path} is neither a directory nor a .gguf file")
 
 
@@ -64,23 +85,33 @@ def load_hf(path: str | os.PathLike, tokenizer: bool = True) -> HFSource:
     try:
         import transformers
     except ImportError:
-        raise HFConversionError("Hugging Face import needs transformers: pip install 'transformer[hf]'") from None
+        raise HFConversionError(
+            "Hugging Face import needs transformers: pip install 'transformer[hf]'"
+        ) from None
     try:
         config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True, **extra)
     except (OSError, ValueError, KeyError) as e:
         raise HFConversionError(f"cannot read a Hugging Face config from {path}: {e}") from None
     model_type = config.model_type
     if model_type not in _CLASSES:
-        raise HFConversionError(f"Hugging Face model_type={model_type!r} is not supported: "
-                                f"import-hf reads {', '.join(_CLASSES)} models")
+        raise HFConversionError(
+            f"Hugging Face model_type={model_type!r} is not supported: "
+            f"import-hf reads {', '.join(_CLASSES)} models"
+        )
     named = [a for a in (config.architectures or []) if a in _CLASSES[model_type]]
     cls = getattr(transformers, named[0] if named else _DEFAULT_CLASS[model_type])
     try:
-        model = cls.from_pretrained(folder, config=config, dtype=torch.float32, local_files_only=True, **extra).eval()
+        model = cls.from_pretrained(
+            folder, config=config, dtype=torch.float32, local_files_only=True, **extra
+        ).eval()
     except (OSError, ValueError) as e:  # no weights, or weights that do not fit the config
-        raise HFConversionError(f"cannot read the Hugging Face weights in {path}: {' '.join(str(e).split())}") from None
+        raise HFConversionError(
+            f"cannot read the Hugging Face weights in {path}: {' '.join(str(e).split())}"
+        ) from None
     tok = None
-    if tokenizer and ("gguf_file" in extra or any((folder / f).is_file() for f in _TOKENIZER_FILES)):
+    if tokenizer and (
+        "gguf_file" in extra or any((folder / f).is_file() for f in _TOKENIZER_FILES)
+    ):
         try:
             tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
         except (OSError, ValueError, KeyError, TypeError):
@@ -140,32 +171,52 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
     model = from_hf(source.model)
     chat = None
     if source.chat_template:
-        chat = {"chat_template": source.chat_template,
-                "bos_token": getattr(source.tokenizer, "bos_token", None),
-                "eos_token": getattr(source.tokenizer, "eos_token", None)}
+        chat = {
+            "chat_template": source.chat_template,
+            "bos_token": getattr(source.tokenizer, "bos_token", None),
+            "eos_token": getattr(source.tokenizer, "eos_token", None),
+        }
     specials = labels = None
     if model.config.arch == "encoder":  # [CLS] text [SEP]: the roles classify and fine-tuning read
         specials = {role: getattr(source.tokenizer, role, None) for role in ENCODER_ROLES}
-        specials = {role: token for role, token in specials.items() if isinstance(token, str)} or None
+        specials = {
+            role: token for role, token in specials.items() if isinstance(token, str)
+        } or None
         id2label = getattr(source.model.config, "id2label", None) or {}
         if model.config.n_classes and len(id2label) == model.config.n_classes:
             labels = [str(id2label[i]) for i in range(model.config.n_classes)]
     add_eos = model.config.arch == "encoder-decoder" and _adds_eos(source.tokenizer)
-    save_model(model, out, decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer), add_eos=add_eos), chat=chat,
-               labels=labels,
-               special_tokens=specials)
-    files = (["config.json", "model.safetensors", "decode.json"] + ([CHAT_TEMPLATE_FILE] if chat else [])
-             + (["labels.json"] if labels else []) + (["special_tokens.json"] if specials else []))
+    save_model(
+        model,
+        out,
+        decode=DecodeConfig(add_bos=_adds_bos(source.tokenizer), add_eos=add_eos),
+        chat=chat,
+        labels=labels,
+        special_tokens=specials,
+    )
+    files = (
+        ["config.json", "model.safetensors", "decode.json"]
+        + ([CHAT_TEMPLATE_FILE] if chat else [])
+        + (["labels.json"] if labels else [])
+        + (["special_tokens.json"] if specials else [])
+    )
     backend = getattr(source.tokenizer, "backend_tokenizer", None)
     if backend is not None:
         atomic_write(out / TOKENIZER_FILE, lambda tmp: backend.save(tmp))
         files.append(TOKENIZER_FILE)
     model_type = source.model.config.model_type
-    tokenizer_line = (f"The tokenizer is Hugging Face's fast tokenizer ({TOKENIZER_FILE})." if backend is not None
-                      else "The source has no fast tokenizer, so none was written.")
-    atomic_write_text(out / "README.md", (
-        f"# Imported from Hugging Face\n\nConverted from `{path}` ({type(source.model).__name__}, "
-        f"model_type `{model_type}`) with `transformer import-hf`; outputs match the Hugging Face "
-        f"implementation.\n\n{tokenizer_line}\n"))
+    tokenizer_line = (
+        f"The tokenizer is Hugging Face's fast tokenizer ({TOKENIZER_FILE})."
+        if backend is not None
+        else "The source has no fast tokenizer, so none was written."
+    )
+    atomic_write_text(
+        out / "README.md",
+        (
+            f"# Imported from Hugging Face\n\nConverted from `{path}` ({type(source.model).__name__}, "
+            f"model_type `{model_type}`) with `transformer import-hf`; outputs match the Hugging Face "
+            f"implementation.\n\n{tokenizer_line}\n"
+        ),
+    )
     files.append("README.md")
     return ImportResult(model_type, files, model)

@@ -30,15 +30,25 @@ _MARIAN_LAYERNORM_EPS = 1e-5  # torch's nn.LayerNorm default, which Marian uses
 def config_from_hf(c) -> ModelConfig:
     """A MarianConfig -> our ModelConfig (errors name the Marian field that cannot be expressed)."""
     if c.decoder_attention_heads != c.encoder_attention_heads:
-        raise unsupported("decoder_attention_heads", c.decoder_attention_heads,
-                          f"our encoder and decoder share n_heads (encoder_attention_heads={c.encoder_attention_heads})")
+        raise unsupported(
+            "decoder_attention_heads",
+            c.decoder_attention_heads,
+            f"our encoder and decoder share n_heads (encoder_attention_heads={c.encoder_attention_heads})",
+        )
     if c.decoder_ffn_dim != c.encoder_ffn_dim:
-        raise unsupported("decoder_ffn_dim", c.decoder_ffn_dim,
-                          f"our encoder and decoder share d_ff (encoder_ffn_dim={c.encoder_ffn_dim})")
+        raise unsupported(
+            "decoder_ffn_dim",
+            c.decoder_ffn_dim,
+            f"our encoder and decoder share d_ff (encoder_ffn_dim={c.encoder_ffn_dim})",
+        )
     shared = c.share_encoder_decoder_embeddings
     if shared and not c.tie_word_embeddings:
-        raise unsupported("tie_word_embeddings", False, "with share_encoder_decoder_embeddings=True our model "
-                          "ties the output layer to the shared embedding too")
+        raise unsupported(
+            "tie_word_embeddings",
+            False,
+            "with share_encoder_decoder_embeddings=True our model "
+            "ties the output layer to the shared embedding too",
+        )
     eos = first_id(c.eos_token_id)
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     return ModelConfig(
@@ -78,15 +88,46 @@ def config_to_hf(cfg: ModelConfig):
 
     family = "Marian"
     require(cfg.arch == "encoder-decoder", "arch", cfg.arch, family, "Marian is an encoder-decoder")
-    require(cfg.norm_position == "post", "norm_position", cfg.norm_position, family, "Marian is post-norm")
+    require(
+        cfg.norm_position == "post",
+        "norm_position",
+        cfg.norm_position,
+        family,
+        "Marian is post-norm",
+    )
     require(cfg.norm == "layernorm", "norm", cfg.norm, family, "Marian uses LayerNorm")
-    require(cfg.norm_eps == _MARIAN_LAYERNORM_EPS, "norm_eps", cfg.norm_eps, family, "Marian's LayerNorm eps is 1e-5")
-    require(not cfg.use_final_norm, "final_norm", cfg.final_norm, family, "Marian has no final norm")
-    require(cfg.positional == "sinusoidal" and cfg.sinusoidal_layout == "halves", "positional/sinusoidal_layout",
-            f"{cfg.positional}/{cfg.sinusoidal_layout}", family, "Marian uses sinusoidal positions with layout 'halves'")
+    require(
+        cfg.norm_eps == _MARIAN_LAYERNORM_EPS,
+        "norm_eps",
+        cfg.norm_eps,
+        family,
+        "Marian's LayerNorm eps is 1e-5",
+    )
+    require(
+        not cfg.use_final_norm, "final_norm", cfg.final_norm, family, "Marian has no final norm"
+    )
+    require(
+        cfg.positional == "sinusoidal" and cfg.sinusoidal_layout == "halves",
+        "positional/sinusoidal_layout",
+        f"{cfg.positional}/{cfg.sinusoidal_layout}",
+        family,
+        "Marian uses sinusoidal positions with layout 'halves'",
+    )
     require(cfg.bias, "bias", cfg.bias, family, "Marian's linear layers and norms have biases")
-    require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "Marian has no grouped-query attention")
-    require(not cfg.embedding_norm, "embedding_norm", cfg.embedding_norm, family, "Marian has no embedding norm")
+    require(
+        cfg.kv_heads == cfg.n_heads,
+        "n_kv_heads",
+        cfg.n_kv_heads,
+        family,
+        "Marian has no grouped-query attention",
+    )
+    require(
+        not cfg.embedding_norm,
+        "embedding_norm",
+        cfg.embedding_norm,
+        family,
+        "Marian has no embedding norm",
+    )
     shared = cfg.tgt_vocab_size is None and cfg.tie_embeddings
     return MarianConfig(
         vocab_size=cfg.vocab_size,
@@ -126,8 +167,12 @@ def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
             for attn, hf_attn, norm, hf_norm in blocks:
                 for proj in _ATTN:
                     for p in ("weight", "bias"):
-                        pairs.append((f"{ours}.{attn}.{proj}.{p}", f"{theirs}.{hf_attn}.{proj}.{p}"))
-                pairs += [(f"{ours}.{norm}.{p}", f"{theirs}.{hf_norm}.{p}") for p in ("weight", "bias")]
+                        pairs.append(
+                            (f"{ours}.{attn}.{proj}.{p}", f"{theirs}.{hf_attn}.{proj}.{p}")
+                        )
+                pairs += [
+                    (f"{ours}.{norm}.{p}", f"{theirs}.{hf_norm}.{p}") for p in ("weight", "bias")
+                ]
             for p in ("weight", "bias"):
                 pairs.append((f"{ours}.feed_forward.w1.{p}", f"{theirs}.fc1.{p}"))
                 pairs.append((f"{ours}.feed_forward.w2.{p}", f"{theirs}.fc2.{p}"))
@@ -166,5 +211,7 @@ def to_hf(model: EncoderDecoder):
         tensors["final_logits_bias"] = ours["lm_head.bias"][None]
     else:
         tensors["final_logits_bias"] = torch.zeros(1, cfg.target_vocab_size)
-    load_weights(hf_model, tensors, "EncoderDecoder -> Marian", ignore=lambda name: "embed_positions" in name)
+    load_weights(
+        hf_model, tensors, "EncoderDecoder -> Marian", ignore=lambda name: "embed_positions" in name
+    )
     return hf_model.eval()

@@ -27,10 +27,21 @@ from .common import (
 
 _ATTN = (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("out_proj", "o"))
 # Gated feed_forward_proj ("gated-<act>") -> our gated activation, by Hugging Face's activation name.
-_GATED = {"gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu", "silu": "swiglu",
-          "swish": "swiglu"}
-_TO_HF = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu", "geglu_tanh": "gated-gelu",
-          "swiglu": "gated-silu"}
+_GATED = {
+    "gelu_new": "geglu_tanh",
+    "gelu_pytorch_tanh": "geglu_tanh",
+    "gelu": "geglu",
+    "silu": "swiglu",
+    "swish": "swiglu",
+}
+_TO_HF = {
+    "relu": "relu",
+    "gelu": "gelu",
+    "gelu_tanh": "gelu_new",
+    "silu": "silu",
+    "geglu_tanh": "gated-gelu",
+    "swiglu": "gated-silu",
+}
 
 
 def _tied(hf_model) -> bool:
@@ -43,8 +54,11 @@ def config_from_hf(c, tied: bool) -> ModelConfig:
         raise unsupported("feed_forward_proj", c.feed_forward_proj, "it names no activation")
     if c.is_gated_act:
         if c.dense_act_fn not in _GATED:
-            raise unsupported("feed_forward_proj", c.feed_forward_proj,
-                              f"gated feed-forward activations supported: {', '.join(sorted(_GATED))}")
+            raise unsupported(
+                "feed_forward_proj",
+                c.feed_forward_proj,
+                f"gated feed-forward activations supported: {', '.join(sorted(_GATED))}",
+            )
         activation = _GATED[c.dense_act_fn]
     else:
         activation = activation_from_hf("feed_forward_proj", c.dense_act_fn)
@@ -72,8 +86,10 @@ def config_from_hf(c, tied: bool) -> ModelConfig:
         norm_eps=float(c.layer_norm_epsilon),
         final_norm=True,
         positional="t5_bias",
-        relative_bias={"buckets": c.relative_attention_num_buckets,
-                       "max_distance": c.relative_attention_max_distance},
+        relative_bias={
+            "buckets": c.relative_attention_num_buckets,
+            "max_distance": c.relative_attention_max_distance,
+        },
         max_positions=max(int(getattr(c, "n_positions", 512) or 512), 512),
         activation=activation,
         bias=False,
@@ -96,28 +112,93 @@ def config_to_hf(cfg: ModelConfig):
 
     family = "T5"
     require(cfg.arch == "encoder-decoder", "arch", cfg.arch, family, "T5 is an encoder-decoder")
-    require(cfg.positional == "t5_bias", "positional", cfg.positional, family, "T5 uses positional = 't5_bias'")
-    require(cfg.norm_position == "pre" and cfg.use_final_norm, "norm_position/final_norm",
-            f"{cfg.norm_position}/{cfg.final_norm}", family, "T5 is pre-norm with a final norm in each stack")
+    require(
+        cfg.positional == "t5_bias",
+        "positional",
+        cfg.positional,
+        family,
+        "T5 uses positional = 't5_bias'",
+    )
+    require(
+        cfg.norm_position == "pre" and cfg.use_final_norm,
+        "norm_position/final_norm",
+        f"{cfg.norm_position}/{cfg.final_norm}",
+        family,
+        "T5 is pre-norm with a final norm in each stack",
+    )
     require(cfg.norm == "rmsnorm", "norm", cfg.norm, family, "T5 uses RMSNorm")
-    require(not cfg.bias and not cfg.output_bias, "bias/output_bias", f"{cfg.bias}/{cfg.output_bias}", family,
-            "T5 has no biases")
-    require(not cfg.scale_embedding, "scale_embedding", cfg.scale_embedding, family, "T5 does not scale embeddings")
-    require(not cfg.scale_attention, "scale_attention", cfg.scale_attention, family,
-            "T5 does not divide the scores by sqrt(d_k)")
-    require(cfg.shares_embeddings and cfg.tgt_vocab_size is None, "share_embeddings", cfg.share_embeddings, family,
-            "T5's encoder and decoder share one embedding")
-    require(cfg.scale_output == cfg.tie_embeddings, "scale_output", cfg.scale_output, family,
-            f"T5 scales the output exactly when it is tied (tie_embeddings={cfg.tie_embeddings})")
-    require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "T5 has no grouped-query attention")
-    require(cfg.qk_dim == cfg.head_dim, "d_k", cfg.d_k, family, f"T5's heads have one size (d_kv) for queries, "
-            f"keys and values: d_k must equal d_v = {cfg.head_dim}")
-    require(not cfg.embedding_norm, "embedding_norm", cfg.embedding_norm, family, "T5 has no embedding norm")
-    require(cfg.activation in _TO_HF, "activation", cfg.activation, family,
-            f"T5's feed-forward takes one of {', '.join(_TO_HF)}")
+    require(
+        not cfg.bias and not cfg.output_bias,
+        "bias/output_bias",
+        f"{cfg.bias}/{cfg.output_bias}",
+        family,
+        "T5 has no biases",
+    )
+    require(
+        not cfg.scale_embedding,
+        "scale_embedding",
+        cfg.scale_embedding,
+        family,
+        "T5 does not scale embeddings",
+    )
+    require(
+        not cfg.scale_attention,
+        "scale_attention",
+        cfg.scale_attention,
+        family,
+        "T5 does not divide the scores by sqrt(d_k)",
+    )
+    require(
+        cfg.shares_embeddings and cfg.tgt_vocab_size is None,
+        "share_embeddings",
+        cfg.share_embeddings,
+        family,
+        "T5's encoder and decoder share one embedding",
+    )
+    require(
+        cfg.scale_output == cfg.tie_embeddings,
+        "scale_output",
+        cfg.scale_output,
+        family,
+        f"T5 scales the output exactly when it is tied (tie_embeddings={cfg.tie_embeddings})",
+    )
+    require(
+        cfg.kv_heads == cfg.n_heads,
+        "n_kv_heads",
+        cfg.n_kv_heads,
+        family,
+        "T5 has no grouped-query attention",
+    )
+    require(
+        cfg.qk_dim == cfg.head_dim,
+        "d_k",
+        cfg.d_k,
+        family,
+        f"T5's heads have one size (d_kv) for queries, "
+        f"keys and values: d_k must equal d_v = {cfg.head_dim}",
+    )
+    require(
+        not cfg.embedding_norm,
+        "embedding_norm",
+        cfg.embedding_norm,
+        family,
+        "T5 has no embedding norm",
+    )
+    require(
+        cfg.activation in _TO_HF,
+        "activation",
+        cfg.activation,
+        family,
+        f"T5's feed-forward takes one of {', '.join(_TO_HF)}",
+    )
     drops = {cfg.dropout, cfg.attention_dropout, cfg.activation_dropout}
-    require(len(drops) == 1, "dropout/attention_dropout/activation_dropout",
-            f"{cfg.dropout}/{cfg.attention_dropout}/{cfg.activation_dropout}", family, "T5 has one dropout_rate")
+    require(
+        len(drops) == 1,
+        "dropout/attention_dropout/activation_dropout",
+        f"{cfg.dropout}/{cfg.attention_dropout}/{cfg.activation_dropout}",
+        family,
+        "T5 has one dropout_rate",
+    )
     config = T5Config(
         vocab_size=cfg.vocab_size,
         d_model=cfg.d_model,
@@ -146,19 +227,34 @@ def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
     ffn = [("w1", "wi_0"), ("w3", "wi_1"), ("w2", "wo")] if gated else [("w1", "wi"), ("w2", "wo")]
     pairs = [("encoder.embed.tokens.weight", "shared.weight")]
     for side, n_layers in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
-        pairs.append((f"{side}.relative.table.weight",
-                      f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"))
+        pairs.append(
+            (
+                f"{side}.relative.table.weight",
+                f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+            )
+        )
         for i in range(n_layers):
             ours, theirs = f"{side}.layers.{i}", f"{side}.block.{i}.layer"
             blocks = [("self_attn", "SelfAttention", "norm1")]
             if side == "decoder":
                 blocks.append(("cross_attn", "EncDecAttention", "norm2"))
             for k, (attn, hf_attn, norm) in enumerate(blocks):
-                pairs += [(f"{ours}.{attn}.{p}.weight", f"{theirs}.{k}.{hf_attn}.{q}.weight") for p, q in _ATTN]
+                pairs += [
+                    (f"{ours}.{attn}.{p}.weight", f"{theirs}.{k}.{hf_attn}.{q}.weight")
+                    for p, q in _ATTN
+                ]
                 pairs.append((f"{ours}.{norm}.weight", f"{theirs}.{k}.layer_norm.weight"))
             k = len(blocks)
-            pairs += [(f"{ours}.feed_forward.{p}.weight", f"{theirs}.{k}.DenseReluDense.{q}.weight") for p, q in ffn]
-            pairs.append((f"{ours}.{'norm3' if side == 'decoder' else 'norm2'}.weight", f"{theirs}.{k}.layer_norm.weight"))
+            pairs += [
+                (f"{ours}.feed_forward.{p}.weight", f"{theirs}.{k}.DenseReluDense.{q}.weight")
+                for p, q in ffn
+            ]
+            pairs.append(
+                (
+                    f"{ours}.{'norm3' if side == 'decoder' else 'norm2'}.weight",
+                    f"{theirs}.{k}.layer_norm.weight",
+                )
+            )
         pairs.append((f"{side}.final_norm.weight", f"{side}.final_layer_norm.weight"))
     if not cfg.tie_embeddings:
         pairs.append(("lm_head.weight", "lm_head.weight"))
@@ -168,8 +264,10 @@ def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
 def from_hf(hf_model) -> EncoderDecoder:
     """A T5ForConditionalGeneration -> our EncoderDecoder with the same outputs."""
     if not hasattr(hf_model, "lm_head"):
-        raise HFConversionError(f"{type(hf_model).__name__} has no language-model head: from_hf converts "
-                                "T5ForConditionalGeneration")
+        raise HFConversionError(
+            f"{type(hf_model).__name__} has no language-model head: from_hf converts "
+            "T5ForConditionalGeneration"
+        )
     cfg = config_from_hf(hf_model.config, _tied(hf_model))
     theirs = weights_of(hf_model)
     model = build_model(cfg)
@@ -184,9 +282,15 @@ def to_hf(model: EncoderDecoder):
     cfg = model.config
     hf_model = T5ForConditionalGeneration(config_to_hf(cfg))
     hf_model.generation_config.decoder_start_token_id = cfg.start_id
-    if not cfg.tie_embeddings and _tied(hf_model):  # transformers >= 5 ties T5's head unless both weights differ
+    if not cfg.tie_embeddings and _tied(
+        hf_model
+    ):  # transformers >= 5 ties T5's head unless both weights differ
         hf_model.lm_head.weight = nn.Parameter(hf_model.lm_head.weight.detach().clone())
     ours = weights_of(model)
-    load_weights(hf_model, {name: ours[mine] for mine, name in _pairs(cfg)}, "EncoderDecoder -> T5",
-                 ignore=lambda name: name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
+    load_weights(
+        hf_model,
+        {name: ours[mine] for mine, name in _pairs(cfg)},
+        "EncoderDecoder -> T5",
+        ignore=lambda name: name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+    )
     return hf_model.eval()

@@ -32,7 +32,9 @@ def _heads(hf_model) -> tuple[bool, int]:
             return hf_model.pooler is not None, 0
         case "ViTForImageClassification":
             return False, hf_model.config.num_labels
-    raise HFConversionError(f"{type(hf_model).__name__} is not supported: pass one of {', '.join(CLASSES)}")
+    raise HFConversionError(
+        f"{type(hf_model).__name__} is not supported: pass one of {', '.join(CLASSES)}"
+    )
 
 
 def config_from_hf(c, pooler: bool = False, n_classes: int = 0) -> ModelConfig:
@@ -40,11 +42,24 @@ def config_from_hf(c, pooler: bool = False, n_classes: int = 0) -> ModelConfig:
     size = c.image_size if isinstance(c.image_size, int) else tuple(c.image_size)
     patch = c.patch_size if isinstance(c.patch_size, int) else tuple(c.patch_size)
     if not isinstance(size, int) or not isinstance(patch, int):
-        raise unsupported("image_size", c.image_size, "our image encoder takes square images and patches (one int each)")
-    if getattr(c, "pooler_act", "tanh") != "tanh" or getattr(c, "pooler_output_size", None) not in (None, c.hidden_size):
-        raise unsupported("pooler_act", getattr(c, "pooler_act", None), "our pooler is dense (d_model -> d_model) + tanh")
+        raise unsupported(
+            "image_size",
+            c.image_size,
+            "our image encoder takes square images and patches (one int each)",
+        )
+    if getattr(c, "pooler_act", "tanh") != "tanh" or getattr(c, "pooler_output_size", None) not in (
+        None,
+        c.hidden_size,
+    ):
+        raise unsupported(
+            "pooler_act",
+            getattr(c, "pooler_act", None),
+            "our pooler is dense (d_model -> d_model) + tanh",
+        )
     if not getattr(c, "qkv_bias", True):
-        raise unsupported("qkv_bias", False, "our attention has biases on q, k, v together with the other linears")
+        raise unsupported(
+            "qkv_bias", False, "our attention has biases on q, k, v together with the other linears"
+        )
     return ModelConfig(
         arch="encoder",
         vocab_size=1,  # no tokens: the patches are the input
@@ -68,8 +83,12 @@ def config_from_hf(c, pooler: bool = False, n_classes: int = 0) -> ModelConfig:
         pooler=pooler,
         pooling="first",
         n_classes=n_classes,
-        pad_id=0, bos_id=0, eos_id=0,
-        vision=VisionConfig(image_size=size, patch_size=patch, channels=c.num_channels, positions="learned"),
+        pad_id=0,
+        bos_id=0,
+        eos_id=0,
+        vision=VisionConfig(
+            image_size=size, patch_size=patch, channels=c.num_channels, positions="learned"
+        ),
     )
 
 
@@ -78,17 +97,44 @@ def config_to_hf(cfg: ModelConfig):
     from transformers import ViTConfig
 
     family = "ViT"
-    require(cfg.vision is not None, "vision", cfg.vision, family, "ViT is an image encoder (set model.vision)")
+    require(
+        cfg.vision is not None,
+        "vision",
+        cfg.vision,
+        family,
+        "ViT is an image encoder (set model.vision)",
+    )
     v = cfg.vision
-    require(cfg.norm_position == "pre", "norm_position", cfg.norm_position, family, "ViT is pre-norm")
+    require(
+        cfg.norm_position == "pre", "norm_position", cfg.norm_position, family, "ViT is pre-norm"
+    )
     require(cfg.norm == "layernorm", "norm", cfg.norm, family, "ViT uses LayerNorm")
     require(cfg.use_final_norm, "final_norm", cfg.final_norm, family, "ViT has a final LayerNorm")
     require(cfg.bias, "bias", cfg.bias, family, "ViT's layers have biases")
-    require(cfg.kv_heads == cfg.n_heads, "n_kv_heads", cfg.n_kv_heads, family, "ViT has no grouped-query attention")
-    require(v.positions == "learned", "vision.positions", v.positions, family, "ViT learns its positions")
-    require(cfg.pooling == "first", "pooling", cfg.pooling, family, "ViT classifies the [CLS] state")
-    require(not (cfg.pooler and cfg.n_classes), "pooler", cfg.pooler, family,
-            "ViTForImageClassification has no pooler between [CLS] and the classifier")
+    require(
+        cfg.kv_heads == cfg.n_heads,
+        "n_kv_heads",
+        cfg.n_kv_heads,
+        family,
+        "ViT has no grouped-query attention",
+    )
+    require(
+        v.positions == "learned",
+        "vision.positions",
+        v.positions,
+        family,
+        "ViT learns its positions",
+    )
+    require(
+        cfg.pooling == "first", "pooling", cfg.pooling, family, "ViT classifies the [CLS] state"
+    )
+    require(
+        not (cfg.pooler and cfg.n_classes),
+        "pooler",
+        cfg.pooler,
+        family,
+        "ViTForImageClassification has no pooler between [CLS] and the classifier",
+    )
     return ViTConfig(
         hidden_size=cfg.d_model,
         num_hidden_layers=cfg.n_encoder_layers,
@@ -108,14 +154,32 @@ def config_to_hf(cfg: ModelConfig):
 
 # Layer tensor names: transformers 5 (layers.i.attention.q_proj, mlp.fc1) and 4 (encoder.layer.i.attention.attention.query)
 LAYER_NAMES = {
-    5: ("layers", (("self_attn.q_proj", "attention.q_proj"), ("self_attn.k_proj", "attention.k_proj"),
-                   ("self_attn.v_proj", "attention.v_proj"), ("self_attn.out_proj", "attention.o_proj"),
-                   ("norm1", "layernorm_before"), ("feed_forward.w1", "mlp.fc1"), ("feed_forward.w2", "mlp.fc2"),
-                   ("norm2", "layernorm_after"))),
-    4: ("encoder.layer", (("self_attn.q_proj", "attention.attention.query"), ("self_attn.k_proj", "attention.attention.key"),
-                          ("self_attn.v_proj", "attention.attention.value"), ("self_attn.out_proj", "attention.output.dense"),
-                          ("norm1", "layernorm_before"), ("feed_forward.w1", "intermediate.dense"),
-                          ("feed_forward.w2", "output.dense"), ("norm2", "layernorm_after"))),
+    5: (
+        "layers",
+        (
+            ("self_attn.q_proj", "attention.q_proj"),
+            ("self_attn.k_proj", "attention.k_proj"),
+            ("self_attn.v_proj", "attention.v_proj"),
+            ("self_attn.out_proj", "attention.o_proj"),
+            ("norm1", "layernorm_before"),
+            ("feed_forward.w1", "mlp.fc1"),
+            ("feed_forward.w2", "mlp.fc2"),
+            ("norm2", "layernorm_after"),
+        ),
+    ),
+    4: (
+        "encoder.layer",
+        (
+            ("self_attn.q_proj", "attention.attention.query"),
+            ("self_attn.k_proj", "attention.attention.key"),
+            ("self_attn.v_proj", "attention.attention.value"),
+            ("self_attn.out_proj", "attention.output.dense"),
+            ("norm1", "layernorm_before"),
+            ("feed_forward.w1", "intermediate.dense"),
+            ("feed_forward.w2", "output.dense"),
+            ("norm2", "layernorm_after"),
+        ),
+    ),
 }
 
 
@@ -127,11 +191,13 @@ def _pairs(cfg: ModelConfig, prefix: str, layout: int) -> list[tuple[str, str]]:
     """(our name, ViT name) for every tensor except the patch projection's weight (reshaped, see from_hf/to_hf);
     prefix is "" for ViTModel, "vit." for ViTForImageClassification; layout: the transformers major version's names."""
     e = f"{prefix}embeddings"
-    pairs = [("encoder.patches.cls", f"{e}.cls_token"),
-             ("encoder.patches.positions", f"{e}.position_embeddings"),
-             ("encoder.patches.projection.bias", f"{e}.patch_embeddings.projection.bias"),
-             ("encoder.final_norm.weight", f"{prefix}layernorm.weight"),
-             ("encoder.final_norm.bias", f"{prefix}layernorm.bias")]
+    pairs = [
+        ("encoder.patches.cls", f"{e}.cls_token"),
+        ("encoder.patches.positions", f"{e}.position_embeddings"),
+        ("encoder.patches.projection.bias", f"{e}.patch_embeddings.projection.bias"),
+        ("encoder.final_norm.weight", f"{prefix}layernorm.weight"),
+        ("encoder.final_norm.bias", f"{prefix}layernorm.bias"),
+    ]
     stack, names = LAYER_NAMES[layout]
     for i in range(cfg.n_encoder_layers):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}{stack}.{i}"
@@ -176,9 +242,13 @@ def to_hf(model: EncoderOnly):
         hf_model = transformers.ViTModel(hf_config, add_pooling_layer=cfg.pooler)
     ours = weights_of(model)
     prefix = _prefix(hf_model)
-    tensors = {name: ours[mine] for mine, name in _pairs(cfg, prefix, _layout(hf_model.state_dict(), prefix))}
+    tensors = {
+        name: ours[mine]
+        for mine, name in _pairs(cfg, prefix, _layout(hf_model.state_dict(), prefix))
+    }
     v = cfg.vision
-    tensors[f"{prefix}embeddings.patch_embeddings.projection.weight"] = \
-        ours[PROJECTION].reshape(cfg.d_model, v.channels, v.patch_size, v.patch_size)
+    tensors[f"{prefix}embeddings.patch_embeddings.projection.weight"] = ours[PROJECTION].reshape(
+        cfg.d_model, v.channels, v.patch_size, v.patch_size
+    )
     load_weights(hf_model, tensors, "EncoderOnly -> ViT")
     return hf_model.eval()
