@@ -1,125 +1,67 @@
-"""The CPU dropout (transformer.model.layers.cpu_dropout) against the textbook one, and the allocator setting
-that training on a CPU makes (transformer.runtime.allocator)."""
+"""Late dropout (training/dropout.py): every dropout off and back to its built rate, the first share
+of the budget trained without it, resumed exactly."""
 
-import os
-import subprocess
-import sys
+from __future__ import annotations
+
+import dataclasses
+import json
 
 import pytest
 import torch
-from torch import nn
 
-from transformer.model.layers import KEEP_BITS, cpu_dropout, dropped
-from transformer.runtime import allocator
-
-
-@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
-def test_keeps_each_element_with_probability_one_minus_p(p):
-    """Per lane too: each 64-bit draw feeds four elements, so element i % 4 is one lane of it; a lane
-    whose sign bit were read would keep ~half as often as the others."""
-    n = 400_003  # not a multiple of 4: the last draw is only partly used
-    y = cpu_dropout(torch.ones(n), p)
-    kept = y != 0
-    sd = (p * (1 - p) / (n / 4)) ** 0.5
-    for lane in range(4):
-        assert abs(kept[lane::4].float().mean().item() - (1 - p)) < 5 * sd, lane
-    # the survivors are scaled so that the mean is unchanged; the quantised p (2^-15) is the only bias
-    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / (1 - p)))
-    assert abs(round(p * 2 ** KEEP_BITS) / 2 ** KEEP_BITS - p) <= 2 ** -(KEEP_BITS + 1)
+from transformer.config import ConfigError, cpu_tiny
+from transformer.model.build import build_model
+from transformer.training.trainer import train
 
 
-def test_neighbouring_elements_are_independent():
-    """Two elements from one draw are kept together with probability (1 - p)^2."""
-    p = 0.5
-    kept = cpu_dropout(torch.ones(800_000), p).view(-1, 4) != 0
-    for a, b in ((0, 1), (1, 2), (2, 3), (0, 3)):
-        both = (kept[:, a] & kept[:, b]).float().mean().item()
-        assert abs(both - (1 - p) ** 2) < 0.01, (a, b)
+def test_dropout_switch_turns_every_dropout_off_and_back_to_its_built_rate():
+    from transformer.training.dropout import DropoutSwitch
 
-
-def test_gradient_is_the_forward_mask_scaled():
-    x = torch.randn(3, 7, 5, requires_grad=True)
-    y = cpu_dropout(x, 0.25)
-    g = torch.randn_like(y)
-    y.backward(g)
-    keep = (y != 0).float()
-    torch.testing.assert_close(y, x.detach() * keep / 0.75)
-    torch.testing.assert_close(x.grad, g * keep / 0.75)
-
-
-def test_seeded_by_the_global_generator_and_by_an_explicit_one():
-    """The default generator decides (torch.manual_seed, exact resume); a given generator is used instead."""
-    x = torch.ones(1000)
-    torch.manual_seed(3)
-    a = cpu_dropout(x, 0.1)
-    torch.manual_seed(3)
-    assert torch.equal(cpu_dropout(x, 0.1), a)
-    state = torch.get_rng_state()
-    b = cpu_dropout(x, 0.1, generator=torch.Generator().manual_seed(3))
-    assert torch.equal(torch.get_rng_state(), state)
-    assert torch.equal(cpu_dropout(x, 0.1, generator=torch.Generator().manual_seed(3)), b)
-    assert not torch.equal(a, cpu_dropout(x, 0.1))
-
-
-def test_dtype_shape_and_edges():
-    x = torch.randn(5, 9, dtype=torch.bfloat16)
-    y = cpu_dropout(x, 0.2)
-    assert y.dtype == torch.bfloat16 and y.shape == x.shape
-    nc = torch.randn(6, 4).t()  # not contiguous
-    assert cpu_dropout(nc, 0.3).shape == (4, 6)
-    assert torch.equal(cpu_dropout(x, 1.0), torch.zeros_like(x))
-    assert torch.equal(cpu_dropout(x, 0.0), x)
-    assert cpu_dropout(torch.ones(0), 0.5).numel() == 0
-    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\], got 1.5"):
-        cpu_dropout(x, 1.5)
-
-
-def test_dropped_is_the_identity_in_eval_and_at_zero_and_cpu_dropout_in_training():
-    x = torch.randn(4, 8)
-    module = nn.Dropout(0.4)
-    module.eval()
-    assert dropped(module, x) is x
-    assert dropped(nn.Dropout(0.0), x) is x
-    module.train()
     torch.manual_seed(0)
-    y = dropped(module, x)
-    torch.manual_seed(0)
-    assert torch.equal(y, cpu_dropout(x, 0.4))
+    model = build_model(cpu_tiny(dropout=0.1, attention_dropout=0.2, activation_dropout=0.3)).train()
+    src, tgt = torch.randint(4, 64, (2, 7)), torch.randint(4, 64, (2, 6))
+    built = [(type(m).__name__, getattr(m, "p", getattr(m, "dropout", None))) for m in model.modules()]
+    switch = DropoutSwitch(model)
+    assert {rate for _, _, rate in switch.rates} == {0.1, 0.2, 0.3}  # residual/embedding, attention, activation
+    switch.set(False)
+    assert all(getattr(module, name) == 0.0 for module, name, _ in switch.rates)
+    off = model(src, tgt)
+    assert torch.equal(off, model(src, tgt))  # no randomness left in a training-mode forward
+    assert torch.equal(off, model.eval()(src, tgt))  # ... it is the eval-mode forward
+    model.train()
+    switch.set(True)
+    assert [(type(m).__name__, getattr(m, "p", getattr(m, "dropout", None))) for m in model.modules()] == built
+    assert not torch.equal(model(src, tgt), off)
 
 
-FAULTS = """
-import resource, torch
-from transformer.runtime import allocator
-print(allocator.keep_freed_memory("cpu").kept)
-def step():  # a training step's large temporaries: the logits (64 MB here) and their gradient
-    logits = torch.ones(4096, 4096)
-    grad = torch.empty_like(logits).fill_(2.0)
-    return (logits[:8, :8] @ grad[:8, :8]).sum().item()
-for _ in range(3):
-    step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
+def test_late_dropout_trains_the_first_share_without_dropout_then_with_it(tmp_path, tiny, runs):
+    """late_dropout 0.5 of 10 steps: updates 1-5 repeat a run built without dropout loss for loss, 6-10
+    do not; the log says where it switched."""
+    said = []
+    train(tiny(late_dropout=0.5), tmp_path / "late", log=said.append)
+    none = tiny()
+    train(dataclasses.replace(none, model=dataclasses.replace(none.model, dropout=0.0)), tmp_path / "none",
+          log=lambda _: None)
+    train(tiny(), tmp_path / "always", log=lambda _: None)
+    late, without, always = runs.losses(tmp_path / "late"), runs.losses(tmp_path / "none"), runs.losses(tmp_path / "always")
+    assert [late[s] for s in range(1, 6)] == [without[s] for s in range(1, 6)]
+    assert all(late[s] != without[s] for s in range(6, 11))
+    assert late[1] != always[1]
+    assert [line for line in said if "dropout on" in line] == [
+        "step 6: dropout on (50% of the budget spent; train.late_dropout)"]
+    assert json.loads((tmp_path / "late" / "last" / "config.json").read_text())["dropout"] == 0.1
 
 
-@pytest.mark.skipif(allocator._glibc() is None, reason="glibc only")
-def test_kept_memory_is_reused_without_page_faults():
-    """Freed 64 MB blocks come back from the heap, not as 16,384 fresh pages each time (two a step)."""
-    faults = {}
-    for setting in ("0", "1"):
-        out = subprocess.run([sys.executable, "-c", FAULTS], env={**os.environ, "TRANSFORMER_MALLOC_TUNING": setting},
-                             capture_output=True, text=True, check=True).stdout.split()
-        assert out[0] == ("True" if setting == "1" else "False")
-        faults[setting] = int(out[1])
-    assert faults["0"] > 10 * 2 * 16_000, faults  # glibc's default: every block mapped afresh
-    assert faults["1"] < faults["0"] / 8, faults  # 0 to 16,384 (the heap's layout varies) against ~327,000
-    allocator.release_freed_memory()
+@pytest.mark.parametrize("cut", [5, 9])  # resumed from step 4 (dropout still off) and from step 8 (on)
+def test_late_dropout_resumes_exactly(tmp_path, cut, tiny, runs):
+    cfg = tiny(late_dropout=0.5)
+    train(cfg, tmp_path / "full", log=lambda _: None)
+    with pytest.raises(runs.Crash):
+        train(cfg, tmp_path / "cut", log=lambda _: None, on_step=runs.crash_at(cut))
+    train(cfg, tmp_path / "cut", resume=True, log=lambda _: None)
+    assert runs.losses(tmp_path / "cut") == runs.losses(tmp_path / "full")
 
 
-def test_not_kept_on_a_gpu_or_when_turned_off(monkeypatch):
-    assert not allocator.keep_freed_memory("cuda").kept
-    monkeypatch.setenv("TRANSFORMER_MALLOC_TUNING", "0")
-    choice = allocator.keep_freed_memory("cpu")
-    assert not choice.kept and "TRANSFORMER_MALLOC_TUNING=0" in choice.describe()
+def test_late_dropout_outside_0_1_is_a_clear_error(tiny):
+    with pytest.raises(ConfigError, match=r"train.late_dropout=1.0 is not valid: it must be a number in \[0, 1\)"):
+        tiny(late_dropout=1.0)
