@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEVICES, Bounds, ConfigError, settings_of
-from ..config.checks import field_kind
+from ..config.checks import field_docs, field_kind
 from ..model.io import ModelFileError
 from .lines import LineError, format_lines, read_lines, stream_lines
 
@@ -55,7 +55,7 @@ def add_setting(p: argparse.ArgumentParser, cls: type, name: str, help: str | No
     (the model's own settings apply) unless given."""
     f = settings_of(cls)[name]
     meta, bounds = f.metadata, f.metadata["bounds"]
-    text = help or meta["doc"]
+    text = help or field_docs(cls).get(name, "")
     if note:
         text = f"{text.rstrip('.')} ({note})"
     kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text.replace("%", "%%")}

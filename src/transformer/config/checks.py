@@ -3,9 +3,13 @@ would be valid (`model.d_model=500 is not divisible by ...`), with the closest k
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import functools
+import inspect
 import math
+import textwrap
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -68,9 +72,10 @@ def check_types(obj: Any, section: str | None) -> None:
 
 # ---- settings: each defined once, on its dataclass field ----
 #
-# A setting is a dataclass field made by `setting(default, doc, ...)`: its type is the field's
-# annotation, and its metadata holds the one-line doc and the allowed values (a Bounds). Three
-# readers derive from that one definition:
+# A setting is a dataclass field: its name, its type (the annotation), its default and allowed
+# values (`setting(default, ge=..., choices=...)`, a Bounds in the field's metadata) and its one-line
+# doc (the docstring under the field, read by field_docs) are written once, together. Three readers
+# derive from that one definition:
 #   - __post_init__ validation (check_settings): `name=value is not valid: it must be ...`;
 #   - the command line (transformer.cli.common): flag name, type, choices, help text, and the check
 #     `--flag value: give <give>` (the phrase a user reads, carried here beside the bounds);
@@ -121,19 +126,36 @@ class Bounds:
         return what
 
 
-def setting(default: Any, doc: str, *, ge: float | None = None, gt: float | None = None,
-            le: float | None = None, lt: float | None = None, finite: bool = False,
-            choices: tuple | None = None, flag: str | None = None, give: str | None = None) -> Any:
-    """A dataclass field defined once: default, one-line doc, allowed values and (for a setting the
-    command line takes) its flag and the phrase of its error, `--flag value: give <give>`."""
+def setting(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+            lt: float | None = None, finite: bool = False, choices: tuple | None = None,
+            flag: str | None = None, give: str | None = None, error: str | None = None) -> Any:
+    """A dataclass field with its allowed values; for a setting the command line takes, its flag and
+    the phrase of its error there (`--flag value: give <give>`); `error`, a message of its own for
+    a config value outside the bounds ("{name}={value!r} must be ..."). Its doc is the docstring
+    under the field (field_docs)."""
     bounds = Bounds(ge, gt, le, lt, finite, None if choices is None else tuple(choices))
-    metadata = {"doc": doc, "bounds": bounds, "flag": flag, "give": give}
+    metadata = {"bounds": bounds, "flag": flag, "give": give, "error": error}
     return dataclasses.field(default=default, metadata=metadata)
 
 
 def settings_of(cls: Any) -> dict[str, dataclasses.Field]:
     """The fields of a config class (or instance) that were made by `setting`, by name."""
     return {f.name: f for f in fields(cls) if "bounds" in f.metadata}
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string under it in the class body), on one line, by name."""
+    try:
+        body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    except (OSError, TypeError):  # no source (a frozen application): no docs
+        return {}
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
 
 
 def field_kind(f: dataclasses.Field) -> str:
@@ -152,4 +174,5 @@ def check_settings(obj: Any, section: str | None) -> None:
         if bounds.choices is not None:
             check_choice(full, value, bounds.choices)
         elif not bounds.allows(value):
-            raise ConfigError(f"{full}={value!r} is not valid: it must be {bounds.must(field_kind(f))}")
+            error = f.metadata["error"] or "{name}={value!r} is not valid: it must be {must}"
+            raise ConfigError(error.format(name=full, value=value, must=bounds.must(field_kind(f))))

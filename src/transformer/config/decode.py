@@ -1,8 +1,9 @@
 """How to decode: DecodeConfig, the `[decode]` section and a model directory's decode.json.
 
-Each setting is defined once here (type, default, allowed values, one-line doc, and for those the
-command line takes, the flag and the phrase of its error); `transformer translate/generate/...`
-flags and the server's request fields are derived from these definitions (see config.checks).
+Each setting is defined once here: type, default, allowed values and one-line doc (the docstring
+under it), and for those the command line takes, the flag and the phrase of its error.
+`transformer translate/generate/...` flags and the server's request fields are derived from these
+definitions (see config.checks).
 """
 
 from __future__ import annotations
@@ -28,54 +29,40 @@ class DecodeConfig:
     """How to decode: search and sampling settings (the `[decode]` section; saved with a model as
     decode.json). Temperature 0 is greedy decoding, everywhere (transformer.decoding.sampling)."""
 
-    beam_size: int = setting(
-        4, "Beam width (1 = greedy). The paper uses 4 (§6.1).",
-        gt=0, flag="--beam", give="a beam size of at least 1 (1 = greedy)")
-    length_penalty: float = setting(
-        0.6, "Length penalty alpha (the paper: 0.6); 0 turns it off.",
-        finite=True, flag="--lenpen", give="a number (the paper: 0.6; 0 = none)")
-    length_penalty_kind: str = setting(
-        "wu", "wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha "
-        "(fairseq, Hugging Face).",
-        choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
-    max_len_a: float = setting(
-        1.0, "Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50).",
-        ge=0, finite=True, flag="--max-len-a", give="a number >= 0")
-    max_len_b: int = setting(
-        50, "See max_len_a (the paper: +50).",
-        ge=0, flag="--max-len-b", give="a number of tokens >= 0")
-    min_len: int = setting(
-        0, "Minimum output length in tokens (</s> is blocked before it).",
-        ge=0, flag="--min-len", give="a number of tokens >= 0")
-    n_best: int = setting(
-        1, "Hypotheses returned per input (at most beam_size).",
-        gt=0, flag="--n-best", give="a number of hypotheses of at least 1")
-    early_stopping: bool | str = setting(
-        True, 'True: stop once beam_size hypotheses are finished; "never": stop when none can '
-        "still improve.",
-        choices=EARLY_STOPPING)
-    temperature: float = setting(
-        1.0, "Sampling temperature (language models); 0 = greedy.",
-        ge=0, finite=True, flag="--temperature", give="a temperature >= 0 (0 = greedy)")
-    top_k: int = setting(
-        0, "Sample among the k most likely tokens (0 = all).",
-        ge=0, flag="--top-k", give="a number of tokens >= 0 (0 = all)")
-    top_p: float = setting(
-        1.0, "Sample from the smallest set of tokens whose probability reaches p (1 = all).",
-        gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)")
-    max_new_tokens: int = setting(
-        50, "New tokens to generate from a prompt (language models).",
-        gt=0, flag="--max-new-tokens", give="a positive number of tokens")
+    beam_size: int = setting(4, gt=0, flag="--beam", give="a beam size of at least 1 (1 = greedy)")
+    """Beam width (1 = greedy). The paper uses 4 (§6.1)."""
+    length_penalty: float = setting(0.6, finite=True, flag="--lenpen", give="a number (the paper: 0.6; 0 = none)")
+    """Length penalty alpha (the paper: 0.6); 0 turns it off."""
+    length_penalty_kind: str = setting("wu", choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
+    """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging Face)."""
+    max_len_a: float = setting(1.0, ge=0, finite=True, flag="--max-len-a", give="a number >= 0")
+    """Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50)."""
+    max_len_b: int = setting(50, ge=0, flag="--max-len-b", give="a number of tokens >= 0")
+    """See max_len_a (the paper: +50)."""
+    min_len: int = setting(0, ge=0, flag="--min-len", give="a number of tokens >= 0")
+    """Minimum output length in tokens (</s> is blocked before it)."""
+    n_best: int = setting(1, gt=0, flag="--n-best", give="a number of hypotheses of at least 1")
+    """Hypotheses returned per input (at most beam_size)."""
+    early_stopping: bool | str = setting(True, choices=EARLY_STOPPING)
+    """True: stop once beam_size hypotheses are finished; "never": stop when none can still improve."""
+    temperature: float = setting(1.0, ge=0, finite=True, flag="--temperature",
+                                 give="a temperature >= 0 (0 = greedy)")
+    """Sampling temperature (language models); 0 = greedy (transformer.decoding.sampling)."""
+    top_k: int = setting(0, ge=0, flag="--top-k", give="a number of tokens >= 0 (0 = all)")
+    """Sample among the k most likely tokens (0 = all)."""
+    top_p: float = setting(1.0, gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)")
+    """Sample from the smallest set of tokens whose probability reaches p (1 = all)."""
+    max_new_tokens: int = setting(50, gt=0, flag="--max-new-tokens", give="a positive number of tokens")
+    """New tokens to generate from a prompt (language models)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models
     follow their tokenizer."""
     add_eos: bool = False
     """End each source of an encoder-decoder with </s> (eos_id), as T5's and Marian's tokenizers do:
     imported models follow their tokenizer; models trained here read sources without it."""
-    precision: str = setting(
-        "fp32", "Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto "
-        "(bf16 where measured faster).",
-        choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
+    precision: str = setting("fp32", choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
+    """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto (bf16 where
+    measured faster)."""
 
     def __post_init__(self) -> None:
         check_types(self, None)

@@ -11,14 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import (
-    ConfigError,
-    check_choice,
-    check_positive,
-    check_probability,
-    check_types,
-    from_values,
-)
+from .checks import ConfigError, check_settings, check_types, from_values, setting
 
 ARCHS = ("encoder-decoder", "encoder", "decoder")
 VISION_POSITIONS = ("learned", "sinusoidal2d", "none")
@@ -32,23 +25,21 @@ class VisionConfig:
     """The image front end of an encoder (ViT): `[model.vision]`. Images are channels x image_size x
     image_size; see transformer.model.patches."""
 
-    image_size: int = 28
+    image_size: int = setting(28, gt=0)
     """Height and width of the images, in pixels (square)."""
-    patch_size: int = 4
+    patch_size: int = setting(4, gt=0)
     """Side of the square patches; image_size must be a multiple of it."""
-    channels: int = 1
+    channels: int = setting(1, gt=0)
     """Colour channels: 1 (grayscale) or 3 (RGB)."""
-    positions: str = "learned"
+    positions: str = setting("learned", choices=VISION_POSITIONS)
     """learned (ViT's), sinusoidal2d (fixed, row and column) or none."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.vision")
-        for name in ("image_size", "patch_size", "channels"):
-            check_positive(f"model.vision.{name}", getattr(self, name))
+        check_settings(self, "model.vision")
         if self.image_size % self.patch_size:
             raise ConfigError(f"model.vision.image_size={self.image_size} is not divisible by patch_size="
                               f"{self.patch_size}: the patches must tile the image")
-        check_choice("model.vision.positions", self.positions, VISION_POSITIONS)
 
     @property
     def n_patches(self) -> int:
@@ -59,16 +50,15 @@ class RelativeBiasConfig:
     positional = "t5_bias". A learned scalar per head and bucket of the distance key - query,
     added to the attention scores; see transformer.model.positional.relative_bucket."""
 
-    buckets: int = 32
+    buckets: int = setting(32, gt=0)
     """Buckets per direction set: half of them exact distances, the rest logarithmic up to max_distance.
     The encoder splits them between the two directions, the decoder uses them all for the past."""
-    max_distance: int = 128
+    max_distance: int = setting(128, gt=0)
     """Distances from here on share the last bucket."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.relative_bias")
-        check_positive("model.relative_bias.buckets", self.buckets)
-        check_positive("model.relative_bias.max_distance", self.max_distance)
+        check_settings(self, "model.relative_bias")
         if self.buckets < 4:
             raise ConfigError(f"model.relative_bias.buckets={self.buckets} is too few: the encoder halves them "
                               "per direction and each half needs exact and logarithmic buckets (use >= 4, T5: 32)")
@@ -78,6 +68,10 @@ class RelativeBiasConfig:
 
 
 POSITIONALS = ("sinusoidal", "learned", "rope", "t5_bias", "none")
+NORM_POSITIONS = ("post", "pre")
+NORMS = ("layernorm", "rmsnorm")
+SINUSOIDAL_LAYOUTS = ("interleaved", "halves")
+POOLINGS = ("first", "mean")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "geglu_tanh")
 GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh"}
 """Gated feed-forward activations (Shazeer 2020) -> the activation of their gate."""
@@ -87,55 +81,55 @@ GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh
 class ModelConfig:
     """The shape of a Transformer. Defaults are the paper's base model (Table 3)."""
 
-    arch: str = "encoder-decoder"
+    arch: str = setting("encoder-decoder", choices=ARCHS)
     """encoder-decoder (the paper), encoder (BERT-style) or decoder (GPT/Llama-style)."""
-    vocab_size: int = 37000
+    vocab_size: int = setting(37000, gt=0)
     """Token vocabulary; shared by source and target unless tgt_vocab_size is set."""
-    tgt_vocab_size: int | None = None
+    tgt_vocab_size: int | None = setting(None, gt=0)
     """Target vocabulary of an encoder-decoder when it is separate (None = shared)."""
-    d_model: int = 512
+    d_model: int = setting(512, gt=0)
     """Width of every residual stream (§3)."""
-    n_heads: int = 8
+    n_heads: int = setting(8, gt=0)
     """Attention heads h; each has d_model / n_heads dimensions (§3.2.2)."""
-    n_kv_heads: int | None = None
+    n_kv_heads: int | None = setting(None, gt=0)
     """Key/value heads for grouped-query attention (None = n_heads, plain multi-head)."""
-    d_k: int | None = None
+    d_k: int | None = setting(None, gt=0)
     """Size of each head's queries and keys (§3.2.1's d_k; None = d_model / n_heads). Values keep
     d_model / n_heads dimensions (d_v): the paper's Table 3 (B) shrinks d_k alone."""
-    d_v: int | None = None
+    d_v: int | None = setting(None, gt=0)
     """Size of each head's values (None = d_model / n_heads); the heads then concatenate to
     n_heads * d_v before the output projection (T5 v1.1 small: 6 heads of 64 in a 512 model)."""
-    n_encoder_layers: int = 6
+    n_encoder_layers: int = setting(6, ge=0)
     """Encoder layers N (ignored by decoder-only models)."""
-    n_decoder_layers: int = 6
+    n_decoder_layers: int = setting(6, ge=0)
     """Decoder layers N (ignored by encoder-only models)."""
-    d_ff: int = 2048
+    d_ff: int = setting(2048, gt=0)
     """Inner width of the position-wise feed-forward network (§3.3)."""
-    dropout: float = 0.1
+    dropout: float = setting(0.1, ge=0, lt=1)
     """Dropout on each sub-layer output and on the embedding sums (§5.4, P_drop)."""
-    attention_dropout: float = 0.0
+    attention_dropout: float = setting(0.0, ge=0, lt=1)
     """Dropout on the attention weights."""
-    activation_dropout: float = 0.0
+    activation_dropout: float = setting(0.0, ge=0, lt=1)
     """Dropout inside the feed-forward network, after the activation."""
-    norm_position: str = "post"
+    norm_position: str = setting("post", choices=NORM_POSITIONS)
     """post: LayerNorm(x + Sublayer(x)) as in the paper; pre: x + Sublayer(LayerNorm(x))."""
-    norm: str = "layernorm"
+    norm: str = setting("layernorm", choices=NORMS)
     """layernorm or rmsnorm."""
-    norm_eps: float = 1e-5
+    norm_eps: float = setting(1e-5, gt=0)
     """Epsilon inside the norms."""
     final_norm: bool | None = None
     """A norm after the last layer of each stack (None = on for pre-norm, off for post-norm)."""
-    positional: str = "sinusoidal"
+    positional: str = setting("sinusoidal", choices=POSITIONALS)
     """sinusoidal (§3.5), learned, rope (rotary, on queries and keys), t5_bias (T5's bucketed
     relative bias on the self-attention scores, model.relative_bias) or none (an image encoder
     takes model.vision.positions instead)."""
-    max_positions: int = 1024
+    max_positions: int = setting(1024, gt=0)
     """Longest sequence the position encoding covers."""
-    rope_base: float = 10000.0
+    rope_base: float = setting(10000.0, gt=0)
     """Base of the rotary frequencies."""
-    sinusoidal_layout: str = "interleaved"
+    sinusoidal_layout: str = setting("interleaved", choices=SINUSOIDAL_LAYOUTS)
     """interleaved: sin/cos alternate as in §3.5; halves: all sines then all cosines (Marian)."""
-    activation: str = "relu"
+    activation: str = setting("relu", choices=ACTIVATIONS)
     """Feed-forward activation: relu (the paper), gelu, gelu_tanh (GPT-2), silu, or a gated one
     (Shazeer 2020: act(x W1) * x W3, a third matrix): swiglu (Llama), geglu, geglu_tanh (T5 v1.1)."""
     bias: bool = True
@@ -158,26 +152,26 @@ class ModelConfig:
     """Multiply token embeddings by sqrt(d_model) (§3.4)."""
     embedding_norm: bool = False
     """A LayerNorm on the summed embeddings (BERT)."""
-    n_token_types: int = 0
+    n_token_types: int = setting(0, ge=0)
     """Token-type (segment) embeddings of the encoder (BERT uses 2; 0 = none)."""
     mlm_head: bool = False
     """A masked-LM head on an encoder-only model (BERT pretraining)."""
     pooler: bool = False
     """BERT's pooler: a dense + tanh layer on the pooled hidden state of an encoder-only model."""
-    pooling: str = "first"
+    pooling: str = setting("first", choices=POOLINGS)
     """What the pooler and classifier read: "first" (the first token's state, [CLS]: BERT's, the
     default) or "mean" (the mean over real tokens, as sentence-transformers and ViT variants do)."""
-    n_classes: int = 0
+    n_classes: int = setting(0, ge=0)
     """Classes of a classifier on the pooled output of an encoder-only model (0 = none)."""
-    pad_id: int = 0
+    pad_id: int = setting(0, ge=0)
     """Padding token id; padding positions are never attended to on the source side."""
-    bos_id: int = 2
+    bos_id: int = setting(2, ge=0)
     """Beginning-of-sequence token id."""
-    eos_id: int = 3
+    eos_id: int = setting(3, ge=0)
     """End-of-sequence token id."""
-    decoder_start_id: int | None = None
+    decoder_start_id: int | None = setting(None, ge=0)
     """First decoder input of an encoder-decoder (None = bos_id; Marian uses its pad id)."""
-    attention_impl: str = "auto"
+    attention_impl: str = setting("auto", choices=ATTENTION_IMPLS)
     """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V;
     auto: fused, except that training measures both at its batch shape and takes the faster (transformer.runtime.precision)."""
     vision: VisionConfig | None = None
@@ -202,13 +196,20 @@ class ModelConfig:
             raise ConfigError(f"model.relative_bias is set but positional={self.positional!r}: set positional = "
                               "\"t5_bias\" to use it, or remove the [model.relative_bias] table")
         check_types(self, None)
-        check_choice("arch", self.arch, ARCHS)
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
-            check_positive(name, getattr(self, name))
-        for name in ("n_encoder_layers", "n_decoder_layers", "n_token_types"):
-            check_positive(name, getattr(self, name), allow_zero=True)
+        check_settings(self, None)
+        self._check_shape()
+        self._check_heads()
+        for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
+            value = getattr(self, name)
+            if value is not None and value >= self.vocab_size:
+                raise ConfigError(f"{name}={value} is outside the vocabulary (vocab_size={self.vocab_size})")
+        if self.share_embeddings and self.tgt_vocab_size is not None:
+            raise ConfigError(f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
+                              "remove tgt_vocab_size or set share_embeddings = false")
+
+    def _check_shape(self) -> None:
+        """Rules between the sizes, positions and family."""
         if self.tgt_vocab_size is not None:
-            check_positive("tgt_vocab_size", self.tgt_vocab_size)
             if self.arch != "encoder-decoder":
                 raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; leave it None for arch={self.arch!r}")
         if self.arch in ("encoder-decoder", "encoder") and self.n_encoder_layers == 0:
@@ -217,33 +218,18 @@ class ModelConfig:
             raise ConfigError(f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
         if self.d_v is None and self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions")
-        for name in ("d_k", "d_v"):
-            if getattr(self, name) is not None:
-                check_positive(name, getattr(self, name))
         if self.n_kv_heads is not None:
-            check_positive("n_kv_heads", self.n_kv_heads)
             if self.n_heads % self.n_kv_heads:
                 raise ConfigError(f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each key/value head serves a whole group of query heads")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            check_probability(name, getattr(self, name))
-        check_choice("norm_position", self.norm_position, ("post", "pre"))
-        check_choice("norm", self.norm, ("layernorm", "rmsnorm"))
-        if not self.norm_eps > 0:
-            raise ConfigError(f"norm_eps={self.norm_eps!r} is not valid: it must be > 0")
-        check_choice("final_norm", self.final_norm, (None, True, False))
-        check_choice("positional", self.positional, POSITIONALS)
-        check_choice("sinusoidal_layout", self.sinusoidal_layout, ("interleaved", "halves"))
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"d_model={self.d_model} must be even for sinusoidal positions (sin/cos pairs)")
         if self.positional == "rope" and self.qk_dim % 2:
             raise ConfigError(f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope")
-        if not self.rope_base > 0:
-            raise ConfigError(f"rope_base={self.rope_base!r} is not valid: it must be > 0")
-        check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("attention_impl", self.attention_impl, ATTENTION_IMPLS)
+
+    def _check_heads(self) -> None:
+        """Rules of the encoder's heads and front ends."""
         if self.n_token_types and self.arch != "encoder":
             raise ConfigError(f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0")
-        check_positive("n_classes", self.n_classes, allow_zero=True)
         if (self.mlm_head or self.pooler) and self.arch != "encoder":
             raise ConfigError(f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}")
         if self.vision is not None:
@@ -256,24 +242,6 @@ class ModelConfig:
                 raise ConfigError(f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}")
         if self.n_classes and self.arch != "encoder":
             raise ConfigError(f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}")
-        check_choice("pooling", self.pooling, ("first", "mean"))
-        for name in ("pad_id", "bos_id", "eos_id"):
-            self._check_id(name, getattr(self, name))
-        if self.decoder_start_id is not None:
-            self._check_id("decoder_start_id", self.decoder_start_id)
-        check_choice("share_embeddings", self.share_embeddings, (None, True, False))
-        if self.share_embeddings and self.tgt_vocab_size is not None:
-            raise ConfigError(f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
-                              "remove tgt_vocab_size or set share_embeddings = false")
-        for name in ("bias", "output_bias", "tie_embeddings", "scale_embedding", "embedding_norm", "mlm_head", "pooler",
-                     "scale_attention", "scale_output"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not valid: it must be true or false")
-
-    def _check_id(self, name: str, value: Any) -> None:
-        check_positive(name, value, allow_zero=True)
-        if value >= self.vocab_size:
-            raise ConfigError(f"{name}={value} is outside the vocabulary (vocab_size={self.vocab_size})")
 
     # Derived values: properties, so they can never disagree with the fields.
     @property

@@ -10,14 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import (
-    ConfigError,
-    check_choice,
-    check_positive,
-    check_probability,
-    check_types,
-    from_values,
-)
+from .checks import ConfigError, check_settings, check_types, from_values, setting
 from .decode import DecodeConfig
 from .model import ModelConfig
 
@@ -62,36 +55,36 @@ class DataConfig:
     from transformer data fashion-mnist) or a folder of class folders DIR/<label>/*.png|jpg."""
     valid_images: str | None = None
     """Labelled validation images (optional), as train_images; every label must occur there."""
-    random_crop: int = 0
+    random_crop: int = setting(0, ge=0)
     """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 = off)."""
     horizontal_flip: bool = False
     """Images: mirror left-right with probability 1/2."""
-    tokenizer: str = "bpe"
+    tokenizer: str = setting("bpe", choices=TOKENIZER_KINDS)
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
     (characters; ~5x longer sequences than BPE: set max_len for them). See transformer.data.tokenizer."""
-    vocab_size: int = 8000
+    vocab_size: int = setting(8000, gt=0)
     """Size of the vocabulary to train, special tokens included (the model's vocabulary comes from it);
     "char" needs room for every character seen min_frequency times."""
     shared_vocab: bool = True
     """One joint BPE vocabulary for source and target (the paper's, §5.1); false = one per side."""
-    min_frequency: int = 2
+    min_frequency: int = setting(2, gt=0)
     """A pair must occur this often to become a BPE merge."""
-    max_len: int = 256
+    max_len: int = setting(256, gt=0)
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted. Tokens,
     not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same sentences."""
-    tokenizer_sample: int = 200_000
+    tokenizer_sample: int = setting(200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all")
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
-    bpe_dropout: float = 0.0
+    bpe_dropout: float = setting(0.0, ge=0, lt=1, error="{name}={value} must be in [0, 1): the probability of skipping a merge (0 = off; Provilkov et al. use 0.1)")
     """BPE-dropout (Provilkov et al. 2020): when segmenting the training sentences, skip each merge
     with this probability (0.1 in the paper), so that a word comes in several segmentations, a
     regulariser for many epochs of a small corpus. Validation, evaluation and translation segment
     as trained. BPE tokenizers and objectives seq2seq / lm only."""
-    segmentations: int = 8
+    segmentations: int = setting(8, gt=0)
     """With bpe_dropout: how many dropped segmentations of the training corpus are prepared (each
     a corpus in the cache); epoch e trains on segmentation e mod this."""
-    sentinels: int = 100
+    sentinels: int = setting(100, gt=0)
     """span_corruption: the sentinel tokens <extra_id_0> ... <extra_id_{n-1}> the trained tokenizer
     reserves after its four special tokens (T5: 100); a text can have at most this many noise spans."""
     cache: str | None = None
@@ -100,25 +93,13 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_types(self, "data")
-        check_positive("data.vocab_size", self.vocab_size)
-        if self.tokenizer not in TOKENIZER_KINDS:
-            raise ConfigError(f"data.tokenizer={self.tokenizer!r} is not valid: it must be {', '.join(TOKENIZER_KINDS[:-1])} "
-                              f"or {TOKENIZER_KINDS[-1]}")
+        check_settings(self, "data")
         if self.tokenizer == "bpe" and self.vocab_size < MIN_BPE_VOCAB:
             raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least "
                               f"{MIN_BPE_VOCAB} (256 bytes + 4 special tokens)")
-        check_positive("data.min_frequency", self.min_frequency)
-        check_positive("data.max_len", self.max_len)
-        check_positive("data.sentinels", self.sentinels)
-        if self.tokenizer_sample < 0:
-            raise ConfigError(f"data.tokenizer_sample={self.tokenizer_sample}: give a number of examples, or 0 for all")
-        if not 0.0 <= self.bpe_dropout < 1.0:
-            raise ConfigError(f"data.bpe_dropout={self.bpe_dropout} must be in [0, 1): the probability of skipping "
-                              "a merge (0 = off; Provilkov et al. use 0.1)")
         if self.bpe_dropout and self.tokenizer != "bpe":
             raise ConfigError(f"data.bpe_dropout is for data.tokenizer = \"bpe\", not {self.tokenizer!r}: "
                               "set data.bpe_dropout = 0")
-        check_positive("data.segmentations", self.segmentations)
         if (self.train_src is None) != (self.train_tgt is None):
             raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
         if (self.valid_src is None) != (self.valid_tgt is None):
@@ -136,7 +117,6 @@ class DataConfig:
             raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
                               "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
                               "data.train_tsv (text classification) or data.train_images (image classification)")
-        check_positive("data.random_crop", self.random_crop, allow_zero=True)
         if self.valid_src is not None and self.train_src is None:
             raise ConfigError("data.valid_src/valid_tgt are set but data.train_src/train_tgt are not: validation "
                               "data must be of the training data's kind")
@@ -166,103 +146,83 @@ SCHEDULES = ("inverse_sqrt", "cosine")
 class TrainConfig:
     """The training recipe (the `[train]` section). Defaults are the paper's (§5.3, §5.4)."""
 
-    seed: int = 1
+    seed: int = setting(1, ge=0)
     """Seed of the model's initialisation, dropout and batch shuffling."""
-    batch_tokens: int = 4096
+    batch_tokens: int = setting(4096, gt=0)
     """Padded tokens per batch on each process (the paper: ~25,000 source + 25,000 target per step)."""
-    accumulate: int = 1
+    accumulate: int = setting(1, gt=0)
     """Batches whose gradients are summed per optimiser step (effective batch = batch_tokens x accumulate x processes)."""
-    max_steps: int = 100000
+    max_steps: int = setting(100000, gt=0)
     """Stop after this many optimiser steps (the paper: 100,000 for base, 300,000 for big)."""
-    max_epochs: int = 0
+    max_epochs: int = setting(0, ge=0)
     """Stop after this many passes over the data (0 = no limit)."""
-    max_minutes: float = 0.0
+    max_minutes: float = setting(0.0, ge=0)
     """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
-    objective: str | None = None
+    objective: str | None = setting(None, choices=OBJECTIVES)
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv) or "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text). None: from the data and arch (see RunConfig.objective)."""
-    mlm_probability: float = 0.15
+    mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token, 10% stay."""
-    noise_density: float = 0.15
+    noise_density: float = setting(0.15, gt=0, lt=1)
     """span_corruption: share of each text's tokens hidden (T5: 0.15)."""
-    mean_span: float = 3.0
+    mean_span: float = setting(3.0, ge=1)
     """span_corruption: mean length of a hidden span (T5: 3)."""
     init_from: str | None = None
     """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
     takes only its head from [model]: pooling, pooler; the head is new)."""
     freeze_encoder: bool = False
     """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
-    schedule: str = "inverse_sqrt"
+    schedule: str = setting("inverse_sqrt", choices=SCHEDULES)
     """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to
     min_lr, reached at max_steps or at the end of max_minutes, whichever comes first (under a time
     budget the decay follows the clock, so it ends when the run does)."""
-    warmup_steps: int = 4000
+    warmup_steps: int = setting(4000, ge=0)
     """Steps of linear warmup (the paper: 4000)."""
-    lr_factor: float = 1.0
+    lr_factor: float = setting(1.0, ge=0)
     """inverse_sqrt: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
-    lr: float = 5e-4
+    lr: float = setting(5e-4, ge=0)
     """cosine: the peak learning rate reached after warmup."""
-    min_lr: float = 0.0
+    min_lr: float = setting(0.0, ge=0)
     """cosine: the learning rate at the end (max_steps or max_minutes)."""
-    adam_beta1: float = 0.9
+    adam_beta1: float = setting(0.9, ge=0, lt=1)
     """Adam beta1 (the paper: 0.9)."""
-    adam_beta2: float = 0.98
+    adam_beta2: float = setting(0.98, ge=0, lt=1)
     """Adam beta2 (the paper: 0.98)."""
-    adam_eps: float = 1e-9
+    adam_eps: float = setting(1e-9, ge=0)
     """Adam epsilon (the paper: 1e-9)."""
-    weight_decay: float = 0.0
+    weight_decay: float = setting(0.0, ge=0)
     """Decoupled weight decay (AdamW style; the paper: none)."""
-    label_smoothing: float = 0.1
+    label_smoothing: float = setting(0.1, ge=0, lt=1)
     """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
-    late_dropout: float = 0.0
+    late_dropout: float = setting(0.0, ge=0, lt=1)
     """Share of training (of max_minutes when set, else of max_steps; whichever is further along) run
     with every dropout of the model off before they start at their rates (Liu et al. 2023, "late
     dropout": training.dropout); 0 = dropout from the first step."""
-    clip_norm: float = 0.0
+    clip_norm: float = setting(0.0, ge=0)
     """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
-    precision: str = "auto"
+    precision: str = setting("auto", choices=PRECISIONS)
     """auto (bf16 where measured faster: see transformer.runtime.precision); fp32; bf16 (autocast, CPU or GPU);
     fp16 (autocast + gradient scaling, GPU only). The run's config.toml records the resolved one."""
-    device: str = "auto"
+    device: str = setting("auto", choices=DEVICES)
     """auto (cuda when available), cpu or cuda."""
-    valid_every: int = 1000
+    valid_every: int = setting(1000, gt=0)
     """Validate every this many steps (a final validation always runs)."""
-    bleu_samples: int = 200
+    bleu_samples: int = setting(200, ge=0)
     """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 = off)."""
-    save_every: int = 1000
+    save_every: int = setting(1000, gt=0)
     """Write a checkpoint every this many steps (and at the end)."""
-    keep_last: int = 5
+    keep_last: int = setting(5, gt=0)
     """Checkpoints to keep (older ones are deleted; best/ and last/ are kept apart)."""
-    log_every: int = 100
+    log_every: int = setting(100, gt=0)
     """Plain log lines every this many steps when not on a terminal (metrics.jsonl gets every step)."""
-    num_threads: int = 0
+    num_threads: int = setting(0, ge=0)
     """CPU threads for torch (0 = torch's default)."""
 
     def __post_init__(self) -> None:
         check_types(self, "train")
-        for name in ("batch_tokens", "accumulate", "max_steps", "valid_every", "save_every", "keep_last", "log_every"):
-            check_positive(f"train.{name}", getattr(self, name))
-        for name in ("seed", "max_epochs", "warmup_steps", "num_threads", "bleu_samples"):
-            check_positive(f"train.{name}", getattr(self, name), allow_zero=True)
-        check_choice("train.schedule", self.schedule, SCHEDULES)
-        check_choice("train.objective", self.objective, (None, *OBJECTIVES))
-        if not 0 < self.mlm_probability < 1:
-            raise ConfigError(f"train.mlm_probability={self.mlm_probability!r} is not valid: it must be in (0, 1)")
-        if not 0 < self.noise_density < 1:
-            raise ConfigError(f"train.noise_density={self.noise_density!r} is not valid: it must be in (0, 1)")
-        if not self.mean_span >= 1:
-            raise ConfigError(f"train.mean_span={self.mean_span!r} is not valid: it must be >= 1")
-        check_choice("train.precision", self.precision, PRECISIONS)
-        check_choice("train.device", self.device, DEVICES)
-        check_probability("train.label_smoothing", self.label_smoothing)
-        check_probability("train.late_dropout", self.late_dropout)
-        for name in ("adam_beta1", "adam_beta2"):
-            check_probability(f"train.{name}", getattr(self, name))
-        for name in ("max_minutes", "lr_factor", "lr", "min_lr", "adam_eps", "weight_decay", "clip_norm"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"train.{name}={getattr(self, name)!r} is not valid: it must be >= 0")
+        check_settings(self, "train")
         if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
             raise ConfigError(f"train.lr_factor={self.lr_factor!r} is not valid: it must be > 0")
         if self.schedule == "cosine" and self.lr <= 0:

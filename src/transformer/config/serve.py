@@ -19,37 +19,31 @@ API_KEY_ENV = "TRANSFORMER_API_KEY"
 class ServeConfig:
     """The server's limits, its API key and CORS origin, and where it listens."""
 
-    max_batch_tokens: int = setting(
-        4000, "Source tokens decoded together at most (the same budget as translate's --batch-tokens).",
-        gt=0, flag="--max-batch-tokens", give="a positive number")
-    max_wait_ms: float = setting(
-        10.0, "How long the first request of a batch waits for others to batch with, in milliseconds.",
-        ge=0, finite=True, flag="--max-wait-ms", give="a number of milliseconds >= 0")
-    max_queue: int = setting(
-        256, "Requests waiting at most; more are refused with 503 and Retry-After.",
-        gt=0, flag="--max-queue", give="a positive number")
-    timeout: float = setting(
-        60.0, "Seconds a request may take, waiting included; then 504.",
-        gt=0, finite=True, flag="--timeout", give="a number of seconds > 0")
-    max_lines: int = setting(
-        256, "Lines (or texts, images) in one request at most; 413 beyond.",
-        gt=0, flag="--max-lines", give="a positive number")
-    max_body_bytes: int = setting(
-        1 << 20, "Request body size at most, in bytes (default 1 MiB); 413 beyond.",
-        gt=0, flag="--max-body-bytes", give="a positive number")
-    api_key: str | None = setting(
-        None, "Require 'Authorization: Bearer KEY' (better: the TRANSFORMER_API_KEY environment "
-        "variable, which ps does not show).",
-        flag="--api-key")
-    cors_origin: str | None = setting(
-        None, "Allow browser calls from this origin (default: none).", flag="--cors-origin")
-    host: str = setting(
-        "127.0.0.1", "Address to listen on (127.0.0.1: this machine only).", flag="--host")
-    port: int = setting(
-        8000, "Port to listen on.", ge=0, le=65535, flag="--port", give="a positive number up to 65535")
-    drain_timeout: float = setting(
-        30.0, "On SIGTERM/SIGINT, seconds to let requests in flight finish.",
-        ge=0, finite=True, flag="--drain-timeout", give="a number of seconds >= 0")
+    max_batch_tokens: int = setting(4000, gt=0, flag="--max-batch-tokens", give="a positive number")
+    """Source tokens decoded together at most (the same budget as translate's --batch-tokens)."""
+    max_wait_ms: float = setting(10.0, ge=0, finite=True, flag="--max-wait-ms",
+                                 give="a number of milliseconds >= 0")
+    """How long the first request of a batch waits for others to batch with, in milliseconds."""
+    max_queue: int = setting(256, gt=0, flag="--max-queue", give="a positive number")
+    """Requests waiting at most; more are refused with 503 and Retry-After."""
+    timeout: float = setting(60.0, gt=0, finite=True, flag="--timeout", give="a number of seconds > 0")
+    """Seconds a request may take, waiting included; then 504."""
+    max_lines: int = setting(256, gt=0, flag="--max-lines", give="a positive number")
+    """Lines (or texts, images) in one request at most; 413 beyond."""
+    max_body_bytes: int = setting(1 << 20, gt=0, flag="--max-body-bytes", give="a positive number")
+    """Request body size at most, in bytes (1 MiB); 413 beyond."""
+    api_key: str | None = setting(None, flag="--api-key")
+    """Require 'Authorization: Bearer KEY' (better: the TRANSFORMER_API_KEY environment variable,
+    which ps does not show)."""
+    cors_origin: str | None = setting(None, flag="--cors-origin")
+    """Allow browser calls from this origin (none when unset)."""
+    host: str = setting("127.0.0.1", flag="--host")
+    """Address to listen on (127.0.0.1: this machine only)."""
+    port: int = setting(8000, ge=0, le=65535, flag="--port", give="a positive number up to 65535")
+    """Port to listen on."""
+    drain_timeout: float = setting(30.0, ge=0, finite=True, flag="--drain-timeout",
+                                   give="a number of seconds >= 0")
+    """On SIGTERM/SIGINT, seconds to let requests in flight finish."""
 
     def __post_init__(self) -> None:
         check_types(self, "serve")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..config import ATTENTION_KINDS, DecodeConfig, settings_of
-from ..config.checks import field_kind
+from ..config.checks import field_docs, field_kind
 
 SERVER_CAPS: dict[str, float] = {"beam_size": 64, "n_best": 64, "max_len_a": 10, "max_len_b": 4096,
                                  "max_new_tokens": 4096}
@@ -36,7 +36,7 @@ def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, 
         limits["le"] = min(limits.get("le", cap), cap)
     if kind == "float":
         limits["allow_inf_nan"] = not bounds.finite
-    return annotation | None, Field(None, description=f.metadata["doc"], **limits)
+    return annotation | None, Field(None, description=field_docs(cls).get(name), **limits)
 
 
 def decode_fields(names: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
