@@ -263,6 +263,21 @@ def test_beam_one_equals_greedy_and_top_k_one_equals_greedy():
         assert torch.equal(sampled, greedy)
 
 
+def test_temperature_zero_is_greedy_and_draws_nothing():
+    """The one rule for temperature 0: each step takes the argmax, whatever top_k / top_p say, and the
+    generator is not used (no random number drawn)."""
+    for arch in ("encoder-decoder", "decoder"):
+        model = tiny(arch)
+        src = [[2, 5, 6, 7], [2, 9], [2, 11, 12]]
+        greedy, g_scores = T.greedy_search(model, src, max_len_a=0, max_len_b=7, return_scores=True)
+        generator = torch.Generator().manual_seed(0)
+        state = generator.get_state()
+        sampled, s_scores = T.sample(model, src, max_new_tokens=7, temperature=0, top_k=3, top_p=0.5,
+                                     generator=generator, return_scores=True)
+        assert torch.equal(sampled, greedy) and torch.allclose(s_scores, g_scores, atol=1e-5)
+        assert torch.equal(generator.get_state(), state)
+
+
 def test_same_seed_same_samples_and_filters():
     model = tiny("decoder")
     prompts = [[2, 5, 6], [2, 7]]

@@ -23,18 +23,6 @@ def check_choice(name: str, value: Any, valid: tuple) -> None:
         raise ConfigError(f"{name}={value!r} is not valid: choose one of {', '.join(map(repr, valid))}")
 
 
-def check_positive(name: str, value: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name}={value!r} is not valid: it must be an integer {bound}")
-
-
-def check_probability(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ConfigError(f"{name}={value!r} is not valid: it must be a number in [0, 1)")
-
-
 def unknown_key_error(section: str, key: str, valid: list[str]) -> ConfigError:
     """An error for a mistyped key, naming the closest valid one."""
     close = difflib.get_close_matches(key, valid, n=1)
