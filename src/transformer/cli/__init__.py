@@ -47,9 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     """The `transformer` parser: each group registers its commands."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="transformer", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} ({_versions()})")
+    parser = argparse.ArgumentParser(
+        prog="transformer",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__} ({_versions()})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)

@@ -34,8 +34,14 @@ TYPES = {"int": int, "float": float, "str": str}
 
 # ---- the one flag-checking mechanism ----
 
-def add_flag(p: argparse.ArgumentParser, *names: str, bounds: Bounds | None = None,
-             give: str | None = None, **kwargs: Any) -> argparse.Action:
+
+def add_flag(
+    p: argparse.ArgumentParser,
+    *names: str,
+    bounds: Bounds | None = None,
+    give: str | None = None,
+    **kwargs: Any,
+) -> argparse.Action:
     """p.add_argument(*names, **kwargs); with bounds, a given value outside them is refused with
     `NAME VALUE: give GIVE` before the command runs (check_flags)."""
     action = p.add_argument(*names, **kwargs)
@@ -48,8 +54,14 @@ def add_flag(p: argparse.ArgumentParser, *names: str, bounds: Bounds | None = No
     return action
 
 
-def add_setting(p: argparse.ArgumentParser, cls: type, name: str, help: str | None = None,
-                default: Any = None, note: str | None = None) -> argparse.Action:
+def add_setting(
+    p: argparse.ArgumentParser,
+    cls: type,
+    name: str,
+    help: str | None = None,
+    default: Any = None,
+    note: str | None = None,
+) -> argparse.Action:
     """The flag of setting `name` of config class `cls`, derived from its definition: flag name,
     dest, type, choices, help (its doc, or `help`, + `note`) and its check. The default is None
     (the model's own settings apply) unless given."""
@@ -81,21 +93,38 @@ AT_LEAST_0 = Bounds(ge=0)
 
 # ---- flags many commands share ----
 
+
 def add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto", choices=list(DEVICES),
-                   help="where to run (default auto: the GPU when torch sees one, else the CPU)")
-    add_flag(p, "--threads", type=int, bounds=POSITIVE, give="a positive number of threads",
-             help="CPU threads for torch (default: torch's choice)")
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=list(DEVICES),
+        help="where to run (default auto: the GPU when torch sees one, else the CPU)",
+    )
+    add_flag(
+        p,
+        "--threads",
+        type=int,
+        bounds=POSITIVE,
+        give="a positive number of threads",
+        help="CPU threads for torch (default: torch's choice)",
+    )
 
 
 def add_precision_arg(p: argparse.ArgumentParser) -> None:
     from ..config import DecodeConfig
 
-    add_setting(p, DecodeConfig, "precision", note="default from the model's decode.json, fp32 unless set")
+    add_setting(
+        p, DecodeConfig, "precision", note="default from the model's decode.json, fp32 unless set"
+    )
 
 
-def add_decode_args(p: argparse.ArgumentParser, names: tuple[str, ...], note: str = "default from "
-                    "the model's decode.json", notes: dict[str, str] | None = None) -> None:
+def add_decode_args(
+    p: argparse.ArgumentParser,
+    names: tuple[str, ...],
+    note: str = "default from the model's decode.json",
+    notes: dict[str, str] | None = None,
+) -> None:
     """The flags of these DecodeConfig settings (each derived from its definition)."""
     from ..config import DecodeConfig
 
@@ -115,7 +144,9 @@ def setup_device(args: argparse.Namespace) -> str:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)")
+        raise UserError(
+            "--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)"
+        )
     if args.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return args.device
@@ -132,6 +163,7 @@ def load_pipeline(args: argparse.Namespace, command: str):
 
 
 # ---- files and messages ----
+
 
 def read_text(path: str | None, what: str) -> list[str]:
     """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.cli.lines)."""
@@ -157,7 +189,9 @@ def check_output(path: str) -> None:
     if Path(path).is_dir():
         raise UserError(f"--output {path} is a directory: give a file name")
     if not Path(path).resolve().parent.is_dir():
-        raise UserError(f"--output {path}: the directory {Path(path).parent} does not exist; create it first")
+        raise UserError(
+            f"--output {path}: the directory {Path(path).parent} does not exist; create it first"
+        )
 
 
 def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> None:
@@ -165,9 +199,13 @@ def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> N
     from ..viz import FORMATS
 
     if Path(path).suffix[1:].lower() not in FORMATS:
-        raise UserError(f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of those")
+        raise UserError(
+            f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of those"
+        )
     if dir_exists and not Path(path).resolve().parent.is_dir():
-        raise UserError(f"{flag} {path}: the directory {Path(path).parent} does not exist; create it first")
+        raise UserError(
+            f"{flag} {path}: the directory {Path(path).parent} does not exist; create it first"
+        )
 
 
 def note(command: str, text: str) -> None:
@@ -175,6 +213,7 @@ def note(command: str, text: str) -> None:
 
 
 # ---- running a command ----
+
 
 def remember_parsers(parser: argparse.ArgumentParser) -> None:
     """Each command's own parser, as args.parser, so that its errors show its usage."""
@@ -190,13 +229,22 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     flags = [flag for action in parser._actions for flag in action.option_strings]
     parts: list[str] = []
     for extra in extras:
-        if parts and not extra.startswith("-") and parts[-1].startswith("-") and "=" not in parts[-1]:
+        if (
+            parts
+            and not extra.startswith("-")
+            and parts[-1].startswith("-")
+            and "=" not in parts[-1]
+        ):
             parts[-1] += f" {extra}"  # the value of the unknown flag before it
         else:
             parts.append(extra)
     shown = []
     for part in parts:
-        close = difflib.get_close_matches(part.split("=")[0].split()[0], flags, n=1) if part.startswith("-") else []
+        close = (
+            difflib.get_close_matches(part.split("=")[0].split()[0], flags, n=1)
+            if part.startswith("-")
+            else []
+        )
         shown.append(part + (f" (did you mean {close[0]}?)" if close else ""))
     return f"unrecognized argument{'s' if len(parts) > 1 else ''}: {', '.join(shown)}"
 
@@ -211,8 +259,12 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     try:
         check_flags(args)
         args.func(args)
-    except BrokenPipeError:  # the reader went away (`transformer translate ... | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+    except (
+        BrokenPipeError
+    ):  # the reader went away (`transformer translate ... | head`): stop quietly
+        os.dup2(
+            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+        )  # no second error when Python flushes
         return 141
     except USER_ERRORS as e:
         message = " ".join(str(e).splitlines())  # one line, even for a library's multi-line message

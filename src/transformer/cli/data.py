@@ -20,10 +20,20 @@ def cmd_data_copy(args: argparse.Namespace) -> None:
     from ..data.copy import write_copy_task
 
     if args.max_len < args.min_len:
-        raise UserError(f"--max-len {args.max_len} is less than --min-len {args.min_len}: give --max-len "
-                        f"{args.min_len} or more")
-    files = write_copy_task(args.out, n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test,
-                            n_symbols=args.symbols, min_len=args.min_len, max_len=args.max_len, seed=args.seed)
+        raise UserError(
+            f"--max-len {args.max_len} is less than --min-len {args.min_len}: give --max-len "
+            f"{args.min_len} or more"
+        )
+    files = write_copy_task(
+        args.out,
+        n_train=args.n_train,
+        n_valid=args.n_valid,
+        n_test=args.n_test,
+        n_symbols=args.symbols,
+        min_len=args.min_len,
+        max_len=args.max_len,
+        seed=args.seed,
+    )
     print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
 
 
@@ -34,26 +44,36 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
 
     config = load_config(args.config, args.set or [])
     if config.objective == "classify":
-        raise UserError("data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
-                        "train_tsv is read whole when training starts (nothing to prepare)")
+        raise UserError(
+            "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
+            "train_tsv is read whole when training starts (nothing to prepare)"
+        )
     corpus = prepare_only(config, say=print)
     dropped = corpus.dropped
-    print(f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) in "
-          f"{corpus.path}; dropped {dropped['empty']:,} with an empty side and {dropped['too_long']:,} "
-          f"longer than data.max_len={config.data.max_len}")
+    print(
+        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) in "
+        f"{corpus.path}; dropped {dropped['empty']:,} with an empty side and {dropped['too_long']:,} "
+        f"longer than data.max_len={config.data.max_len}"
+    )
 
 
 def cmd_data_bible(args: argparse.Namespace) -> None:
     """Build aligned train/valid/test files from two SWORD Bible modules."""
     from ..data.bible import build_bible_corpus
 
-    report = build_bible_corpus(args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target))
+    report = build_bible_corpus(
+        args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target)
+    )
     pairs = report["pairs"]
-    added = "".join(f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items())
-    print(f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test {pairs['test']:,} "
-          f"verse pairs ({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned "
-          f"chapters, {report['misaligned_verses']} misaligned verses and {report['dropped_verses']} one-sided "
-          f"verses (see {args.out}/PROVENANCE.md)")
+    added = "".join(
+        f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items()
+    )
+    print(
+        f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test {pairs['test']:,} "
+        f"verse pairs ({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned "
+        f"chapters, {report['misaligned_verses']} misaligned verses and {report['dropped_verses']} one-sided "
+        f"verses (see {args.out}/PROVENANCE.md)"
+    )
 
 
 def cmd_data_bible_genre(args: argparse.Namespace) -> None:
@@ -62,9 +82,11 @@ def cmd_data_bible_genre(args: argparse.Namespace) -> None:
 
     report = build_genre_corpus(args.lang, args.out, args.sword_dir)
     verses, skipped = report["verses"], report["skipped_books"]
-    print(f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test {verses['test']:,} "
-          f"verses ({args.lang}, {len(GENRES)} genres); dropped {report['empty_verses']} empty verses and "
-          f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)")
+    print(
+        f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test {verses['test']:,} "
+        f"verses ({args.lang}, {len(GENRES)} genres); dropped {report['empty_verses']} empty verses and "
+        f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)"
+    )
 
 
 def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
@@ -74,9 +96,11 @@ def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
     report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
     counts = report["examples"]
     per_task = ", ".join(f"{task} {counts['train'][task]:,}" for task in report["prefixes"])
-    print(f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
-          f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} input<TAB>target lines "
-          f"(see {args.out}/PROVENANCE.md)")
+    print(
+        f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
+        f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} input<TAB>target lines "
+        f"(see {args.out}/PROVENANCE.md)"
+    )
 
 
 def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
@@ -84,8 +108,10 @@ def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
     from ..data.images import build_fashion_mnist
 
     counts = build_fashion_mnist(args.out, args.source, args.valid, args.seed)
-    print(f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed {args.seed}), "
-          f"test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see {args.out}/README.md)")
+    print(
+        f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed {args.seed}), "
+        f"test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see {args.out}/README.md)"
+    )
 
 
 def cmd_tokenize(args: argparse.Namespace) -> None:
@@ -95,7 +121,9 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
     if args.compare:
         return _compare_tokenizers(args)
     if not args.tokenizer or not args.text:
-        raise UserError("give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)")
+        raise UserError(
+            "give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)"
+        )
     path = Path(args.tokenizer)
     if path.is_dir():
         source, target = load_tokenizers(path)
@@ -105,10 +133,18 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
     for text in args.text:
         ids = tok.encode(text)
         unk = sum(i == UNK_ID for i in ids)
-        print(f"{text}\n{len(ids)} token(s), {unk} <unk> ({tok.kind}, vocabulary {tok.vocab_size:,})")
+        print(
+            f"{text}\n{len(ids)} token(s), {unk} <unk> ({tok.kind}, vocabulary {tok.vocab_size:,})"
+        )
         for i in ids:
-            print(f"{i:>8}  {tok.id_to_token(i)}" + ("" if tok.kind in ("word", "char") else
-                                                    f"  {tok.tokenizer.decode([i], skip_special_tokens=False)!r}"))
+            print(
+                f"{i:>8}  {tok.id_to_token(i)}"
+                + (
+                    ""
+                    if tok.kind in ("word", "char")
+                    else f"  {tok.tokenizer.decode([i], skip_special_tokens=False)!r}"
+                )
+            )
 
 
 def _compare_tokenizers(args: argparse.Namespace) -> None:
@@ -117,98 +153,194 @@ def _compare_tokenizers(args: argparse.Namespace) -> None:
     from ..training.corpora import compare_tokenizers
 
     if args.tokenizer or args.text:
-        raise UserError("--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it")
+        raise UserError(
+            "--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it"
+        )
     config = load_config(args.compare, args.set or [])
     rows = compare_tokenizers(config, args.sample, say=lambda m: print(m, file=sys.stderr))
     sides = [side for side in ("source", "target") if f"{side}_tokens" in rows[0]]
-    print("| tokenizer | vocabulary | " + " | ".join(f"{s} tokens/sentence | {s} <unk>" for s in sides) + " |")
+    print(
+        "| tokenizer | vocabulary | "
+        + " | ".join(f"{s} tokens/sentence | {s} <unk>" for s in sides)
+        + " |"
+    )
     print("|---|---:|" + "---:|---:|" * len(sides))
     for r in rows:
-        print(f"| {r['tokenizer']} | {r['vocab_size']:,} | " +
-              " | ".join(f"{r[f'{s}_tokens']:.1f} | {r[f'{s}_unk']:.2%}" for s in sides) + " |")
+        print(
+            f"| {r['tokenizer']} | {r['vocab_size']:,} | "
+            + " | ".join(f"{r[f'{s}_tokens']:.1f} | {r[f'{s}_unk']:.2%}" for s in sides)
+            + " |"
+        )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`data ...` and `tokenize`."""
-    data = sub.add_parser("data", help="build datasets").add_subparsers(dest="dataset", required=True,
-                                                                         metavar="DATASET")
+    data = sub.add_parser("data", help="build datasets").add_subparsers(
+        dest="dataset", required=True, metavar="DATASET"
+    )
     _register_bibles(data)
 
-    p = data.add_parser("fashion-mnist", help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) "
-                                              "as train/valid/test.safetensors")
+    p = data.add_parser(
+        "fashion-mnist",
+        help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) "
+        "as train/valid/test.safetensors",
+    )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--source", default=None, help="folder of the four IDX files (default "
-                                                  "/usr/share/datasets/fashion-mnist)")
-    add_flag(p, "--valid", type=int, default=5000, bounds=Bounds(ge=10, lt=60000),
-             give="a number of validation images between 10 and 59,999",
-             help="training images held out for validation, stratified (default 5000)")
+    p.add_argument(
+        "--source",
+        default=None,
+        help="folder of the four IDX files (default /usr/share/datasets/fashion-mnist)",
+    )
+    add_flag(
+        p,
+        "--valid",
+        type=int,
+        default=5000,
+        bounds=Bounds(ge=10, lt=60000),
+        give="a number of validation images between 10 and 59,999",
+        help="training images held out for validation, stratified (default 5000)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the validation draw (default 0)")
     p.set_defaults(func=cmd_data_fashion_mnist)
 
     p = data.add_parser("copy", help="the synthetic copy task: aligned files where target = source")
     p.add_argument("--out", required=True, help="directory for {train,valid,test}.{src,tgt}")
-    for flag, default, low, what in (("--n-train", 20000, 1, "training pairs"),
-                                     ("--n-valid", 200, 0, "validation pairs"),
-                                     ("--n-test", 200, 0, "test pairs, never in the training data")):
-        add_flag(p, flag, type=int, default=default, bounds=Bounds(ge=low), give=f"a number of at least {low}",
-                 help=f"{what} (default {default})")
-    add_flag(p, "--symbols", type=int, default=20, bounds=Bounds(ge=1, le=len(SYMBOLS)),
-             give=f"a number from 1 to {len(SYMBOLS)} (the letters a-z)",
-             help="distinct symbols, letters a.. (default 20)")
-    add_flag(p, "--min-len", type=int, default=3, bounds=Bounds(ge=1), give="a number of at least 1",
-             help="shortest sequence (default 3)")
+    for flag, default, low, what in (
+        ("--n-train", 20000, 1, "training pairs"),
+        ("--n-valid", 200, 0, "validation pairs"),
+        ("--n-test", 200, 0, "test pairs, never in the training data"),
+    ):
+        add_flag(
+            p,
+            flag,
+            type=int,
+            default=default,
+            bounds=Bounds(ge=low),
+            give=f"a number of at least {low}",
+            help=f"{what} (default {default})",
+        )
+    add_flag(
+        p,
+        "--symbols",
+        type=int,
+        default=20,
+        bounds=Bounds(ge=1, le=len(SYMBOLS)),
+        give=f"a number from 1 to {len(SYMBOLS)} (the letters a-z)",
+        help="distinct symbols, letters a.. (default 20)",
+    )
+    add_flag(
+        p,
+        "--min-len",
+        type=int,
+        default=3,
+        bounds=Bounds(ge=1),
+        give="a number of at least 1",
+        help="shortest sequence (default 3)",
+    )
     p.add_argument("--max-len", type=int, default=12, help="longest sequence (default 12)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.set_defaults(func=cmd_data_copy)
 
-    p = data.add_parser("prepare", help="tokenize a config's training data into the corpus cache (train does "
-                                        "it on first use; this does it ahead, e.g. before torchrun)")
+    p = data.add_parser(
+        "prepare",
+        help="tokenize a config's training data into the corpus cache (train does "
+        "it on first use; this does it ahead, e.g. before torchrun)",
+    )
     p.add_argument("config", help="TOML config whose [data] to prepare")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value "
-                                                                               "(as for train)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value (as for train)",
+    )
     p.set_defaults(func=cmd_data_prepare)
 
-    p = sub.add_parser("tokenize", help="show the tokens and ids of a text, or compare word/char/BPE/Unigram "
-                                        "on a config")
+    p = sub.add_parser(
+        "tokenize",
+        help="show the tokens and ids of a text, or compare word/char/BPE/Unigram on a config",
+    )
     p.add_argument("tokenizer", nargs="?", metavar="MODEL_DIR|TOKENIZER_JSON")
     p.add_argument("--text", action="append", help="text to cut into tokens (repeatable)")
-    p.add_argument("--side", choices=["source", "target"], default="source",
-                   help="which tokenizer of a model directory with separate vocabularies (default source)")
-    p.add_argument("--compare", metavar="CONFIG", help="train the four kinds on this config's data and "
-                                                       "compare them")
-    add_flag(p, "--sample", type=int, default=50000, bounds=AT_LEAST_0,
-             give="a number of training examples, or 0 for all",
-             help="with --compare: training examples to train each on (default 50000; 0: all)")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="with --compare: override a "
-                                                                               "config value")
+    p.add_argument(
+        "--side",
+        choices=["source", "target"],
+        default="source",
+        help="which tokenizer of a model directory with separate vocabularies (default source)",
+    )
+    p.add_argument(
+        "--compare",
+        metavar="CONFIG",
+        help="train the four kinds on this config's data and compare them",
+    )
+    add_flag(
+        p,
+        "--sample",
+        type=int,
+        default=50000,
+        bounds=AT_LEAST_0,
+        give="a number of training examples, or 0 for all",
+        help="with --compare: training examples to train each on (default 50000; 0: all)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=VALUE",
+        help="with --compare: override a config value",
+    )
     p.set_defaults(func=cmd_tokenize)
 
 
 def _register_bibles(data: argparse._SubParsersAction) -> None:
-    p = data.add_parser("bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)")
-    p.add_argument("--src", default="spa", choices=BIBLES, help="source text: spa (Reina-Valera 1909), eng "
-                                                                "(World English Bible), kjv (King James)")
+    p = data.add_parser(
+        "bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)"
+    )
+    p.add_argument(
+        "--src",
+        default="spa",
+        choices=BIBLES,
+        help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)",
+    )
     p.add_argument("--tgt", default="eng", choices=BIBLES, help="target text (same codes)")
-    p.add_argument("--add-target", action="append", default=[], choices=BIBLES, metavar="CODE",
-                   help="also train on this text as a second target (repeatable): its training-chapter pairs "
-                        "follow the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone")
+    p.add_argument(
+        "--add-target",
+        action="append",
+        default=[],
+        choices=BIBLES,
+        metavar="CODE",
+        help="also train on this text as a second target (repeatable): its training-chapter pairs "
+        "follow the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone",
+    )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
     p.set_defaults(func=cmd_data_bible)
 
-    p = data.add_parser("bible-genre", help="verses labelled with their book's genre (8 classes), from one "
-                                            "SWORD Bible module")
-    p.add_argument("--lang", default="eng", choices=BIBLES, help="the text: eng (World English Bible, default), "
-                                                                 "kjv (King James), spa (Reina-Valera 1909)")
+    p = data.add_parser(
+        "bible-genre",
+        help="verses labelled with their book's genre (8 classes), from one SWORD Bible module",
+    )
+    p.add_argument(
+        "--lang",
+        default="eng",
+        choices=BIBLES,
+        help="the text: eng (World English Bible, default), "
+        "kjv (King James), spa (Reina-Valera 1909)",
+    )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
     p.set_defaults(func=cmd_data_bible_genre)
 
-    p = data.add_parser("bible-t2t", help="a text-to-text mixture (input<TAB>target): translation both ways "
-                                          "and the genre task, each input starting with its task's prefix")
+    p = data.add_parser(
+        "bible-t2t",
+        help="a text-to-text mixture (input<TAB>target): translation both ways "
+        "and the genre task, each input starting with its task's prefix",
+    )
     p.add_argument("--src", default="spa", choices=BIBLES, help="one language (default spa)")
-    p.add_argument("--tgt", default="eng", choices=BIBLES, help="the other (default eng; its verses make the "
-                                                                "genre task)")
+    p.add_argument(
+        "--tgt",
+        default="eng",
+        choices=BIBLES,
+        help="the other (default eng; its verses make the genre task)",
+    )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
     p.set_defaults(func=cmd_data_bible_t2t)

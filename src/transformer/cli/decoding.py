@@ -28,7 +28,15 @@ from .common import (
 )
 from .lines import format_lines, read_lines, stream_lines
 
-TRANSLATE = ("beam_size", "length_penalty", "length_penalty_kind", "n_best", "max_len_a", "max_len_b", "min_len")
+TRANSLATE = (
+    "beam_size",
+    "length_penalty",
+    "length_penalty_kind",
+    "n_best",
+    "max_len_a",
+    "max_len_b",
+    "min_len",
+)
 """The decoding settings translate takes."""
 GENERATE = ("max_new_tokens", "temperature", "top_k", "top_p", "beam_size")
 """The decoding settings generate takes (a language model samples unless --beam is given)."""
@@ -48,19 +56,29 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if args.output not in (None, "-"):
         check_output(args.output)
     if args.n_best is not None and args.beam_size is not None and args.n_best > args.beam_size:
-        raise UserError(f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
-                        f"as many hypotheses as it keeps; give --beam {args.n_best} or more")
+        raise UserError(
+            f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
+            f"as many hypotheses as it keeps; give --beam {args.n_best} or more"
+        )
     pipeline = load_pipeline(args, "translate")
-    if not isinstance(pipeline.model, EncoderDecoder):  # before reading any input: stdin may be empty or slow
+    if not isinstance(
+        pipeline.model, EncoderDecoder
+    ):  # before reading any input: stdin may be empty or slow
         raise UserError("this is a language model: use generate, not translate")
     decode = decode_overrides(args, TRANSLATE)
     n_best = decode.get("n_best", pipeline.decode.n_best)
     beam = decode.get("beam_size", pipeline.decode.beam_size)
-    if n_best > beam:  # both flags together were checked above: one of the two is the model's default
+    if (
+        n_best > beam
+    ):  # both flags together were checked above: one of the two is the model's default
         if "n_best" in decode:
-            raise UserError(f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
-                            f"give --beam {n_best} or more")
-        raise UserError(f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best {beam}")
+            raise UserError(
+                f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
+                f"give --beam {n_best} or more"
+            )
+        raise UserError(
+            f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best {beam}"
+        )
     cut: list[int] = []
     done = 0
 
@@ -69,12 +87,21 @@ def cmd_translate(args: argparse.Namespace) -> None:
         first = done
         if args.prefix:  # a text-to-text model's task; blank lines stay blank
             lines = [args.prefix + line if line.strip() else line for line in lines]
-        outputs = pipeline.translate(lines, batch_tokens=args.batch_tokens, **decode,
-                                     on_truncate=lambda numbers: cut.extend(first + n for n in numbers))
+        outputs = pipeline.translate(
+            lines,
+            batch_tokens=args.batch_tokens,
+            **decode,
+            on_truncate=lambda numbers: cut.extend(first + n for n in numbers),
+        )
         done += len(lines)
-        if n_best > 1:  # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
-            return [f"{first + i}\t{rank}\t{h}" for i, hyps in enumerate(outputs)
-                    for rank, h in enumerate(hyps or [""] * n_best, 1)]
+        if (
+            n_best > 1
+        ):  # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
+            return [
+                f"{first + i}\t{rank}\t{h}"
+                for i, hyps in enumerate(outputs)
+                for rank, h in enumerate(hyps or [""] * n_best, 1)
+            ]
         return outputs
 
     if args.input not in (None, "-"):
@@ -98,18 +125,36 @@ def cmd_generate(args: argparse.Namespace) -> None:
     if isinstance(pipeline.model, EncoderDecoder):
         flags = {name: f.metadata["flag"] for name, f in settings_of(DecodeConfig).items()}
         sampling = [flags[name] for name in SAMPLING if getattr(args, name) is not None]
-        sampling += (["--seed"] if args.seed is not None else []) + (["--chat"] if args.chat else [])
+        sampling += (["--seed"] if args.seed is not None else []) + (
+            ["--chat"] if args.chat else []
+        )
         if sampling:
-            raise UserError(f"{', '.join(sampling)}: an encoder-decoder answers with beam search (--beam) as "
-                            "translate does; sampling and chat are for language models")
+            raise UserError(
+                f"{', '.join(sampling)}: an encoder-decoder answers with beam search (--beam) as "
+                "translate does; sampling and chat are for language models"
+            )
         cut = f"the prompt was cut to the model's {pipeline.max_source_tokens} tokens"
-        print(pipeline.translate([(args.prefix or "") + args.prompt], **decode_overrides(args, ("beam_size",)),
-                                 on_truncate=lambda _: note("generate", cut))[0])
+        print(
+            pipeline.translate(
+                [(args.prefix or "") + args.prompt],
+                **decode_overrides(args, ("beam_size",)),
+                on_truncate=lambda _: note("generate", cut),
+            )[0]
+        )
         return
     if args.prefix:
-        raise UserError("--prefix names a text-to-text model's task: it is for encoder-decoder models")
-    print(pipeline.generate(args.prompt, chat=args.chat, seed=args.seed, **decode_overrides(args, GENERATE),
-                            on_truncate=lambda message: note("generate", message)))
+        raise UserError(
+            "--prefix names a text-to-text model's task: it is for encoder-decoder models"
+        )
+    print(
+        pipeline.generate(
+            args.prompt,
+            chat=args.chat,
+            seed=args.seed,
+            **decode_overrides(args, GENERATE),
+            on_truncate=lambda message: note("generate", message),
+        )
+    )
 
 
 def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list:
@@ -139,7 +184,9 @@ def cmd_classify(args: argparse.Namespace) -> None:
             raise UserError("give the images to classify: --input FILE... or a folder of them")
         files = image_files(args.input)
         results = pipeline.classify_images(files, top_k=args.top_k)
-        write_text(args.output, [f"{file}\t{pairs(r)}" for file, r in zip(files, results, strict=True)])
+        write_text(
+            args.output, [f"{file}\t{pairs(r)}" for file, r in zip(files, results, strict=True)]
+        )
         return
     if args.input and len(args.input) > 1:
         raise UserError(f"--input takes one text file for a text classifier, not {len(args.input)}")
@@ -174,35 +221,72 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_decode_args(p, TRANSLATE)
     p.add_argument("--input", help="file of source lines (default: standard input)")
     p.add_argument("--output", help="file for the translations (default: standard output)")
-    add_flag(p, "--batch-tokens", type=int, default=4000, bounds=POSITIVE, give="a positive number of tokens",
-             help="source tokens per batch (default 4000)")
-    p.add_argument("--prefix", help="put this before every input line: a text-to-text model's task, e.g. "
-                                    "'translate Spanish to English: '")
+    add_flag(
+        p,
+        "--batch-tokens",
+        type=int,
+        default=4000,
+        bounds=POSITIVE,
+        give="a positive number of tokens",
+        help="source tokens per batch (default 4000)",
+    )
+    p.add_argument(
+        "--prefix",
+        help="put this before every input line: a text-to-text model's task, e.g. "
+        "'translate Spanish to English: '",
+    )
     add_device_args(p)
     add_precision_arg(p)
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("classify", help="label lines of text with an encoder classifier's model directory")
+    p = sub.add_parser(
+        "classify", help="label lines of text with an encoder classifier's model directory"
+    )
     p.add_argument("model_dir")
-    p.add_argument("--input", nargs="+", help="file of texts, one per line (default: standard input); for an "
-                                              "image classifier, image files or folders of them")
-    p.add_argument("--output", help="file for label<TAB>probability lines (images: file<TAB>label<TAB>"
-                                    "probability; default: standard output)")
-    add_flag(p, "--top-k", dest="top_k", type=int, default=1, bounds=AT_LEAST_0,
-             give="a number of labels (0 = all)",
-             help="label/probability pairs per line, most likely first (default 1; 0 = all labels)")
+    p.add_argument(
+        "--input",
+        nargs="+",
+        help="file of texts, one per line (default: standard input); for an "
+        "image classifier, image files or folders of them",
+    )
+    p.add_argument(
+        "--output",
+        help="file for label<TAB>probability lines (images: file<TAB>label<TAB>"
+        "probability; default: standard output)",
+    )
+    add_flag(
+        p,
+        "--top-k",
+        dest="top_k",
+        type=int,
+        default=1,
+        bounds=AT_LEAST_0,
+        give="a number of labels (0 = all)",
+        help="label/probability pairs per line, most likely first (default 1; 0 = all labels)",
+    )
     add_device_args(p)
     add_precision_arg(p)
     p.set_defaults(func=cmd_classify)
 
-    p = sub.add_parser("generate", help="continue a prompt with a language model directory (or answer it "
-                                        "with a text-to-text model)")
+    p = sub.add_parser(
+        "generate",
+        help="continue a prompt with a language model directory (or answer it "
+        "with a text-to-text model)",
+    )
     p.add_argument("model_dir")
-    p.add_argument("--prompt", required=True, help="the text to continue (or the question, with --chat)")
-    p.add_argument("--prefix", help="an encoder-decoder (text-to-text) model: put this task prefix before the "
-                                    "prompt")
-    p.add_argument("--chat", action="store_true", help="apply the model's chat template (imported chat models)")
-    add_decode_args(p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"})
+    p.add_argument(
+        "--prompt", required=True, help="the text to continue (or the question, with --chat)"
+    )
+    p.add_argument(
+        "--prefix",
+        help="an encoder-decoder (text-to-text) model: put this task prefix before the prompt",
+    )
+    p.add_argument(
+        "--chat", action="store_true", help="apply the model's chat template (imported chat models)"
+    )
+    add_decode_args(
+        p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"}
+    )
     p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
     add_device_args(p)
     add_precision_arg(p)

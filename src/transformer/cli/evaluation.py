@@ -29,18 +29,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     classifier's accuracy on labelled text or images, or a text-to-text model's scores per task."""
     if args.pairs:
         if args.text or args.src or args.ref or args.tsv or args.images or args.plot:
-            raise UserError("give --pairs (a text-to-text model's scores per task) alone, without --text, --src, "
-                            "--ref, --tsv, --images or --plot")
+            raise UserError(
+                "give --pairs (a text-to-text model's scores per task) alone, without --text, --src, "
+                "--ref, --tsv, --images or --plot"
+            )
         return _evaluate_pairs(args)
     if args.tsv or args.images:
         return _evaluate_classifier(args)
     if args.plot:
-        raise UserError("--plot draws a classifier's confusion matrix: it goes with --tsv or --images")
+        raise UserError(
+            "--plot draws a classifier's confusion matrix: it goes with --tsv or --images"
+        )
     if args.text and (args.src or args.ref):
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
-        raise UserError("give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or --pairs "
-                        "(text-to-text)")
+        raise UserError(
+            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or --pairs "
+            "(text-to-text)"
+        )
     if args.output:
         check_output(args.output)
     return _evaluate_text(args, load_pipeline(args, "evaluate"))
@@ -54,10 +60,14 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     if args.text and not isinstance(pipeline.model, DecoderOnly):
-        raise UserError("this is a translation model: perplexity (--text) needs a language model; "
-                        "use --src and --ref (BLEU, chrF)")
+        raise UserError(
+            "this is a translation model: perplexity (--text) needs a language model; "
+            "use --src and --ref (BLEU, chrF)"
+        )
     if isinstance(pipeline.model, EncoderOnly):
-        raise UserError("this is an encoder: evaluate a classifier with --tsv FILE (label<TAB>text lines)")
+        raise UserError(
+            "this is an encoder: evaluate a classifier with --tsv FILE (label<TAB>text lines)"
+        )
     if not args.text and not isinstance(pipeline.model, EncoderDecoder):
         raise UserError("this is a language model: use --text (perplexity), not --src and --ref")
     if args.text:
@@ -65,16 +75,24 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
         tok = pipeline.target_tokenizer
         lines = read_text(args.text, "--text")
         if not any(line.strip() for line in lines):
-            raise UserError(f"--text {args.text} has no non-empty line: give text to measure perplexity on")
-        ppl = text_perplexity(pipeline.model, lines, lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id])
+            raise UserError(
+                f"--text {args.text} has no non-empty line: give text to measure perplexity on"
+            )
+        ppl = text_perplexity(
+            pipeline.model, lines, lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id]
+        )
         print(f"perplexity {ppl:.3f} on {args.text} (per token, </s> included)")
         return
     sources, references = read_text(args.src, "--src"), read_text(args.ref, "--ref")
     if len(sources) != len(references):
-        raise UserError(f"--src has {len(sources):,} lines but --ref has {len(references):,}: they must be "
-                        "aligned line by line")
+        raise UserError(
+            f"--src has {len(sources):,} lines but --ref has {len(references):,}: they must be "
+            "aligned line by line"
+        )
     cut: list[int] = []
-    hypotheses = pipeline.translate(sources, **decode_overrides(args, SEARCH), on_truncate=cut.extend)
+    hypotheses = pipeline.translate(
+        sources, **decode_overrides(args, SEARCH), on_truncate=cut.extend
+    )
     if cut:
         note("evaluate", truncation_note(cut, len(sources), pipeline.max_source_tokens))
     if args.output:
@@ -92,27 +110,36 @@ def _evaluate_classifier(args: argparse.Namespace) -> None:
 
     flag = "--tsv" if args.tsv else "--images"
     if args.text or args.src or args.ref or (args.tsv and args.images):
-        raise UserError(f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the other")
+        raise UserError(
+            f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the other"
+        )
     if args.plot:
         check_picture("--plot", args.plot, "the picture")
     pipeline = load_pipeline(args, "evaluate")
     if not isinstance(pipeline.model, EncoderOnly) or pipeline.model.config.n_classes == 0:
         raise UserError(f"{flag} is for classifiers: this model is not one")
     if (pipeline.model.config.vision is None) != bool(args.tsv):
-        raise UserError("this is an image classifier: use --images" if args.tsv else
-                        "this is a text classifier: use --tsv")
+        raise UserError(
+            "this is an image classifier: use --images"
+            if args.tsv
+            else "this is a text classifier: use --tsv"
+        )
     if args.images:
         scores, predicted = score_classifier(pipeline, args.images)
         return _report(args, scores, predicted, f"images of {args.images}", args.images)
     if pipeline.labels is None:
-        raise UserError(f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here")
+        raise UserError(
+            f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here"
+        )
     cut: list[int] = []
     try:
         scores, predicted = score_classifier(pipeline, args.tsv, on_truncate=cut.extend)
     except DataError as e:
         raise UserError(str(e)) from None
     if cut:
-        note("evaluate", truncation_note(cut, scores.total, pipeline.model.config.max_positions - 2))
+        note(
+            "evaluate", truncation_note(cut, scores.total, pipeline.model.config.max_positions - 2)
+        )
     _report(args, scores, predicted, f"texts of {args.tsv}", args.tsv)
 
 
@@ -121,20 +148,28 @@ def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, s
     labels = scores.labels
     if args.output:
         write_text(args.output, [labels[p] for p in predicted])
-    print(f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} {what})")
+    print(
+        f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} {what})"
+    )
     width = max(map(len, labels))
     print(f"{'label':<{width}}  precision  recall      F1  support")
     for row in scores.per_class():
-        print(f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  {row['f1']:6.4f}  "
-              f"{row['support']:7,}")
+        print(
+            f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  {row['f1']:6.4f}  "
+            f"{row['support']:7,}"
+        )
     print("confusion matrix (rows: gold, columns: predicted, in the order above):")
     for label, counts in zip(labels, scores.confusion, strict=True):
         print(f"{label:<{width}}  " + " ".join(f"{n:6,}" for n in counts))
     if args.plot:
         from ..viz.confusion import plot_confusion
 
-        plot_confusion(scores, args.plot, title=f"{Path(args.model_dir).name} on {Path(source).name}: "
-                                                 f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}")
+        plot_confusion(
+            scores,
+            args.plot,
+            title=f"{Path(args.model_dir).name} on {Path(source).name}: "
+            f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}",
+        )
         print(f"wrote {args.plot}")
 
 
@@ -150,9 +185,13 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
         check_output(args.output)
     pipeline = load_pipeline(args, "evaluate")
     if not isinstance(pipeline.model, EncoderDecoder):
-        raise UserError("--pairs is for encoder-decoder (text-to-text) models: this model is not one")
+        raise UserError(
+            "--pairs is for encoder-decoder (text-to-text) models: this model is not one"
+        )
     cut: list[int] = []
-    scores, outputs = score_pairs(pipeline, args.pairs, on_truncate=cut.extend, **decode_overrides(args, SEARCH))
+    scores, outputs = score_pairs(
+        pipeline, args.pairs, on_truncate=cut.extend, **decode_overrides(args, SEARCH)
+    )
     if cut:
         note("evaluate", truncation_note(cut, len(outputs), pipeline.max_source_tokens))
     if args.output:
@@ -160,26 +199,44 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
     width = max(len(task) for task in scores)
     print(f"{'task':<{width}}  {'lines':>6}  {'BLEU':>6}  {'chrF':>6}  {'exact':>6}")
     for task, s in scores.items():
-        print(f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  {s['exact']:>5.1f}%")
+        print(
+            f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  {s['exact']:>5.1f}%"
+        )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`evaluate`."""
-    p = sub.add_parser("evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory")
+    p = sub.add_parser(
+        "evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory"
+    )
     p.add_argument("model_dir")
     p.add_argument("--src", help="source lines to translate")
     p.add_argument("--ref", help="reference translations, aligned with --src")
     p.add_argument("--text", help="text for perplexity (language models)")
-    p.add_argument("--tsv", help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, "
-                                 "confusion matrix")
-    p.add_argument("--pairs", help="input<TAB>target lines: a text-to-text model's BLEU, chrF and exact matches "
-                                   "per task (the input's text before its first ': ')")
-    p.add_argument("--images", help="labelled images (a prepared .safetensors split or a folder of class "
-                                    "folders): an image classifier's accuracy, macro-F1, per-class scores, "
-                                    "confusion matrix")
-    p.add_argument("--plot", help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, "
-                                  ".pdf)")
-    p.add_argument("--output", help="also write the translations (with --tsv: the predicted labels) to this file")
+    p.add_argument(
+        "--tsv",
+        help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, "
+        "confusion matrix",
+    )
+    p.add_argument(
+        "--pairs",
+        help="input<TAB>target lines: a text-to-text model's BLEU, chrF and exact matches "
+        "per task (the input's text before its first ': ')",
+    )
+    p.add_argument(
+        "--images",
+        help="labelled images (a prepared .safetensors split or a folder of class "
+        "folders): an image classifier's accuracy, macro-F1, per-class scores, "
+        "confusion matrix",
+    )
+    p.add_argument(
+        "--plot",
+        help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)",
+    )
+    p.add_argument(
+        "--output",
+        help="also write the translations (with --tsv: the predicted labels) to this file",
+    )
     add_decode_args(p, SEARCH)
     add_device_args(p)
     add_precision_arg(p)

@@ -34,26 +34,34 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
     if config.vision is not None:
         v, flops = config.vision, flops_per_image(config)
-        print(f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]): "
-              f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-              f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
+        print(
+            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]): "
+            f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+            f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
+        )
         return
     flops = flops_per_token(config, args.seq_len)
-    print(f"FLOPs per token at sequence length {args.seq_len}: "
-          f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-          f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)")
+    print(
+        f"FLOPs per token at sequence length {args.seq_len}: "
+        f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+        f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
+    )
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
     """Decode one text and plot one layer's attention weights as a heatmap (last layer, mean over
     heads by default), or an image encoder's [CLS] attention."""
     if importlib.util.find_spec("matplotlib") is None:
-        raise UserError("plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)")
+        raise UserError(
+            "plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)"
+        )
     from ..decoding.pipeline import Pipeline
     from ..viz.attention import attention_map, plot_attention
 
     if Path(args.out).is_dir():
-        raise UserError(f"--out {args.out} is a directory: give an image file name (.png, .svg or .pdf)")
+        raise UserError(
+            f"--out {args.out} is a directory: give an image file name (.png, .svg or .pdf)"
+        )
     check_picture("--out", args.out, "the heatmap", dir_exists=False)
     head = args.head
     if head not in ("mean", "all"):
@@ -62,13 +70,17 @@ def cmd_attention(args: argparse.Namespace) -> None:
         except ValueError:
             raise UserError(f"--head {head}: give a head number (from 0), mean or all") from None
     if (args.text is None) == (args.image is None):
-        raise UserError("give --text (a sentence or prompt) or --image (for an image encoder), one of the two")
+        raise UserError(
+            "give --text (a sentence or prompt) or --image (for an image encoder), one of the two"
+        )
     pipeline = Pipeline.load(args.model_dir, setup_device(args))
     if args.image is not None:
         return _image_attention(args, pipeline)
     if pipeline.model.config.vision is not None:
         raise UserError("this is an image encoder: give --image FILE, not --text")
-    m = attention_map(pipeline, args.text, layer=args.layer, kind=args.kind, head=head, beam_size=args.beam_size)
+    m = attention_map(
+        pipeline, args.text, layer=args.layer, kind=args.kind, head=head, beam_size=args.beam_size
+    )
     plot_attention(m.weights, m.columns, m.rows, args.out, title=m.title)
     print(f"wrote {args.out}: {m.title}")
     if m.kind != "encoder":
@@ -85,36 +97,66 @@ def _image_attention(args: argparse.Namespace, pipeline) -> None:
     v = pipeline.model.config.vision
     if v is None:
         raise UserError("this model reads text: give --text, not --image")
-    image = torch.from_numpy(read_image(args.image, "L" if v.channels == 1 else "RGB", v.image_size))
+    image = torch.from_numpy(
+        read_image(args.image, "L" if v.channels == 1 else "RGB", v.image_size)
+    )
     device = next(pipeline.model.parameters()).device
-    maps = image_attention(pipeline.model, to_pixels(image[None]).to(device), args.layer, pipeline.labels)
+    maps = image_attention(
+        pipeline.model, to_pixels(image[None]).to(device), args.layer, pipeline.labels
+    )
     guess = ", ".join(f"{label} {p:.1%}" for label, p in maps.probabilities)
     layers = f"layer {maps.layer} of 0-{maps.n_layers - 1}"
-    title = f"{Path(args.image).name}: [CLS] attention, {layers}, and rollout" + (f"\nmodel: {guess}" if guess else "")
+    title = f"{Path(args.image).name}: [CLS] attention, {layers}, and rollout" + (
+        f"\nmodel: {guess}" if guess else ""
+    )
     plot_image_attention(image, maps, args.out, title=title)
-    print(f"wrote {args.out}: [CLS] attention per head, {layers}, and the rollout over all layers"
-          + (f"; model: {guess}" if guess else ""))
+    print(
+        f"wrote {args.out}: [CLS] attention per head, {layers}, and the rollout over all layers"
+        + (f"; model: {guess}" if guess else "")
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`info` and `attention`."""
     p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
     p.add_argument("model_dir")
-    add_flag(p, "--seq-len", type=int, default=128, bounds=POSITIVE, give="a positive sequence length",
-             help="sequence length for the FLOP count (default 128; an image model counts per image)")
+    add_flag(
+        p,
+        "--seq-len",
+        type=int,
+        default=128,
+        bounds=POSITIVE,
+        give="a positive sequence length",
+        help="sequence length for the FLOP count (default 128; an image model counts per image)",
+    )
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("attention", help="plot a heatmap of the attention weights while decoding a text")
+    p = sub.add_parser(
+        "attention", help="plot a heatmap of the attention weights while decoding a text"
+    )
     p.add_argument("model_dir")
     p.add_argument("--text", help="the sentence to translate (or the prompt, for a language model)")
-    p.add_argument("--image", help="an image file, for an image encoder: [CLS] attention per head and the rollout")
+    p.add_argument(
+        "--image",
+        help="an image file, for an image encoder: [CLS] attention per head and the rollout",
+    )
     p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
-    p.add_argument("--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)")
-    p.add_argument("--head", default="mean", help="head number (from 0), mean or all (one panel per head; "
-                                                  "default mean)")
-    p.add_argument("--kind", choices=list(ATTENTION_KINDS),
-                   help="cross: output over source (default for translation); self: decoder over its inputs "
-                        "(the only kind for language models); encoder: source over source")
-    add_decode_args(p, ("beam_size",), note="default: decode.json for translation, greedy for language models")
+    p.add_argument(
+        "--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)"
+    )
+    p.add_argument(
+        "--head",
+        default="mean",
+        help="head number (from 0), mean or all (one panel per head; default mean)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=list(ATTENTION_KINDS),
+        help="cross: output over source (default for translation); self: decoder over its inputs "
+        "(the only kind for language models); encoder: source over source",
+    )
+    add_decode_args(
+        p, ("beam_size",), note="default: decode.json for translation, greedy for language models"
+    )
     add_device_args(p)
     p.set_defaults(func=cmd_attention)

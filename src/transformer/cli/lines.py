@@ -31,7 +31,9 @@ def _decode(raw: bytes, name: str, first_line: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = first_line + raw.count(b"\n", 0, e.start)
-        raise LineError(f"{name} line {line}: invalid UTF-8; convert it to UTF-8 (e.g. with iconv)") from None
+        raise LineError(
+            f"{name} line {line}: invalid UTF-8; convert it to UTF-8 (e.g. with iconv)"
+        ) from None
 
 
 def split_lines(text: str) -> list[str]:
@@ -52,7 +54,9 @@ def read_lines(path: str | os.PathLike, what: str = "input") -> list[str]:
     return split_lines(_decode(path.read_bytes(), str(path), 1))
 
 
-def stream_lines(fd: int | None = None, chunk_lines: int = 512, name: str = "standard input") -> Iterator[list[str]]:
+def stream_lines(
+    fd: int | None = None, chunk_lines: int = 512, name: str = "standard input"
+) -> Iterator[list[str]]:
     """Lists of complete lines from a file descriptor (default: standard input), as they arrive.
 
     Each list holds what was waiting, at most chunk_lines lines; a read that would block first
@@ -97,4 +101,6 @@ def _ready(fd: int) -> bool:
 
 def format_lines(lines: list[str]) -> str:
     """Lines -> text, one "\\n"-terminated line each, newlines inside a line made spaces."""
-    return "".join(line.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for line in lines)
+    return "".join(
+        line.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for line in lines
+    )

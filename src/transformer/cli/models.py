@@ -40,8 +40,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from ..serve import serve
 
     config = serve_config(args)
-    status = serve(args.model_dir, config.host, config.port, config, device=setup_device(args),
-                   precision=args.precision, drain_timeout=config.drain_timeout)
+    status = serve(
+        args.model_dir,
+        config.host,
+        config.port,
+        config,
+        device=setup_device(args),
+        precision=args.precision,
+        drain_timeout=config.drain_timeout,
+    )
     if status:
         raise SystemExit(status)
 
@@ -55,31 +62,52 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`import-hf`, `export` and `serve`."""
-    p = sub.add_parser("import-hf", help="convert a Hugging Face model (directory or .gguf file) into a model "
-                                         "directory")
-    p.add_argument("path", help="a Hugging Face model directory (config.json + weights) or a .gguf file")
+    p = sub.add_parser(
+        "import-hf",
+        help="convert a Hugging Face model (directory or .gguf file) into a model directory",
+    )
+    p.add_argument(
+        "path", help="a Hugging Face model directory (config.json + weights) or a .gguf file"
+    )
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
     p.set_defaults(func=cmd_import_hf)
 
-    p = sub.add_parser("export", help="write a model directory as a CTranslate2 or Hugging Face model")
+    p = sub.add_parser(
+        "export", help="write a model directory as a CTranslate2 or Hugging Face model"
+    )
     p.add_argument("model_dir")
-    p.add_argument("--to", required=True, choices=["ct2", "hf"],
-                   help="ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); "
-                        "hf: Hugging Face transformers (Marian, GPT-2, Llama or BERT layouts)")
-    p.add_argument("--out", required=True, help="the directory to write (must not exist, or be empty)")
-    p.add_argument("--quantization", help="ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, "
-                                          "... (default float32)")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=["ct2", "hf"],
+        help="ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); "
+        "hf: Hugging Face transformers (Marian, GPT-2, Llama or BERT layouts)",
+    )
+    p.add_argument(
+        "--out", required=True, help="the directory to write (must not exist, or be empty)"
+    )
+    p.add_argument(
+        "--quantization",
+        help="ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, "
+        "... (default float32)",
+    )
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("serve", help="serve a model directory over HTTP (JSON API, streaming, a page with the "
-                                     "attention)")
+    p = sub.add_parser(
+        "serve",
+        help="serve a model directory over HTTP (JSON API, streaming, a page with the attention)",
+    )
     p.add_argument("model_dir")
     defaults = ServeConfig()
     for name in settings_of(ServeConfig):
         default = getattr(defaults, name)
-        add_setting(p, ServeConfig, name, default=default, note=None if default is None else f"default {default}")
+        add_setting(
+            p,
+            ServeConfig,
+            name,
+            default=default,
+            note=None if default is None else f"default {default}",
+        )
     add_device_args(p)
     add_precision_arg(p)
     p.set_defaults(func=cmd_serve)
-
-

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from .common import POSITIVE, UserError, add_flag, note
 
-SET_HELP = "override a config value (repeatable; values are TOML literals, e.g. train.max_steps=100)"
+SET_HELP = (
+    "override a config value (repeatable; values are TOML literals, e.g. train.max_steps=100)"
+)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -31,9 +33,16 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         if not Path(path).exists():
             raise UserError(f"--test {path} not found")
     try:
-        plan = Plan(config=args.config, grid=parse_grid(args.grid or [], args.zip), zip=args.zip,
-                    minutes=args.minutes, repeats=args.repeats, average=args.average, sets=list(args.set or []),
-                    test=list(args.test or []))
+        plan = Plan(
+            config=args.config,
+            grid=parse_grid(args.grid or [], args.zip),
+            zip=args.zip,
+            minutes=args.minutes,
+            repeats=args.repeats,
+            average=args.average,
+            sets=list(args.set or []),
+            test=list(args.test or []),
+        )
         rows = run_sweep(plan, args.out, resume=args.resume)
     except SweepError as e:
         raise UserError(str(e)) from None
@@ -46,17 +55,23 @@ def cmd_average(args: argparse.Namespace) -> None:
 
     if args.last is not None:
         if len(args.checkpoints) != 1:
-            raise UserError("--last N takes one run directory: transformer average --last 5 RUN_DIR --out MODEL_DIR")
+            raise UserError(
+                "--last N takes one run directory: transformer average --last 5 RUN_DIR --out MODEL_DIR"
+            )
         found = step_dirs(args.checkpoints[0])
         if not found:
-            raise UserError(f"{args.checkpoints[0]} has no checkpoints/step-* directories: pass a run directory")
-        paths = found[-args.last:]
+            raise UserError(
+                f"{args.checkpoints[0]} has no checkpoints/step-* directories: pass a run directory"
+            )
+        paths = found[-args.last :]
         if len(paths) < args.last:
             note("average", f"the run has only {len(paths)} checkpoint(s); averaging those")
     else:
         paths = args.checkpoints
     average_into(paths, args.out)
-    print(f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}")
+    print(
+        f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}"
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -64,53 +79,126 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from ..workflows.demo import DemoError, run_demo
 
     try:
-        run_demo(minutes=args.minutes, data_dir=args.data, run_dir=args.out, overrides=tuple(args.set or ()))
+        run_demo(
+            minutes=args.minutes,
+            data_dir=args.data,
+            run_dir=args.out,
+            overrides=tuple(args.set or ()),
+        )
     except DemoError as e:
         raise UserError(str(e)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`demo`, `train`, `sweep` and `average`."""
-    p = sub.add_parser("demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes")
+    p = sub.add_parser(
+        "demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes"
+    )
     p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
-    p.add_argument("--data", default="data/bible", help="corpus directory (built when missing; default data/bible)")
+    p.add_argument(
+        "--data",
+        default="data/bible",
+        help="corpus directory (built when missing; default data/bible)",
+    )
     p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a config value (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value (repeatable)",
+    )
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
     p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help=SET_HELP)
     p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
-    p.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
+    )
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("sweep", help="train each variant of a grid of config changes for the same budget, "
-                                     "and score them")
+    p = sub.add_parser(
+        "sweep",
+        help="train each variant of a grid of config changes for the same budget, and score them",
+    )
     p.add_argument("config", help="the TOML config every variant starts from")
-    p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
-                   help="a config key and the values to try (repeatable: the variants are the product of the grids)")
-    p.add_argument("--zip", action="store_true", help="pair the grids' values one to one instead (changes that "
-                                                      "go together)")
-    add_flag(p, "--minutes", type=float, bounds=POSITIVE, give="a positive training budget",
-             help="training budget of each run (train.max_minutes; default the config's)")
-    add_flag(p, "--repeats", type=int, default=1, bounds=POSITIVE, give="a positive number of seeds per variant",
-             help="runs per variant, with seeds train.seed, +1, ... (default 1)")
-    add_flag(p, "--average", type=int, default=3, metavar="N", bounds=POSITIVE,
-             give="a positive number of checkpoints to average",
-             help="score the average of the last N checkpoints (default 3)")
-    p.add_argument("--test", nargs="+", metavar="FILE", help="test data to score too: SRC REF for translation, "
-                                                             "a TSV or an image split/folder for a classifier")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="a change every variant gets "
-                                                                               "(as for train)")
+    p.add_argument(
+        "--grid",
+        action="append",
+        metavar="KEY=V1,V2,...",
+        help="a config key and the values to try (repeatable: the variants are the product of the grids)",
+    )
+    p.add_argument(
+        "--zip",
+        action="store_true",
+        help="pair the grids' values one to one instead (changes that go together)",
+    )
+    add_flag(
+        p,
+        "--minutes",
+        type=float,
+        bounds=POSITIVE,
+        give="a positive training budget",
+        help="training budget of each run (train.max_minutes; default the config's)",
+    )
+    add_flag(
+        p,
+        "--repeats",
+        type=int,
+        default=1,
+        bounds=POSITIVE,
+        give="a positive number of seeds per variant",
+        help="runs per variant, with seeds train.seed, +1, ... (default 1)",
+    )
+    add_flag(
+        p,
+        "--average",
+        type=int,
+        default=3,
+        metavar="N",
+        bounds=POSITIVE,
+        give="a positive number of checkpoints to average",
+        help="score the average of the last N checkpoints (default 3)",
+    )
+    p.add_argument(
+        "--test",
+        nargs="+",
+        metavar="FILE",
+        help="test data to score too: SRC REF for translation, "
+        "a TSV or an image split/folder for a classifier",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=VALUE",
+        help="a change every variant gets (as for train)",
+    )
     p.add_argument("--out", required=True, help="the sweep directory")
-    p.add_argument("--resume", action="store_true", help="continue a stopped sweep: finished runs are not run again")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped sweep: finished runs are not run again",
+    )
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("average", help="average checkpoints into a model directory (the paper: last 5 or 20)")
-    p.add_argument("checkpoints", nargs="+", metavar="CKPT_DIR", help="checkpoint directories, or one run "
-                                                                      "directory with --last")
-    add_flag(p, "--last", type=int, metavar="N", bounds=POSITIVE, give="a positive number of checkpoints",
-             help="average the last N checkpoints of the run directory")
+    p = sub.add_parser(
+        "average", help="average checkpoints into a model directory (the paper: last 5 or 20)"
+    )
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        metavar="CKPT_DIR",
+        help="checkpoint directories, or one run directory with --last",
+    )
+    add_flag(
+        p,
+        "--last",
+        type=int,
+        metavar="N",
+        bounds=POSITIVE,
+        give="a positive number of checkpoints",
+        help="average the last N checkpoints of the run directory",
+    )
     p.add_argument("--out", required=True, help="model directory to write")
     p.set_defaults(func=cmd_average)

@@ -1,7 +1,7 @@
 """Typed settings, each defined once (type, default, range, one-line doc): the model's shape
-(model.py), decoding (decode.py), a training run and its TOML file (run.py), the server (serve.py),
-and the checks they share (checks.py). The bottom of the house: it imports nothing from the other
-packages; a component that validates a choice reads its list from here."""
+(model.py), decoding (decode.py), a training run (run.py) and its TOML file (toml.py), the server
+(serve.py), and the checks they share (checks.py). The bottom of the house: it imports nothing
+from the other packages; a component that validates a choice reads its list from here."""
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
 from .decode import (
@@ -39,18 +39,50 @@ from .run import (
     DataConfig,
     RunConfig,
     TrainConfig,
-    build_run_config,
-    load_config,
-    parse_override,
 )
 from .serve import API_KEY_ENV, ServeConfig
+from .toml import build_run_config, load_config, parse_override
 
 __all__ = [
-    "ACTIVATIONS", "API_KEY_ENV", "ARCHS", "ATTENTION_KINDS", "ATTENTION_IMPLS", "Bounds", "ConfigError", "DEVICES",
-    "DataConfig", "DecodeConfig", "EARLY_STOPPING", "GATED_ACTIVATIONS", "INFERENCE_PRECISIONS",
-    "LENGTH_PENALTY_KINDS", "MIN_BPE_VOCAB", "ModelConfig", "OBJECTIVES", "OBJECTIVE_ARCHS",
-    "POSITIONALS", "PRECISIONS", "PRESETS", "RelativeBiasConfig", "RunConfig", "SCHEDULES",
-    "SECTIONS", "ServeConfig", "TOKENIZER_KINDS", "TrainConfig", "VISION_POSITIONS", "VisionConfig",
-    "build_run_config", "cpu_small", "cpu_tiny", "from_values", "load_config", "paper_base",
-    "paper_big", "parse_override", "setting", "settings_of", "unknown_key_error",
+    "ACTIVATIONS",
+    "API_KEY_ENV",
+    "ARCHS",
+    "ATTENTION_KINDS",
+    "ATTENTION_IMPLS",
+    "Bounds",
+    "ConfigError",
+    "DEVICES",
+    "DataConfig",
+    "DecodeConfig",
+    "EARLY_STOPPING",
+    "GATED_ACTIVATIONS",
+    "INFERENCE_PRECISIONS",
+    "LENGTH_PENALTY_KINDS",
+    "MIN_BPE_VOCAB",
+    "ModelConfig",
+    "OBJECTIVES",
+    "OBJECTIVE_ARCHS",
+    "POSITIONALS",
+    "PRECISIONS",
+    "PRESETS",
+    "RelativeBiasConfig",
+    "RunConfig",
+    "SCHEDULES",
+    "SECTIONS",
+    "ServeConfig",
+    "TOKENIZER_KINDS",
+    "TrainConfig",
+    "VISION_POSITIONS",
+    "VisionConfig",
+    "build_run_config",
+    "cpu_small",
+    "cpu_tiny",
+    "from_values",
+    "load_config",
+    "paper_base",
+    "paper_big",
+    "parse_override",
+    "setting",
+    "settings_of",
+    "unknown_key_error",
 ]

@@ -20,7 +20,9 @@ class ConfigError(ValueError):
 
 def check_choice(name: str, value: Any, valid: tuple) -> None:
     if value not in valid:
-        raise ConfigError(f"{name}={value!r} is not valid: choose one of {', '.join(map(repr, valid))}")
+        raise ConfigError(
+            f"{name}={value!r} is not valid: choose one of {', '.join(map(repr, valid))}"
+        )
 
 
 def unknown_key_error(section: str, key: str, valid: list[str]) -> ConfigError:
@@ -100,10 +102,27 @@ class Bounds:
 
     def must(self, kind: str) -> str:
         """What a valid value is, for `name=value is not valid: it must be ...`."""
-        if kind == "int" and self.le is None and self.lt is None and (self.gt, self.ge) in ((0, None), (None, 0)):
+        if (
+            kind == "int"
+            and self.le is None
+            and self.lt is None
+            and (self.gt, self.ge) in ((0, None), (None, 0))
+        ):
             return f"an integer {'> 0' if self.gt == 0 else '>= 0'}"  # check_positive's words
-        low = f"[{self.ge:g}" if self.ge is not None else f"({self.gt:g}" if self.gt is not None else None
-        high = f"{self.le:g}]" if self.le is not None else f"{self.lt:g})" if self.lt is not None else None
+        low = (
+            f"[{self.ge:g}"
+            if self.ge is not None
+            else f"({self.gt:g}"
+            if self.gt is not None
+            else None
+        )
+        high = (
+            f"{self.le:g}]"
+            if self.le is not None
+            else f"{self.lt:g})"
+            if self.lt is not None
+            else None
+        )
         what = "an integer" if kind == "int" else "a finite number" if self.finite else "a number"
         if low and high:
             return f"{what} in {low}, {high}"
@@ -114,9 +133,19 @@ class Bounds:
         return what
 
 
-def setting(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-            lt: float | None = None, finite: bool = False, choices: tuple | None = None,
-            flag: str | None = None, give: str | None = None, error: str | None = None) -> Any:
+def setting(
+    default: Any,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    finite: bool = False,
+    choices: tuple | None = None,
+    flag: str | None = None,
+    give: str | None = None,
+    error: str | None = None,
+) -> Any:
     """A dataclass field with its allowed values; for a setting the command line takes, its flag and
     the phrase of its error there (`--flag value: give <give>`); `error`, a message of its own for
     a config value outside the bounds ("{name}={value!r} must be ..."). Its doc is the docstring
@@ -140,8 +169,13 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     docs = {}
     for node, after in zip(body, body[1:], strict=False):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             docs[node.target.id] = " ".join(after.value.value.split())
     return docs
 

@@ -31,7 +31,9 @@ class DecodeConfig:
 
     beam_size: int = setting(4, gt=0, flag="--beam", give="a beam size of at least 1 (1 = greedy)")
     """Beam width (1 = greedy). The paper uses 4 (§6.1)."""
-    length_penalty: float = setting(0.6, finite=True, flag="--lenpen", give="a number (the paper: 0.6; 0 = none)")
+    length_penalty: float = setting(
+        0.6, finite=True, flag="--lenpen", give="a number (the paper: 0.6; 0 = none)"
+    )
     """Length penalty alpha (the paper: 0.6); 0 turns it off."""
     length_penalty_kind: str = setting("wu", choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
     """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging Face)."""
@@ -45,14 +47,19 @@ class DecodeConfig:
     """Hypotheses returned per input (at most beam_size)."""
     early_stopping: bool | str = setting(True, choices=EARLY_STOPPING)
     """True: stop once beam_size hypotheses are finished; "never": stop when none can still improve."""
-    temperature: float = setting(1.0, ge=0, finite=True, flag="--temperature",
-                                 give="a temperature >= 0 (0 = greedy)")
+    temperature: float = setting(
+        1.0, ge=0, finite=True, flag="--temperature", give="a temperature >= 0 (0 = greedy)"
+    )
     """Sampling temperature (language models); 0 = greedy (transformer.decoding.sampling)."""
     top_k: int = setting(0, ge=0, flag="--top-k", give="a number of tokens >= 0 (0 = all)")
     """Sample among the k most likely tokens (0 = all)."""
-    top_p: float = setting(1.0, gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)")
+    top_p: float = setting(
+        1.0, gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)"
+    )
     """Sample from the smallest set of tokens whose probability reaches p (1 = all)."""
-    max_new_tokens: int = setting(50, gt=0, flag="--max-new-tokens", give="a positive number of tokens")
+    max_new_tokens: int = setting(
+        50, gt=0, flag="--max-new-tokens", give="a positive number of tokens"
+    )
     """New tokens to generate from a prompt (language models)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models
@@ -70,7 +77,8 @@ class DecodeConfig:
         if self.n_best > self.beam_size:
             raise ConfigError(
                 f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot "
-                "return more hypotheses than it keeps; raise beam_size or lower n_best")
+                "return more hypotheses than it keeps; raise beam_size or lower n_best"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

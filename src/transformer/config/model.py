@@ -38,12 +38,16 @@ class VisionConfig:
         check_types(self, "model.vision")
         check_settings(self, "model.vision")
         if self.image_size % self.patch_size:
-            raise ConfigError(f"model.vision.image_size={self.image_size} is not divisible by patch_size="
-                              f"{self.patch_size}: the patches must tile the image")
+            raise ConfigError(
+                f"model.vision.image_size={self.image_size} is not divisible by patch_size="
+                f"{self.patch_size}: the patches must tile the image"
+            )
 
     @property
     def n_patches(self) -> int:
         return (self.image_size // self.patch_size) ** 2
+
+
 @dataclass(frozen=True)
 class RelativeBiasConfig:
     """T5's bucketed relative position bias (Raffel et al. 2020): `[model.relative_bias]`, used when
@@ -60,11 +64,15 @@ class RelativeBiasConfig:
         check_types(self, "model.relative_bias")
         check_settings(self, "model.relative_bias")
         if self.buckets < 4:
-            raise ConfigError(f"model.relative_bias.buckets={self.buckets} is too few: the encoder halves them "
-                              "per direction and each half needs exact and logarithmic buckets (use >= 4, T5: 32)")
+            raise ConfigError(
+                f"model.relative_bias.buckets={self.buckets} is too few: the encoder halves them "
+                "per direction and each half needs exact and logarithmic buckets (use >= 4, T5: 32)"
+            )
         if self.max_distance <= self.buckets // 4:
-            raise ConfigError(f"model.relative_bias.max_distance={self.max_distance} must exceed buckets / 4 = "
-                              f"{self.buckets // 4}, the largest exact distance of the encoder's buckets")
+            raise ConfigError(
+                f"model.relative_bias.max_distance={self.max_distance} must exceed buckets / 4 = "
+                f"{self.buckets // 4}, the largest exact distance of the encoder's buckets"
+            )
 
 
 POSITIONALS = ("sinusoidal", "learned", "rope", "t5_bias", "none")
@@ -181,20 +189,33 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.vision, dict):  # from JSON / TOML
-            object.__setattr__(self, "vision", from_values(VisionConfig, self.vision, "model.vision"))
+            object.__setattr__(
+                self, "vision", from_values(VisionConfig, self.vision, "model.vision")
+            )
         if self.vision is not None and not isinstance(self.vision, VisionConfig):
-            raise ConfigError(f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig")
+            raise ConfigError(
+                f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig"
+            )
         if isinstance(self.relative_bias, dict):
-            object.__setattr__(self, "relative_bias",
-                               from_values(RelativeBiasConfig, self.relative_bias, "model.relative_bias"))
+            object.__setattr__(
+                self,
+                "relative_bias",
+                from_values(RelativeBiasConfig, self.relative_bias, "model.relative_bias"),
+            )
         if self.relative_bias is None and self.positional == "t5_bias":
             object.__setattr__(self, "relative_bias", RelativeBiasConfig())
-        if self.relative_bias is not None and not isinstance(self.relative_bias, RelativeBiasConfig):
-            raise ConfigError(f"relative_bias={self.relative_bias!r} is not valid: give a [model.relative_bias] "
-                              "table or a RelativeBiasConfig")
+        if self.relative_bias is not None and not isinstance(
+            self.relative_bias, RelativeBiasConfig
+        ):
+            raise ConfigError(
+                f"relative_bias={self.relative_bias!r} is not valid: give a [model.relative_bias] "
+                "table or a RelativeBiasConfig"
+            )
         if self.relative_bias is not None and self.positional != "t5_bias":
-            raise ConfigError(f"model.relative_bias is set but positional={self.positional!r}: set positional = "
-                              "\"t5_bias\" to use it, or remove the [model.relative_bias] table")
+            raise ConfigError(
+                f"model.relative_bias is set but positional={self.positional!r}: set positional = "
+                '"t5_bias" to use it, or remove the [model.relative_bias] table'
+            )
         check_types(self, None)
         check_settings(self, None)
         self._check_shape()
@@ -202,46 +223,76 @@ class ModelConfig:
         for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
             value = getattr(self, name)
             if value is not None and value >= self.vocab_size:
-                raise ConfigError(f"{name}={value} is outside the vocabulary (vocab_size={self.vocab_size})")
+                raise ConfigError(
+                    f"{name}={value} is outside the vocabulary (vocab_size={self.vocab_size})"
+                )
         if self.share_embeddings and self.tgt_vocab_size is not None:
-            raise ConfigError(f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
-                              "remove tgt_vocab_size or set share_embeddings = false")
+            raise ConfigError(
+                f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
+                "remove tgt_vocab_size or set share_embeddings = false"
+            )
 
     def _check_shape(self) -> None:
         """Rules between the sizes, positions and family."""
         if self.tgt_vocab_size is not None:
             if self.arch != "encoder-decoder":
-                raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; leave it None for arch={self.arch!r}")
+                raise ConfigError(
+                    f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; leave it None for arch={self.arch!r}"
+                )
         if self.arch in ("encoder-decoder", "encoder") and self.n_encoder_layers == 0:
-            raise ConfigError(f"n_encoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
+            raise ConfigError(
+                f"n_encoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1"
+            )
         if self.arch in ("encoder-decoder", "decoder") and self.n_decoder_layers == 0:
-            raise ConfigError(f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1")
+            raise ConfigError(
+                f"n_decoder_layers=0 is not valid for arch={self.arch!r}: it needs at least 1"
+            )
         if self.d_v is None and self.d_model % self.n_heads:
-            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions")
+            raise ConfigError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions"
+            )
         if self.n_kv_heads is not None:
             if self.n_heads % self.n_kv_heads:
-                raise ConfigError(f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each key/value head serves a whole group of query heads")
+                raise ConfigError(
+                    f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each key/value head serves a whole group of query heads"
+                )
         if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ConfigError(f"d_model={self.d_model} must be even for sinusoidal positions (sin/cos pairs)")
+            raise ConfigError(
+                f"d_model={self.d_model} must be even for sinusoidal positions (sin/cos pairs)"
+            )
         if self.positional == "rope" and self.qk_dim % 2:
-            raise ConfigError(f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope")
+            raise ConfigError(
+                f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope"
+            )
 
     def _check_heads(self) -> None:
         """Rules of the encoder's heads and front ends."""
         if self.n_token_types and self.arch != "encoder":
-            raise ConfigError(f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0")
+            raise ConfigError(
+                f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0"
+            )
         if (self.mlm_head or self.pooler) and self.arch != "encoder":
-            raise ConfigError(f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}")
+            raise ConfigError(
+                f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}"
+            )
         if self.vision is not None:
             if self.arch != "encoder":
-                raise ConfigError(f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}")
+                raise ConfigError(
+                    f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}"
+                )
             if self.mlm_head or self.n_token_types:
-                raise ConfigError("an image encoder (model.vision) has no masked-LM head or token types: "
-                                  "leave mlm_head and n_token_types at false and 0")
+                raise ConfigError(
+                    "an image encoder (model.vision) has no masked-LM head or token types: "
+                    "leave mlm_head and n_token_types at false and 0"
+                )
             if self.vision.n_patches + 1 > self.max_positions:
-                raise ConfigError(f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}")
+                raise ConfigError(
+                    f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}"
+                )
         if self.n_classes and self.arch != "encoder":
-            raise ConfigError(f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}")
+            raise ConfigError(
+                f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}"
+            )
 
     # Derived values: properties, so they can never disagree with the fields.
     @property
@@ -289,7 +340,6 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
-
 def paper_base(vocab_size: int = 37000, **changes: Any) -> ModelConfig:
     """The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1."""
     return ModelConfig(vocab_size=vocab_size, **changes)
@@ -303,15 +353,29 @@ def paper_big(vocab_size: int = 37000, **changes: Any) -> ModelConfig:
 
 def cpu_small(vocab_size: int = 8000, **changes: Any) -> ModelConfig:
     """A translation model that trains in minutes on a laptop CPU: 3+3 layers, d_model=256."""
-    values = dict(d_model=256, d_ff=1024, n_heads=4, n_encoder_layers=3, n_decoder_layers=3,
-                  norm_position="pre", max_positions=512)
+    values = dict(
+        d_model=256,
+        d_ff=1024,
+        n_heads=4,
+        n_encoder_layers=3,
+        n_decoder_layers=3,
+        norm_position="pre",
+        max_positions=512,
+    )
     return ModelConfig(vocab_size=vocab_size, **{**values, **changes})
 
 
 def cpu_tiny(vocab_size: int = 64, **changes: Any) -> ModelConfig:
     """A model for tests and the copy task: 2+2 layers, d_model=64."""
-    values = dict(d_model=64, d_ff=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
-                  dropout=0.0, max_positions=256)
+    values = dict(
+        d_model=64,
+        d_ff=128,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        max_positions=256,
+    )
     return ModelConfig(vocab_size=vocab_size, **{**values, **changes})
 
 

@@ -1,23 +1,16 @@
-"""What a training run reads: [data] and [train] beside [model] and [decode], and the TOML file they
-come from (reading, `--set section.key=value` overrides, writing the resolved config back)."""
+"""What a training run reads: [data] and [train] beside [model] and [decode] (RunConfig), and the
+resolved config written back as TOML; reading a TOML file with `--set` overrides is toml.py's."""
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .checks import ConfigError, check_settings, check_types, from_values, setting
+from .checks import ConfigError, check_settings, check_types, setting
 from .decode import DecodeConfig
 from .model import ModelConfig
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
 """How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
@@ -73,10 +66,17 @@ class DataConfig:
     max_len: int = setting(256, gt=0)
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted. Tokens,
     not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same sentences."""
-    tokenizer_sample: int = setting(200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all")
+    tokenizer_sample: int = setting(
+        200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all"
+    )
     """Train the tokenizer on at most this many examples, chosen at random (0: all of them); BPE's
     merge statistics settle long before millions of lines."""
-    bpe_dropout: float = setting(0.0, ge=0, lt=1, error="{name}={value} must be in [0, 1): the probability of skipping a merge (0 = off; Provilkov et al. use 0.1)")
+    bpe_dropout: float = setting(
+        0.0,
+        ge=0,
+        lt=1,
+        error="{name}={value} must be in [0, 1): the probability of skipping a merge (0 = off; Provilkov et al. use 0.1)",
+    )
     """BPE-dropout (Provilkov et al. 2020): when segmenting the training sentences, skip each merge
     with this probability (0.1 in the paper), so that a word comes in several segmentations, a
     regulariser for many epochs of a small corpus. Validation, evaluation and translation segment
@@ -95,36 +95,63 @@ class DataConfig:
         check_types(self, "data")
         check_settings(self, "data")
         if self.tokenizer == "bpe" and self.vocab_size < MIN_BPE_VOCAB:
-            raise ConfigError(f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least "
-                              f"{MIN_BPE_VOCAB} (256 bytes + 4 special tokens)")
+            raise ConfigError(
+                f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least "
+                f"{MIN_BPE_VOCAB} (256 bytes + 4 special tokens)"
+            )
         if self.bpe_dropout and self.tokenizer != "bpe":
-            raise ConfigError(f"data.bpe_dropout is for data.tokenizer = \"bpe\", not {self.tokenizer!r}: "
-                              "set data.bpe_dropout = 0")
+            raise ConfigError(
+                f'data.bpe_dropout is for data.tokenizer = "bpe", not {self.tokenizer!r}: '
+                "set data.bpe_dropout = 0"
+            )
         if (self.train_src is None) != (self.train_tgt is None):
-            raise ConfigError("set both data.train_src and data.train_tgt (aligned files), or neither")
+            raise ConfigError(
+                "set both data.train_src and data.train_tgt (aligned files), or neither"
+            )
         if (self.valid_src is None) != (self.valid_tgt is None):
-            raise ConfigError("set both data.valid_src and data.valid_tgt (aligned files), or neither")
-        given = [name for name, value in (("train_src/train_tgt", self.train_src), ("train_text", self.train_text),
-                                          ("train_tsv", self.train_tsv), ("train_images", self.train_images),
-                                          ("train_pairs", self.train_pairs))
-                 if value is not None]
+            raise ConfigError(
+                "set both data.valid_src and data.valid_tgt (aligned files), or neither"
+            )
+        given = [
+            name
+            for name, value in (
+                ("train_src/train_tgt", self.train_src),
+                ("train_text", self.train_text),
+                ("train_tsv", self.train_tsv),
+                ("train_images", self.train_images),
+                ("train_pairs", self.train_pairs),
+            )
+            if value is not None
+        ]
         if len(given) > 1:
-            raise ConfigError(f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
-                              "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
-                              "(language model, masked-LM, span corruption), train_tsv (text classification) or "
-                              "train_images (image classification)")
+            raise ConfigError(
+                f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
+                "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
+                "(language model, masked-LM, span corruption), train_tsv (text classification) or "
+                "train_images (image classification)"
+            )
         if not given:
-            raise ConfigError("no training data: set data.train_src and data.train_tgt (translation), "
-                              "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
-                              "data.train_tsv (text classification) or data.train_images (image classification)")
+            raise ConfigError(
+                "no training data: set data.train_src and data.train_tgt (translation), "
+                "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
+                "data.train_tsv (text classification) or data.train_images (image classification)"
+            )
         if self.valid_src is not None and self.train_src is None:
-            raise ConfigError("data.valid_src/valid_tgt are set but data.train_src/train_tgt are not: validation "
-                              "data must be of the training data's kind")
-        for train, valid in (("train_text", "valid_text"), ("train_tsv", "valid_tsv"), ("train_images", "valid_images"),
-                             ("train_pairs", "valid_pairs")):
+            raise ConfigError(
+                "data.valid_src/valid_tgt are set but data.train_src/train_tgt are not: validation "
+                "data must be of the training data's kind"
+            )
+        for train, valid in (
+            ("train_text", "valid_text"),
+            ("train_tsv", "valid_tsv"),
+            ("train_images", "valid_images"),
+            ("train_pairs", "valid_pairs"),
+        ):
             if getattr(self, valid) is not None and getattr(self, train) is None:
-                raise ConfigError(f"data.{valid} is set but data.{train} is not: validation data must be of the "
-                                  "training data's kind")
+                raise ConfigError(
+                    f"data.{valid} is set but data.{train} is not: validation data must be of the "
+                    "training data's kind"
+                )
 
     @property
     def is_translation(self) -> bool:
@@ -136,8 +163,13 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
 OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption")
-OBJECTIVE_ARCHS = {"seq2seq": "encoder-decoder", "lm": "decoder", "mlm": "encoder", "classify": "encoder",
-                   "span_corruption": "encoder-decoder"}
+OBJECTIVE_ARCHS = {
+    "seq2seq": "encoder-decoder",
+    "lm": "decoder",
+    "mlm": "encoder",
+    "classify": "encoder",
+    "span_corruption": "encoder-decoder",
+}
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
@@ -246,28 +278,54 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
-        needs = ({"seq2seq": "train_pairs" if d.train_pairs else "train_src", "lm": "train_text", "mlm": "train_text", "span_corruption": "train_text",
-                  "classify": "train_images" if d.train_images else "train_tsv"}[objective], OBJECTIVE_ARCHS[objective])
-        if (d.train_images is not None) != (self.model.vision is not None) and self.train.init_from is None:
-            raise ConfigError("data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
-                              "data.train_images: set both or neither")
+        needs = (
+            {
+                "seq2seq": "train_pairs" if d.train_pairs else "train_src",
+                "lm": "train_text",
+                "mlm": "train_text",
+                "span_corruption": "train_text",
+                "classify": "train_images" if d.train_images else "train_tsv",
+            }[objective],
+            OBJECTIVE_ARCHS[objective],
+        )
+        if (d.train_images is not None) != (
+            self.model.vision is not None
+        ) and self.train.init_from is None:
+            raise ConfigError(
+                "data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
+                "data.train_images: set both or neither"
+            )
         if getattr(d, needs[0]) is None:
-            raise ConfigError(f"train.objective={objective!r} trains on data.{needs[0]}"
-                              + ("/train_tgt" if needs[0] == "train_src" else "") + ": set it")
+            raise ConfigError(
+                f"train.objective={objective!r} trains on data.{needs[0]}"
+                + ("/train_tgt" if needs[0] == "train_src" else "")
+                + ": set it"
+            )
         if d.bpe_dropout and objective not in ("seq2seq", "lm"):
-            raise ConfigError(f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
-                              "set data.bpe_dropout = 0")
+            raise ConfigError(
+                f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
+                "set data.bpe_dropout = 0"
+            )
         if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
-            raise ConfigError("train.freeze_encoder is for objective = \"classify\" with train.init_from "
-                              "(a pretrained encoder under a new head)")
+            raise ConfigError(
+                'train.freeze_encoder is for objective = "classify" with train.init_from '
+                "(a pretrained encoder under a new head)"
+            )
         if self.train.init_from is None:
             if self.model.arch != needs[1]:
-                raise ConfigError(f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
-                                  f"(data.{needs[0]}): use arch = \"{needs[1]}\"")
-            if self.data.max_len > self.model.max_positions and self.model.positional in ("sinusoidal", "learned") \
-                    and self.model.vision is None:
-                raise ConfigError(f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
-                                  "lower data.max_len or raise model.max_positions")
+                raise ConfigError(
+                    f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
+                    f'(data.{needs[0]}): use arch = "{needs[1]}"'
+                )
+            if (
+                self.data.max_len > self.model.max_positions
+                and self.model.positional in ("sinusoidal", "learned")
+                and self.model.vision is None
+            ):
+                raise ConfigError(
+                    f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
+                    "lower data.max_len or raise model.max_positions"
+                )
 
     @property
     def objective(self) -> str:
@@ -285,8 +343,12 @@ class RunConfig:
         model = self.model.to_dict()
         for key in ("vocab_size", "tgt_vocab_size"):  # set by the tokenizer
             model.pop(key)
-        return {"model": model, "data": dataclasses.asdict(self.data),
-                "train": dataclasses.asdict(self.train), "decode": self.decode.to_dict()}
+        return {
+            "model": model,
+            "data": dataclasses.asdict(self.data),
+            "train": dataclasses.asdict(self.train),
+            "decode": self.decode.to_dict(),
+        }
 
     def to_toml(self) -> str:
         """The resolved config as TOML (None values are written as comments: they mean the default)."""
@@ -294,7 +356,9 @@ class RunConfig:
         for section, values in self.to_dict().items():
             lines.append(f"[{section}]")
             for key, value in values.items():
-                lines.append(f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}")
+                lines.append(
+                    f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}"
+                )
             lines.append("")
         return "\n".join(lines)
 
@@ -309,71 +373,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # a nested config, as an inline table
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+        return (
+            "{"
+            + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+            + "}"
+        )
     raise TypeError(f"cannot write {value!r} to TOML")
-
-
-def parse_override(text: str) -> tuple[str, str, Any]:
-    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a string."""
-    if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ConfigError(f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000")
-    name, raw = text.split("=", 1)
-    section, key = name.strip().split(".", 1)
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()  # a bare word or path: take it as a string
-    return section, key, value
-
-
-def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
-    """Build a RunConfig from nested dicts (parsed TOML), rejecting unknown sections and keys."""
-    for section in values:
-        if section not in SECTIONS:
-            close = difflib.get_close_matches(section, SECTIONS, n=1)
-            hint = f" (did you mean [{close[0]}]?)" if close else ""
-            raise ConfigError(f"{source}: unknown section [{section}]{hint}; valid sections: {', '.join(SECTIONS)}")
-        if not isinstance(values[section], dict):
-            raise ConfigError(f"{source}: {section} must be a [{section}] table of key = value lines")
-    data = _section(DataConfig, values.get("data", {}))
-    model_values = dict(values.get("model", {}))
-    for key in ("vocab_size", "tgt_vocab_size"):
-        if key in model_values:
-            raise ConfigError(f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size instead")
-    model_values["vocab_size"] = data.vocab_size
-    model = ModelConfig.from_dict(model_values)
-    return RunConfig(model=model, data=data, train=_section(TrainConfig, values.get("train", {})),
-                     decode=DecodeConfig.from_dict(values.get("decode", {})))
-
-
-def _section(cls: type, values: dict[str, Any]) -> Any:
-    return from_values(cls, values, {DataConfig: "data", TrainConfig: "train"}[cls])
-
-
-def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Read a training config (TOML), apply `section.key=value` overrides in order, validate."""
-    if isinstance(overrides, str):
-        raise TypeError(f"overrides is a list of 'section.key=value' strings, not one str: pass [{overrides!r}]")
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"{file} not found: pass a TOML config file (see configs/ for presets)")
-    try:
-        values = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) is fine
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{file} is not valid TOML: {e}") from None
-    for text in overrides:
-        section, key, value = parse_override(text)
-        table = values.setdefault(section, {})
-        *parents, last = key.split(".")  # model.vision.patch_size: a key of the nested [model.vision] table
-        for name in parents:
-            table = table.setdefault(name, {})
-            if not isinstance(table, dict):
-                raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
-        table[last] = value
-    try:
-        return build_run_config(values, source=str(file))
-    except (ConfigError, TypeError) as e:
-        message = str(e)
-        raise ConfigError(message if message.startswith(str(file)) else f"{file}: {message}") from None
-
-

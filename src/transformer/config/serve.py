@@ -21,12 +21,15 @@ class ServeConfig:
 
     max_batch_tokens: int = setting(4000, gt=0, flag="--max-batch-tokens", give="a positive number")
     """Source tokens decoded together at most (the same budget as translate's --batch-tokens)."""
-    max_wait_ms: float = setting(10.0, ge=0, finite=True, flag="--max-wait-ms",
-                                 give="a number of milliseconds >= 0")
+    max_wait_ms: float = setting(
+        10.0, ge=0, finite=True, flag="--max-wait-ms", give="a number of milliseconds >= 0"
+    )
     """How long the first request of a batch waits for others to batch with, in milliseconds."""
     max_queue: int = setting(256, gt=0, flag="--max-queue", give="a positive number")
     """Requests waiting at most; more are refused with 503 and Retry-After."""
-    timeout: float = setting(60.0, gt=0, finite=True, flag="--timeout", give="a number of seconds > 0")
+    timeout: float = setting(
+        60.0, gt=0, finite=True, flag="--timeout", give="a number of seconds > 0"
+    )
     """Seconds a request may take, waiting included; then 504."""
     max_lines: int = setting(256, gt=0, flag="--max-lines", give="a positive number")
     """Lines (or texts, images) in one request at most; 413 beyond."""
@@ -41,8 +44,9 @@ class ServeConfig:
     """Address to listen on (127.0.0.1: this machine only)."""
     port: int = setting(8000, ge=0, le=65535, flag="--port", give="a positive number up to 65535")
     """Port to listen on."""
-    drain_timeout: float = setting(30.0, ge=0, finite=True, flag="--drain-timeout",
-                                   give="a number of seconds >= 0")
+    drain_timeout: float = setting(
+        30.0, ge=0, finite=True, flag="--drain-timeout", give="a number of seconds >= 0"
+    )
     """On SIGTERM/SIGINT, seconds to let requests in flight finish."""
 
     def __post_init__(self) -> None:

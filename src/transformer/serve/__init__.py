@@ -25,9 +25,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(model_dir: str, host: str = ServeConfig.host, port: int = ServeConfig.port,
-          config: ServeConfig | None = None, device: str = "cpu", precision: str | None = None,
-          drain_timeout: float = ServeConfig.drain_timeout, log_level: str = "info") -> int:
+def serve(
+    model_dir: str,
+    host: str = ServeConfig.host,
+    port: int = ServeConfig.port,
+    config: ServeConfig | None = None,
+    device: str = "cpu",
+    precision: str | None = None,
+    drain_timeout: float = ServeConfig.drain_timeout,
+    log_level: str = "info",
+) -> int:
     """Run the server until SIGTERM / SIGINT: then stop accepting, let requests in flight finish
     (at most drain_timeout seconds), stop the worker and return 0 (1 if it could not start).
 
@@ -43,12 +50,23 @@ def serve(model_dir: str, host: str = ServeConfig.host, port: int = ServeConfig.
 
     config = config or ServeConfig()
     if not is_loopback(host) and not config.api_key:
-        print(f"transformer serve: warning: listening on {host}, reachable from other machines, without an API "
-              f"key: anyone who can reach it can use it; set {API_KEY_ENV} (or --api-key)", file=sys.stderr)
+        print(
+            f"transformer serve: warning: listening on {host}, reachable from other machines, without an API "
+            f"key: anyone who can reach it can use it; set {API_KEY_ENV} (or --api-key)",
+            file=sys.stderr,
+        )
     app = create_app(None, config)
-    server = uvicorn.Server(uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=drain_timeout,
-        server_header=False, access_log=os.environ.get("TRANSFORMER_ACCESS_LOG", "1") != "0"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=drain_timeout,
+            server_header=False,
+            access_log=os.environ.get("TRANSFORMER_ACCESS_LOG", "1") != "0",
+        )
+    )
     http = threading.Thread(target=server.run, name="transformer-serve-http", daemon=True)
 
     def on_signal(sig, frame):
@@ -64,7 +82,9 @@ def serve(model_dir: str, host: str = ServeConfig.host, port: int = ServeConfig.
             pipeline = Pipeline.load(model_dir, device, precision=precision)
         except Exception as e:  # noqa: BLE001 - said on stderr, and the server stops
             state.load_error = f"{type(e).__name__}: {e}"
-            print(f"transformer serve: error: {model_dir} could not be loaded: {e}", file=sys.stderr)
+            print(
+                f"transformer serve: error: {model_dir} could not be loaded: {e}", file=sys.stderr
+            )
             server.should_exit = True
             http.join()
             return 1
@@ -80,6 +100,9 @@ def serve(model_dir: str, host: str = ServeConfig.host, port: int = ServeConfig.
 
 
 def _cannot_listen(host: str, port: int) -> int:
-    print(f"transformer serve: error: could not listen on {host}:{port} (see uvicorn's message above): "
-          "give another --port, or stop what uses it", file=sys.stderr)
+    print(
+        f"transformer serve: error: could not listen on {host}:{port} (see uvicorn's message above): "
+        "give another --port, or stop what uses it",
+        file=sys.stderr,
+    )
     return 1

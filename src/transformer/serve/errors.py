@@ -17,8 +17,12 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers
 
 
-def error_response(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+def error_response(
+    status: int, code: str, message: str, headers: dict | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
 
 
 def validation_message(e: RequestValidationError) -> str:
@@ -27,9 +31,17 @@ def validation_message(e: RequestValidationError) -> str:
     for err in e.errors():
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         if err.get("type") == "json_invalid":
-            problems.append(f"the body is not valid JSON ({err.get('ctx', {}).get('error', err['msg'])})")
-        elif where == "body" and err.get("type") in ("model_attributes_type", "dict_type", "missing"):
-            problems.append("the body must be a JSON object (with the header 'Content-Type: application/json')")
+            problems.append(
+                f"the body is not valid JSON ({err.get('ctx', {}).get('error', err['msg'])})"
+            )
+        elif where == "body" and err.get("type") in (
+            "model_attributes_type",
+            "dict_type",
+            "missing",
+        ):
+            problems.append(
+                "the body must be a JSON object (with the header 'Content-Type: application/json')"
+            )
         elif err.get("type") == "extra_forbidden":
             problems.append(f"{where}: unknown field")
         else:

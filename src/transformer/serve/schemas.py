@@ -15,11 +15,23 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..config import ATTENTION_KINDS, DecodeConfig, settings_of
 from ..config.checks import field_docs, field_kind
 
-SERVER_CAPS: dict[str, float] = {"beam_size": 64, "n_best": 64, "max_len_a": 10, "max_len_b": 4096,
-                                 "max_new_tokens": 4096}
+SERVER_CAPS: dict[str, float] = {
+    "beam_size": 64,
+    "n_best": 64,
+    "max_len_a": 10,
+    "max_len_b": 4096,
+    "max_new_tokens": 4096,
+}
 """Resource limits of one request (upper bounds on top of each setting's own range): a beam of
 10,000 or a million new tokens would hold the worker for everyone else."""
-TRANSLATE_SETTINGS = ("beam_size", "length_penalty", "length_penalty_kind", "n_best", "max_len_a", "max_len_b")
+TRANSLATE_SETTINGS = (
+    "beam_size",
+    "length_penalty",
+    "length_penalty_kind",
+    "n_best",
+    "max_len_a",
+    "max_len_b",
+)
 GENERATE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
 
 
@@ -31,7 +43,11 @@ def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, 
     kind = field_kind(f)
     kind_type = {"int": int, "float": float, "str": str}[kind]
     annotation = Literal[bounds.choices] if bounds.choices is not None else kind_type  # type: ignore[valid-type]
-    limits = {key: getattr(bounds, key) for key in ("ge", "gt", "le", "lt") if getattr(bounds, key) is not None}
+    limits = {
+        key: getattr(bounds, key)
+        for key in ("ge", "gt", "le", "lt")
+        if getattr(bounds, key) is not None
+    }
     if cap is not None:
         limits["le"] = min(limits.get("le", cap), cap)
     if kind == "float":
@@ -49,40 +65,64 @@ class Strict(BaseModel):
 
 
 TranslateRequest = create_model(
-    "TranslateRequest", __base__=Strict,
-    text=(str | list[str], Field(description="One line, or a list of lines (each translated on its own).")),
-    **decode_fields(TRANSLATE_SETTINGS))
+    "TranslateRequest",
+    __base__=Strict,
+    text=(
+        str | list[str],
+        Field(description="One line, or a list of lines (each translated on its own)."),
+    ),
+    **decode_fields(TRANSLATE_SETTINGS),
+)
 
 
 class TranslateResponse(BaseModel):
     translations: list[str] | list[list[str]] = Field(
-        description="One per input line, in order; with n_best > 1 a list of the n best per line.")
-    truncated: list[int] = Field(description="Indices (from 0) of the lines cut to the model's max_positions.")
+        description="One per input line, in order; with n_best > 1 a list of the n best per line."
+    )
+    truncated: list[int] = Field(
+        description="Indices (from 0) of the lines cut to the model's max_positions."
+    )
 
 
 GenerateRequest = create_model(
-    "GenerateRequest", __base__=Strict,
+    "GenerateRequest",
+    __base__=Strict,
     prompt=(str, ...),
-    chat=(bool, Field(False, description="apply the model's chat template to the prompt as a user message")),
+    chat=(
+        bool,
+        Field(False, description="apply the model's chat template to the prompt as a user message"),
+    ),
     **decode_fields(GENERATE_SETTINGS),
     seed=(int | None, Field(None, ge=0, le=2**63 - 1, description="for reproducible sampling")),
-    stream=(bool, Field(False, description="Server-Sent Events: one per new piece of text, then a final 'done'")))
+    stream=(
+        bool,
+        Field(
+            False, description="Server-Sent Events: one per new piece of text, then a final 'done'"
+        ),
+    ),
+)
 
 
 class GenerateResponse(BaseModel):
     text: str
     prompt_tokens: int
     completion_tokens: int
-    truncated: bool = Field(description="whether the prompt was cut (its end kept) to fit max_new_tokens")
+    truncated: bool = Field(
+        description="whether the prompt was cut (its end kept) to fit max_new_tokens"
+    )
 
 
 AttentionRequest = create_model(
-    "AttentionRequest", __base__=Strict,
+    "AttentionRequest",
+    __base__=Strict,
     text=(str, Field(min_length=1)),
     layer=(int, Field(-1, description="from 0; -1 = the last")),
-    kind=(Literal[ATTENTION_KINDS] | None,  # type: ignore[valid-type]
-          Field(None, description="cross (default for translation), self (decoder), encoder")),
-    **decode_fields(("beam_size",)))
+    kind=(
+        Literal[ATTENTION_KINDS] | None,  # type: ignore[valid-type]
+        Field(None, description="cross (default for translation), self (decoder), encoder"),
+    ),
+    **decode_fields(("beam_size",)),
+)
 
 
 class AttentionResponse(BaseModel):
@@ -94,15 +134,24 @@ class AttentionResponse(BaseModel):
     output: list[str]
     output_text: str
     rows: list[str] = Field(description="the query of each row: the output token it predicted")
-    columns: list[str] = Field(description="the keys: source tokens (cross, encoder) or decoder inputs (self)")
+    columns: list[str] = Field(
+        description="the keys: source tokens (cross, encoder) or decoder inputs (self)"
+    )
     weights: list[list[list[float]]] = Field(description="(heads, rows, columns)")
 
 
 class ClassifyRequest(Strict):
-    text: str | list[str] | None = Field(None, description="a text classifier's input: one text or a list of texts")
-    images: list[str] | None = Field(None, description="an image classifier's input: base64-encoded image files "
-                                                       "(PNG, JPEG, ...) of the model's size")
-    top_k: int = Field(1, ge=0, le=10000, description="labels per input, the most probable first (0 = all)")
+    text: str | list[str] | None = Field(
+        None, description="a text classifier's input: one text or a list of texts"
+    )
+    images: list[str] | None = Field(
+        None,
+        description="an image classifier's input: base64-encoded image files "
+        "(PNG, JPEG, ...) of the model's size",
+    )
+    top_k: int = Field(
+        1, ge=0, le=10000, description="labels per input, the most probable first (0 = all)"
+    )
 
 
 class LabelScore(BaseModel):
@@ -112,4 +161,6 @@ class LabelScore(BaseModel):
 
 class ClassifyResponse(BaseModel):
     labels: list[list[LabelScore]] = Field(description="per input, in order: its top_k labels")
-    truncated: list[int] = Field(description="Indices (from 0) of the texts cut to the model's max_positions.")
+    truncated: list[int] = Field(
+        description="Indices (from 0) of the texts cut to the model's max_positions."
+    )

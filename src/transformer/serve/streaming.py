@@ -36,13 +36,16 @@ async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, tim
     try:
         while True:
             getter = asyncio.ensure_future(events.get())
-            done, _ = await asyncio.wait({getter, future}, timeout=max(0.0, deadline - time.monotonic()),
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {getter, future},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             if getter in done:
                 ids.append(getter.result())
                 text = pipeline.target_tokenizer.decode(ids)
                 if text.startswith(sent) and not text.endswith("\ufffd") and len(text) > len(sent):
-                    yield event({"text": text[len(sent):]})
+                    yield event({"text": text[len(sent) :]})
                     sent = text
                 continue
             getter.cancel()
@@ -52,16 +55,25 @@ async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, tim
                 try:
                     text = future.result()
                 except Exception as e:  # noqa: BLE001
-                    yield event({"error": {"code": "generation_failed", "message": str(e)}}, "error")
+                    yield event(
+                        {"error": {"code": "generation_failed", "message": str(e)}}, "error"
+                    )
                     return
                 if text.startswith(sent) and len(text) > len(sent):
-                    yield event({"text": text[len(sent):]})
+                    yield event({"text": text[len(sent) :]})
                 yield event(final(text), "done")
                 return
             job.stop.set()
             future.cancel()
-            yield event({"error": {"code": "timeout", "message": f"the request took more than {timeout:g} s"}},
-                        "error")
+            yield event(
+                {
+                    "error": {
+                        "code": "timeout",
+                        "message": f"the request took more than {timeout:g} s",
+                    }
+                },
+                "error",
+            )
             return
     finally:
         job.stop.set()  # the client went away (or we are done): stop decoding at the next token

@@ -55,6 +55,7 @@ class Job:
 @dataclass
 class BatchStats:
     """What the worker reports per batch: the metrics module turns it into histograms."""
+
     lines: int
     jobs: int
     seconds: float
@@ -63,8 +64,14 @@ class BatchStats:
 class Worker:
     """One thread that owns the model. submit() is safe from any thread."""
 
-    def __init__(self, translate: Callable[[list[str], dict], tuple[list, list[int]]], max_batch_tokens: int,
-                 max_wait_ms: float, max_queue: int, on_batch: Callable[[BatchStats], None] | None = None):
+    def __init__(
+        self,
+        translate: Callable[[list[str], dict], tuple[list, list[int]]],
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        max_queue: int,
+        on_batch: Callable[[BatchStats], None] | None = None,
+    ):
         self._translate = translate
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000
@@ -76,7 +83,9 @@ class Worker:
         self._alive: Callable[[], bool] | None = None
         self._free_since = 0.0
         self.busy = False
-        self._thread = threading.Thread(target=self._loop, name="transformer-serve-worker", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="transformer-serve-worker", daemon=True
+        )
 
     def start(self) -> None:
         """Run the jobs on a thread of the worker's own (see run for why `transformer serve` does not)."""
@@ -130,7 +139,9 @@ class Worker:
                     return None
                 if self._jobs:
                     break
-                self._cond.wait(0.5)  # a timeout, so that signals and alive() are seen on the main thread
+                self._cond.wait(
+                    0.5
+                )  # a timeout, so that signals and alive() are seen on the main thread
             first = self._jobs[0]
             if first.kind != "translate":
                 return [self._jobs.popleft()]
@@ -178,8 +189,13 @@ class Worker:
                 self.busy = False
                 self._free_since = time.monotonic()
             if self._on_batch is not None:
-                self._on_batch(BatchStats(sum(len(j.lines) for j in batch) or len(batch), len(batch),
-                                          time.monotonic() - start))
+                self._on_batch(
+                    BatchStats(
+                        sum(len(j.lines) for j in batch) or len(batch),
+                        len(batch),
+                        time.monotonic() - start,
+                    )
+                )
 
     def _run_one(self, job: Job) -> None:
         try:
@@ -200,6 +216,8 @@ class Worker:
         start = 0
         for job in batch:
             end = start + len(job.lines)
-            mine = [n - 1 - start for n in cut if start < n <= end]  # cut holds 1-based line numbers
+            mine = [
+                n - 1 - start for n in cut if start < n <= end
+            ]  # cut holds 1-based line numbers
             job.future.set_result((outputs[start:end], mine))
             start = end

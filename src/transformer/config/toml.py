@@ -1,0 +1,102 @@
+"""A training config's TOML file: reading it, `--set section.key=value` overrides in order, and the
+RunConfig they build (unknown sections and keys named with the closest valid one)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from .checks import ConfigError, from_values
+from .decode import DecodeConfig
+from .model import ModelConfig
+from .run import SECTIONS, DataConfig, RunConfig, TrainConfig
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(
+            f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000"
+        )
+    name, raw = text.split("=", 1)
+    section, key = name.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word or path: take it as a string
+    return section, key, value
+
+
+def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
+    """Build a RunConfig from nested dicts (parsed TOML), rejecting unknown sections and keys."""
+    for section in values:
+        if section not in SECTIONS:
+            close = difflib.get_close_matches(section, SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            raise ConfigError(
+                f"{source}: unknown section [{section}]{hint}; valid sections: {', '.join(SECTIONS)}"
+            )
+        if not isinstance(values[section], dict):
+            raise ConfigError(
+                f"{source}: {section} must be a [{section}] table of key = value lines"
+            )
+    data = _section(DataConfig, values.get("data", {}))
+    model_values = dict(values.get("model", {}))
+    for key in ("vocab_size", "tgt_vocab_size"):
+        if key in model_values:
+            raise ConfigError(
+                f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size instead"
+            )
+    model_values["vocab_size"] = data.vocab_size
+    model = ModelConfig.from_dict(model_values)
+    return RunConfig(
+        model=model,
+        data=data,
+        train=_section(TrainConfig, values.get("train", {})),
+        decode=DecodeConfig.from_dict(values.get("decode", {})),
+    )
+
+
+def _section(cls: type, values: dict[str, Any]) -> Any:
+    return from_values(cls, values, {DataConfig: "data", TrainConfig: "train"}[cls])
+
+
+def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Read a training config (TOML), apply `section.key=value` overrides in order, validate."""
+    if isinstance(overrides, str):
+        raise TypeError(
+            f"overrides is a list of 'section.key=value' strings, not one str: pass [{overrides!r}]"
+        )
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{file} not found: pass a TOML config file (see configs/ for presets)")
+    try:
+        values = tomllib.loads(
+            file.read_text(encoding="utf-8-sig")
+        )  # a byte-order mark (Windows editors) is fine
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{file} is not valid TOML: {e}") from None
+    for text in overrides:
+        section, key, value = parse_override(text)
+        table = values.setdefault(section, {})
+        *parents, last = key.split(
+            "."
+        )  # model.vision.patch_size: a key of the nested [model.vision] table
+        for name in parents:
+            table = table.setdefault(name, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
+        table[last] = value
+    try:
+        return build_run_config(values, source=str(file))
+    except (ConfigError, TypeError) as e:
+        message = str(e)
+        raise ConfigError(
+            message if message.startswith(str(file)) else f"{file}: {message}"
+        ) from None

@@ -1,0 +1,321 @@
+"""The endpoints (see app.py for the list), on one router; each reads the server's State from the
+app. ROUTES, the paths /metrics counts by name, is read from the router, so no route is left out."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import io
+from dataclasses import asdict
+from importlib import resources
+
+import torch
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+
+from ..decoding.pipeline import PipelineError
+from .errors import ApiError
+from .schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    ClassifyRequest,
+    ClassifyResponse,
+    GenerateRequest,
+    GenerateResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
+from .state import State
+from .streaming import stream
+from .worker import Cancelled, Job
+
+router = APIRouter()
+
+
+def _state(request: Request) -> State:
+    return request.app.state.serve
+
+
+@router.get("/health")
+async def health(request: Request):
+    state = _state(request)
+    if state.pipeline is None:
+        status = "failed" if state.load_error else "loading"
+        return JSONResponse({"status": status, "error": state.load_error}, status_code=503)
+    return {"status": "ok"}
+
+
+@router.get("/v1/model")
+async def model_info(request: Request):
+    state = _state(request)
+    pipeline, config = state.ready(), state.config
+    m = pipeline.model
+    cfg = m.config
+    endpoints = {
+        "encoder-decoder": ["/v1/translate", "/v1/attention"],
+        "decoder": ["/v1/generate", "/v1/attention"],
+    }
+    return {
+        "family": cfg.arch,
+        "endpoints": endpoints.get(cfg.arch, ["/v1/classify"] if cfg.n_classes else []),
+        "parameters": sum(p.numel() for p in m.parameters()),
+        "vocabulary": {"source": cfg.vocab_size, "target": cfg.target_vocab_size},
+        "config": asdict(cfg),
+        "decoding": asdict(pipeline.decode),
+        "precision": pipeline.precision.precision,
+        "chat": pipeline.chat is not None,
+        "limits": {
+            "max_lines": config.max_lines,
+            "max_body_bytes": config.max_body_bytes,
+            "max_batch_tokens": config.max_batch_tokens,
+            "timeout": config.timeout,
+        },
+    }
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(request: Request):
+    state = _state(request)
+    worker = state.worker
+    text = state.metrics.render(worker.depth if worker else 0, bool(worker and worker.busy))
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+@router.post("/v1/translate", response_model=TranslateResponse)
+async def translate(body: TranslateRequest, request: Request):
+    state = _state(request)
+    pipeline, max_lines = state.serving("encoder-decoder", "/v1/translate"), state.config.max_lines
+    lines = [body.text] if isinstance(body.text, str) else body.text
+    if len(lines) > max_lines:
+        raise ApiError(
+            413,
+            "too_many_lines",
+            f"the request has {len(lines)} lines, more than this server takes "
+            f"in one request ({max_lines}; see --max-lines): send them in several requests",
+        )
+    bad = [i for i, line in enumerate(lines) if "\n" in line or "\r" in line]
+    if bad:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"text[{bad[0]}] holds a line break: send one line per list item",
+        )
+    settings = {k: v for k, v in body.model_dump(exclude={"text"}).items() if v is not None}
+    try:
+        s = pipeline.settings(**settings)
+    except (PipelineError, ValueError) as e:
+        raise ApiError(422, "invalid_request", str(e)) from None
+    if s.n_best > s.beam_size:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"n_best {s.n_best} is more than beam_size {s.beam_size}: a beam "
+            "returns at most as many hypotheses as it keeps",
+        )
+    tokens = sum(len(ids) for ids in pipeline.source_tokenizer.encode_batch(lines))
+    job = Job("translate", lines=lines, key=tuple(sorted(settings.items())), tokens=tokens)
+    outputs, cut = await state.submit(job, request)
+    state.metrics.translated(len(lines))
+    return {"translations": outputs, "truncated": cut}
+
+
+@router.post(
+    "/v1/generate",
+    response_model=GenerateResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream"}
+    },
+)
+async def generate(body: GenerateRequest, request: Request):
+    state = _state(request)
+    pipeline = state.serving("decoder", "/v1/generate")
+    if body.chat and pipeline.chat is None:
+        raise ApiError(422, "invalid_request", "chat: this model has no chat template")
+    decode = {
+        k: v
+        for k, v in body.model_dump(
+            include={"max_new_tokens", "temperature", "top_k", "top_p"}
+        ).items()
+        if v is not None
+    }
+    try:
+        s = pipeline.settings(**decode)  # temperature 0 is greedy: decoding.sampling's rule
+    except (PipelineError, ValueError) as e:
+        raise ApiError(422, "invalid_request", str(e)) from None
+    full = pipeline.prompt_ids(body.prompt, body.chat)
+    prompt_tokens = len(pipeline.fit_prompt(full, s.max_new_tokens))
+    ids: list[int] = []
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue | None = asyncio.Queue() if body.stream else None
+    job = Job("generate")
+
+    def on_token(token: int) -> None:
+        if job.stop.is_set():
+            raise Cancelled
+        ids.append(token)
+        if events is not None:
+            loop.call_soon_threadsafe(events.put_nowait, token)
+
+    job.run = lambda: pipeline.generate(
+        body.prompt,
+        chat=body.chat,
+        seed=body.seed,
+        on_token=on_token,
+        on_truncate=lambda message: None,
+        **decode,
+    )
+
+    def final(text: str) -> dict:
+        state.metrics.generated(len(ids))
+        return {
+            "text": text,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(ids),
+            "truncated": prompt_tokens < len(full),
+        }
+
+    if not body.stream:
+        return final(await state.submit(job, request))
+    state.queue(job)
+    return StreamingResponse(
+        stream(job, events, pipeline, final, state.config.timeout),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/v1/attention", response_model=AttentionResponse)
+async def attention(body: AttentionRequest, request: Request):
+    state = _state(request)
+    pipeline = state.ready()
+    if state.family not in ("encoder-decoder", "decoder"):
+        raise ApiError(
+            400,
+            "wrong_endpoint",
+            f"/v1/attention needs a model that generates text; this one is {state.family}",
+        )
+    if state.family == "decoder" and body.kind not in (None, "self"):
+        raise ApiError(
+            400,
+            "wrong_endpoint",
+            f"kind={body.kind!r}: a language model has only decoder "
+            "self-attention; use kind 'self'",
+        )
+    from ..viz.attention import attention_map
+
+    def run():
+        return attention_map(
+            pipeline,
+            body.text,
+            layer=body.layer,
+            kind=body.kind,
+            head="all",
+            beam_size=body.beam_size,
+        )
+
+    m = await state.submit(Job("attention", run=run), request)
+    return {
+        "kind": m.kind,
+        "layer": m.layer,
+        "n_layers": m.n_layers,
+        "n_heads": m.n_heads,
+        "source": m.source,
+        "output": m.output,
+        "output_text": m.output_text,
+        "rows": m.rows,
+        "columns": m.columns,
+        "weights": [
+            [[round(float(w), 5) for w in row] for row in head] for head in m.weights.tolist()
+        ],
+    }
+
+
+@router.post("/v1/classify", response_model=ClassifyResponse)
+async def classify(body: ClassifyRequest, request: Request):
+    state = _state(request)
+    pipeline = state.ready()
+    cfg = pipeline.model.config
+    if state.family != "encoder" or not cfg.n_classes:
+        hint = {"encoder-decoder": "; use /v1/translate", "decoder": "; use /v1/generate"}.get(
+            state.family, ""
+        )
+        what = "an encoder without classes" if state.family == "encoder" else state.family
+        raise ApiError(
+            400,
+            "wrong_endpoint",
+            f"/v1/classify needs a classifier (an encoder with classes); this one is {what}{hint}",
+        )
+    want, other = ("images", "text") if cfg.vision is not None else ("text", "images")
+    given = body.images if want == "images" else body.text
+    if given is None or getattr(body, other) is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"this is {'an image' if want == 'images' else 'a text'} classifier: "
+            f"send {want!r}" + (f", not {other!r}" if getattr(body, other) is not None else ""),
+        )
+    inputs = [given] if isinstance(given, str) else given
+    max_lines = state.config.max_lines
+    if len(inputs) > max_lines:
+        raise ApiError(
+            413,
+            "too_many_lines",
+            f"the request has {len(inputs)} inputs, more than this server takes "
+            f"in one request ({max_lines}; see --max-lines): send them in several requests",
+        )
+    cut: list[int] = []
+    if want == "images":
+        batch = decode_images(inputs, cfg.vision)
+        run = lambda: pipeline.classify_images(batch, top_k=body.top_k)  # noqa: E731
+    else:
+        empty = [i for i, text in enumerate(inputs) if not text.strip()]
+        if empty:
+            raise ApiError(
+                422, "invalid_request", f"text[{empty[0]}] is empty: send some text to classify"
+            )
+        run = lambda: pipeline.classify(inputs, top_k=body.top_k, on_truncate=cut.extend)  # noqa: E731
+    results = await state.submit(Job("classify", run=run), request)
+    return {
+        "labels": [
+            [{"label": label, "probability": round(float(p), 6)} for label, p in r] for r in results
+        ],
+        "truncated": [n - 1 for n in cut],
+    }
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def page():
+    return HTMLResponse(
+        resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
+    )
+
+
+ROUTES = frozenset(route.path for route in router.routes)
+"""The paths /metrics counts by name (every route above, so none is left out); others count as "other"."""
+
+
+def decode_images(items: list[str], vision) -> torch.Tensor:
+    """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index."""
+    from ..data.images import ImageError, read_image
+
+    mode = "L" if vision.channels == 1 else "RGB"
+    images = []
+    for i, item in enumerate(items):
+        try:
+            raw = base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"images[{i}] is not base64: send each image file base64-encoded",
+            ) from None
+        try:
+            images.append(
+                torch.from_numpy(
+                    read_image(io.BytesIO(raw), mode, vision.image_size, name=f"images[{i}]")
+                )
+            )
+        except ImageError as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
+    return torch.stack(images)

@@ -1,0 +1,121 @@
+"""What one server holds: the loaded pipeline (None while it loads), the worker thread that owns it,
+the metrics; and the rules every endpoint shares: 503 until the model is ready, 400 when the model
+is of the wrong family, 503 when the queue is full, 504 past the timeout, 499 when the client
+goes away (its job is dropped)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import Request
+
+from ..config import ServeConfig
+from ..decoding.pipeline import Pipeline, PipelineError
+from .errors import ApiError
+from .metrics import Metrics
+from .streaming import disconnected
+from .worker import Job, QueueFull, Worker
+
+
+class State:
+    """The loaded pipeline (None while loading), the worker and the metrics."""
+
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.pipeline: Pipeline | None = None
+        self.load_error: str | None = None
+        self.worker: Worker | None = None
+        self.metrics = Metrics()
+
+    def start(self, pipeline: Pipeline, own_thread: bool = True) -> Worker:
+        """Serve `pipeline`: its worker runs on a thread of its own, or (own_thread=False) on the
+        thread that then calls worker.run() (`transformer serve`: the main thread)."""
+        cfg = self.config
+        self.worker = Worker(
+            self._translate,
+            cfg.max_batch_tokens,
+            cfg.max_wait_ms,
+            cfg.max_queue,
+            on_batch=lambda stats: self.metrics.batch(stats.lines),
+        )
+        if own_thread:
+            self.worker.start()
+        self.pipeline = pipeline
+        return self.worker
+
+    def _translate(self, lines: list[str], settings: dict):
+        cut: list[int] = []
+        outputs = self.pipeline.translate(
+            lines, batch_tokens=self.config.max_batch_tokens, on_truncate=cut.extend, **settings
+        )
+        return outputs, cut
+
+    @property
+    def family(self) -> str:
+        return self.pipeline.model.config.arch
+
+    def ready(self) -> Pipeline:
+        """The pipeline, or 503 while it loads (or when it failed to)."""
+        if self.pipeline is None:
+            if self.load_error:
+                raise ApiError(
+                    503, "model_failed", f"the model could not be loaded: {self.load_error}"
+                )
+            raise ApiError(
+                503,
+                "loading",
+                "the model is still loading: retry in a moment",
+                {"Retry-After": "1"},
+            )
+        return self.pipeline
+
+    def serving(self, needed: str, endpoint: str) -> Pipeline:
+        """The pipeline when its model is of family `needed`, else 400 naming the right endpoint."""
+        pipeline = self.ready()
+        arch = self.family
+        if arch != needed:
+            other = {"encoder-decoder": "/v1/translate", "decoder": "/v1/generate"}.get(arch)
+            if arch == "encoder" and pipeline.model.config.n_classes:
+                other = "/v1/classify"
+            hint = f"; use {other}" if other else "; it serves /v1/model only"
+            raise ApiError(
+                400,
+                "wrong_endpoint",
+                f"{endpoint} needs a {needed} model and this one is {arch}{hint}",
+            )
+        return pipeline
+
+    def queue(self, job: Job) -> None:
+        try:
+            self.worker.submit(job)
+        except QueueFull as e:
+            raise ApiError(503, "overloaded", f"{e}: retry later", {"Retry-After": "1"}) from None
+
+    async def submit(self, job: Job, request: Request):
+        """Queue the job and wait for it: 503 when the queue is full, 504 past the timeout; a
+        client that goes away cancels it."""
+        self.queue(job)
+        future = asyncio.wrap_future(job.future)
+        gone = asyncio.ensure_future(disconnected(request))
+        timeout = self.config.timeout
+        try:
+            done, _ = await asyncio.wait(
+                {future, gone},
+                timeout=max(0.0, job.arrived + timeout - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            gone.cancel()
+        if future not in done:
+            job.stop.set()
+            future.cancel()
+            if gone in done:
+                raise ApiError(499, "client_closed", "the client went away")
+            raise ApiError(
+                504, "timeout", f"the request took more than {timeout:g} s (see --timeout)"
+            )
+        try:
+            return future.result()
+        except PipelineError as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
