@@ -83,14 +83,16 @@ def test_attention_auto_is_measured_used_recorded_and_kept_on_resume(tmp_path, m
 def test_cpu_training_keeps_freed_memory_and_gives_it_back_every_trim_steps_and_at_the_end(tmp_path, monkeypatch, tiny):
     """transformer.runtime.allocator: kept while training (the model: line says so), trimmed every TRIM_EVERY_STEPS steps
     so that the heap's fragments do not add up, and trimmed once more when training ends."""
+    import transformer.training.loop as loop_module
     import transformer.training.trainer as trainer_module
     from transformer.runtime.allocator import AllocatorChoice
 
     asked, trims = [], []
     monkeypatch.setattr(trainer_module, "keep_freed_memory",
                         lambda device_type: asked.append(device_type) or AllocatorChoice(True, "glibc, in a test"))
-    monkeypatch.setattr(trainer_module, "release_freed_memory", lambda: trims.append(1))
-    monkeypatch.setattr(trainer_module, "TRIM_EVERY_STEPS", 4)
+    for module in (trainer_module, loop_module):  # the end of the run trims; so does the loop every few steps
+        monkeypatch.setattr(module, "release_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(loop_module, "TRIM_EVERY_STEPS", 4)
     lines = []
     train(tiny(max_steps=10, valid_every=100, save_every=100), tmp_path / "run", log=lines.append)
     assert asked == ["cpu"]

@@ -1,4 +1,5 @@
-"""Checkpoints: atomic save, resume, keep the last K, and averaging (§6.1: the paper averages the last 5 or 20).
+"""Checkpoints: atomic save, resume, keep the last K, and averaging (§6.1: the paper averages the
+last 5 or 20).
 
 A checkpoint `checkpoints/step-NNNNNN/` is a model directory (config.json, model.safetensors,
 tokenizer, decode.json) plus `optimizer.safetensors` (Adam's moments) and `state.json` (step,
@@ -34,7 +35,9 @@ optional). best_metric is the best validation value of the metric best_key names
 classifier's accuracy); checkpoints written before it was named so call it best_valid_loss."""
 
 
-def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def optimizer_to_tensors(
+    optimizer: torch.optim.Optimizer,
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Split an optimizer's state dict into tensors (safetensors) and plain values (JSON)."""
     sd = optimizer.state_dict()
     tensors, scalars = {}, {}
@@ -47,7 +50,9 @@ def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, to
     return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
 
 
-def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+def optimizer_from_tensors(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]
+) -> None:
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
         _, index, name = key.split(".", 2)
@@ -79,14 +84,24 @@ def step_dirs(run_dir: str | os.PathLike) -> list[Path]:
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
+    found = [
+        (int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()
+    ]
     return [p for _, p in sorted(found)]
 
 
-def save_checkpoint(run_dir: str | os.PathLike, step: int, model: Model, optimizer: torch.optim.Optimizer,
-                    state: dict[str, Any], keep_last: int = 5, **files) -> Path:
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    step: int,
+    model: Model,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    keep_last: int = 5,
+    **files,
+) -> Path:
     """Write checkpoints/step-NNNNNN atomically, then delete all but the newest keep_last.
-    files: what save_model writes besides the weights (tokenizer, decode, labels, special_tokens)."""
+    files: what save_model writes besides the weights (tokenizer, decode, labels,
+    special_tokens)."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -114,7 +129,9 @@ def replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
-def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
+def load_training_state(
+    path: str | os.PathLike, optimizer: torch.optim.Optimizer | None = None
+) -> dict[str, Any]:
     """A checkpoint's state.json; restores the optimizer's moments when one is given.
 
     A damaged file (truncated, not JSON, not UTF-8, missing what resume needs) is a ModelFileError
@@ -128,7 +145,11 @@ def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimize
         raise damaged_checkpoint(file, e) from None
     if isinstance(state, dict) and "best_metric" not in state and "best_valid_loss" in state:
         state["best_metric"] = state.pop("best_valid_loss")  # as older checkpoints name it
-    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else list(STATE_KEYS)
+    missing = (
+        [key for key in STATE_KEYS if key not in state]
+        if isinstance(state, dict)
+        else list(STATE_KEYS)
+    )
     if missing:
         raise damaged_checkpoint(file, f"no {', '.join(missing)}")
     if optimizer is not None:
@@ -142,9 +163,13 @@ def load_training_state(path: str | os.PathLike, optimizer: torch.optim.Optimize
 
 def damaged_checkpoint(file: Path, reason: object) -> ModelFileError:
     """The one-line error for an unreadable file of a checkpoint: what, and how to go on."""
-    reason = "not found" if isinstance(reason, FileNotFoundError) else " ".join(str(reason).splitlines())
-    return ModelFileError(f"{file} cannot be read ({reason}): the checkpoint is damaged; delete {file.parent} "
-                          "to resume from the checkpoint before it")
+    reason = (
+        "not found" if isinstance(reason, FileNotFoundError) else " ".join(str(reason).splitlines())
+    )
+    return ModelFileError(
+        f"{file} cannot be read ({reason}): the checkpoint is damaged; delete {file.parent} "
+        "to resume from the checkpoint before it"
+    )
 
 
 def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
@@ -159,8 +184,10 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
     first = models[0]
     for p, m in zip(paths[1:], models[1:], strict=True):
         if m.config != first.config:
-            raise ModelFileError(f"{p} has a different model config from {paths[0]}: only checkpoints of one run "
-                                 "can be averaged")
+            raise ModelFileError(
+                f"{p} has a different model config from {paths[0]}: only checkpoints of one run "
+                "can be averaged"
+            )
     states = [m.state_dict() for m in models]
     averaged = {}
     for name, value in states[0].items():
@@ -173,13 +200,21 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> Model:
     return first if dtype is None else first.to(dtype)
 
 
-SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+}
 
 
 def stored_dtype(path: str | os.PathLike) -> torch.dtype | None:
-    """The floating-point dtype of a model directory's stored weights (read from the header); None when mixed."""
+    """The floating-point dtype of a model directory's stored weights (read from the header);
+    None when mixed."""
     with safe_open(Path(path) / WEIGHTS_FILE, framework="pt") as f:
-        found = {SAFETENSORS_DTYPES.get(f.get_slice(name).get_dtype()) for name in f.keys()} - {None}
+        found = {SAFETENSORS_DTYPES.get(f.get_slice(name).get_dtype()) for name in f.keys()} - {
+            None
+        }
     return found.pop() if len(found) == 1 else None
 
 

@@ -1,4 +1,5 @@
-"""The training data as the loop sees it: texts read, tokenizers trained or loaded, examples encoded."""
+"""The training data as the loop sees it: texts read, tokenizers trained or loaded, examples
+encoded."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def valid_files(d: DataConfig) -> tuple[str | None, str | None]:
 
 @dataclass
 class TrainingData:
-    """Encoded training and validation examples, their tokenizers, and the batching that the loop uses."""
+    """Encoded training and validation examples, their tokenizers, and the batching that the loop
+    uses."""
 
     source_tokenizer: Tokenizer
     target_tokenizer: Tokenizer
@@ -66,7 +68,11 @@ class TrainingData:
 
     def corpus(self, epoch: int) -> C.Corpus:
         """The training corpus epoch `epoch` reads."""
-        return self.segmentations[epoch % len(self.segmentations)] if self.segmentations else self.train
+        return (
+            self.segmentations[epoch % len(self.segmentations)]
+            if self.segmentations
+            else self.train
+        )
 
     @property
     def shared(self) -> bool:
@@ -75,20 +81,29 @@ class TrainingData:
     @property
     def tokenizers(self) -> Tokenizer | tuple[Tokenizer, Tokenizer]:
         """What save_model takes: one tokenizer when shared, else (source, target)."""
-        return self.source_tokenizer if self.shared else (self.source_tokenizer, self.target_tokenizer)
+        return (
+            self.source_tokenizer if self.shared else (self.source_tokenizer, self.target_tokenizer)
+        )
 
     def train_batches(self, epoch: int) -> Sequence[list[int]]:
-        """The epoch's batches (lists of example indices into corpus(epoch)): a pure function of (seed,
-        epoch) and that corpus."""
+        """The epoch's batches (lists of example indices into corpus(epoch)): a pure function of
+        (seed, epoch) and that corpus."""
         return batch_indices(self.corpus(epoch).sizes, self.batch_tokens, self.seed, epoch)
 
     def target_tokens(self, indices: list[int], epoch: int = 0) -> int:
         """Target tokens the loss counts in a batch of epoch `epoch` (each target plus its </s>)."""
         return int(self.corpus(epoch).tgt_lengths[indices].sum()) + len(indices)
 
-    def collate(self, indices: list[int], model_config: ModelConfig, split: str = "train", epoch: int = 0) -> Batch:
+    def collate(
+        self, indices: list[int], model_config: ModelConfig, split: str = "train", epoch: int = 0
+    ) -> Batch:
         examples = self.corpus(epoch) if split == "train" else self.valid
-        return collate([examples[i] for i in indices], model_config.pad_id, model_config.start_id, model_config.eos_id)
+        return collate(
+            [examples[i] for i in indices],
+            model_config.pad_id,
+            model_config.start_id,
+            model_config.eos_id,
+        )
 
     def valid_batches(self, batch_tokens: int, model_config: ModelConfig) -> Iterator[Batch]:
         sizes = [e.size for e in self.valid]
@@ -96,16 +111,22 @@ class TrainingData:
             yield self.collate(indices, model_config, split="valid")
 
     def padding_share(self, batches: Sequence[list[int]]) -> float:
-        """Padding share of epoch 0's batches (with BPE-dropout: of the first segmentation, `train`)."""
+        """Padding share of epoch 0's batches (with BPE-dropout: of the first segmentation,
+        `train`)."""
         return padding_share(batches, self.train.tgt_lengths, self.train.src_lengths)
 
 
-TOKENIZER_NAMES = {"bpe": "BPE", "unigram": "Unigram", "word": "word tokenizer", "char": "character tokenizer"}
+TOKENIZER_NAMES = {
+    "bpe": "BPE",
+    "unigram": "Unigram",
+    "word": "word tokenizer",
+    "char": "character tokenizer",
+}
 
 
 def special_tokens(config: RunConfig) -> tuple[str, ...]:
-    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's objectives,
-    ours followed by T5's sentinels for span corruption."""
+    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's
+    objectives, ours followed by T5's sentinels for span corruption."""
     if config.objective == "span_corruption":
         return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
     return ENCODER_SPECIALS if config.objective in ("mlm", "classify") else SPECIAL_TOKENS
@@ -114,9 +135,15 @@ def special_tokens(config: RunConfig) -> tuple[str, ...]:
 def tokenizer_cache_key(config: RunConfig) -> dict:
     """What a tokenizer trained from the [data] files depends on."""
     d = config.data
-    key = {"format": C.FORMAT, "kind": d.tokenizer, "files": [C.file_key(f) for f in train_files(d) if f],
-           "vocab_size": d.vocab_size, "min_frequency": d.min_frequency,
-           "shared": d.shared_vocab or not d.is_translation, "sample": d.tokenizer_sample}
+    key = {
+        "format": C.FORMAT,
+        "kind": d.tokenizer,
+        "files": [C.file_key(f) for f in train_files(d) if f],
+        "vocab_size": d.vocab_size,
+        "min_frequency": d.min_frequency,
+        "shared": d.shared_vocab or not d.is_translation,
+        "sample": d.tokenizer_sample,
+    }
     if special_tokens(config) != SPECIAL_TOKENS:
         key["specials"] = list(special_tokens(config))
     if d.train_tsv:
@@ -137,13 +164,16 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     if sources is None or d.shared_vocab:
         tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency, specials)
         return tok, tok
-    return (train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
-            train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials))
+    return (
+        train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
+        train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials),
+    )
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
-    """The [data] tokenizer trained on the training files as they stream by (at most data.tokenizer_sample examples),
-    kept in the corpus cache, so a second run on the same files and settings loads it."""
+    """The [data] tokenizer trained on the training files as they stream by (at most
+    data.tokenizer_sample examples), kept in the corpus cache, so a second run on the same files
+    and settings loads it."""
     d = config.data
     root = Path(d.cache) if d.cache else C.default_cache_root()
     path = root / f"tokenizer-{C.key_digest(tokenizer_cache_key(config))}"
@@ -165,13 +195,17 @@ def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tok
 def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
     """`transformer data prepare`: what `train` would build before its first step (the tokenizer,
     unless train.init_from gives one, and the training corpus's arrays), kept in the cache."""
-    src_tok, tgt_tok = load_tokenizers(config.train.init_from) if config.train.init_from else \
-        train_tokenizers(config, say)
+    src_tok, tgt_tok = (
+        load_tokenizers(config.train.init_from)
+        if config.train.init_from
+        else train_tokenizers(config, say)
+    )
     return training_corpora(config, src_tok, tgt_tok, say)[0]
 
 
-def training_corpora(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer,
-                     say: Callable[[str], None]) -> list[C.Corpus]:
+def training_corpora(
+    config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, say: Callable[[str], None]
+) -> list[C.Corpus]:
     """The config's training files prepared with these tokenizers (built, or opened from the cache):
     one corpus, or with data.bpe_dropout data.segmentations of them, each segmented anew with the
     merges dropped at random (kept in the cache: a resumed run reads the same ones). A masked-LM
@@ -180,26 +214,48 @@ def training_corpora(config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer,
     targets, sources = train_files(d)
     max_len = d.max_len - (config.objective == "mlm")
     if not d.bpe_dropout:
-        return [C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say)]
+        return [
+            C.prepare_corpus(
+                targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say
+            )
+        ]
     try:
         dropped_tgt = tgt_tok.with_bpe_dropout(d.bpe_dropout)
         dropped_src = dropped_tgt if src_tok is tgt_tok else src_tok.with_bpe_dropout(d.bpe_dropout)
     except TokenizerError as e:
-        raise TokenizerError(f"{e} (the run's tokenizer{' from train.init_from' if config.train.init_from else ''})") \
-            from None
-    say(f"data: BPE-dropout {d.bpe_dropout}: {d.segmentations} segmentations of the training corpus, "
-        f"epoch e on segmentation e mod {d.segmentations}")
-    return [C.prepare_corpus(targets, dropped_tgt, max_len, sources, dropped_src if sources else None, d.cache,
-                             say=say, segmentation=k) for k in range(d.segmentations)]
+        raise TokenizerError(
+            f"{e} (the run's tokenizer{' from train.init_from' if config.train.init_from else ''})"
+        ) from None
+    say(
+        f"data: BPE-dropout {d.bpe_dropout}: {d.segmentations} segmentations of the training "
+        f"corpus, epoch e on segmentation e mod {d.segmentations}"
+    )
+    return [
+        C.prepare_corpus(
+            targets,
+            dropped_tgt,
+            max_len,
+            sources,
+            dropped_src if sources else None,
+            d.cache,
+            say=say,
+            segmentation=k,
+        )
+        for k in range(d.segmentations)
+    ]
 
 
-def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None) -> list[dict]:
+def compare_tokenizers(
+    config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None
+) -> list[dict]:
     """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
     training data with its vocab_size and min_frequency, measured on its validation text (the
     training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
     targets, sources = train_files(config.data)
     valid_targets, valid_sources = valid_files(config.data)
-    eval_sources, eval_targets = read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
+    eval_sources, eval_targets = (
+        read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
+    )
     rows = []
     for kind in ("word", "char", "bpe", "unigram"):
         say(f"training the {TOKENIZER_NAMES[kind]} ...")
@@ -211,7 +267,10 @@ def compare_tokenizers(config: RunConfig, sample: int, say: Callable[[str], None
             eval_sources = [s for _, s, _ in kept] if sources else None
             eval_targets = [t for _, _, t in kept]
         row = {"tokenizer": kind, "vocab_size": tgt_tok.vocab_size}
-        for side, tok, lines in (("source", src_tok, eval_sources), ("target", tgt_tok, eval_targets)):
+        for side, tok, lines in (
+            ("source", src_tok, eval_sources),
+            ("target", tgt_tok, eval_targets),
+        ):
             if tok is None or not lines:
                 continue
             ids = tok.encode_batch(lines)
@@ -227,8 +286,13 @@ def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, lis
     return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
 
 
-def run_tokenizers(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
-                   resume: bool = False) -> tuple[Tokenizer, Tokenizer]:
+def run_tokenizers(
+    config: RunConfig,
+    run_dir: Path,
+    dist: D.DistInfo,
+    say: Callable[[str], None],
+    resume: bool = False,
+) -> tuple[Tokenizer, Tokenizer]:
     """The run's (source, target) tokenizers: the run dir's on resume (and on ranks other than 0,
     which call this after rank 0 has), init_from's, or trained on the files; written to run_dir."""
     d, t = config.data, config.train
@@ -236,26 +300,36 @@ def run_tokenizers(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Call
         try:
             return load_tokenizers(run_dir)
         except TokenizerError as e:
-            raise TokenizerError(f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
-                                 f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}") from None
+            raise TokenizerError(
+                f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
+                f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}"
+            ) from None
     if not dist.is_main:
         return load_tokenizers(run_dir)
     if t.init_from:
         src_tok, tgt_tok = load_tokenizers(t.init_from)
     else:
         src_tok, tgt_tok = train_tokenizers(config, say)
-        say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}" +
-            ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)"))
+        say(
+            f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}"
+            + ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)")
+        )
     save_tokenizers(run_dir, src_tok, tgt_tok)
     return src_tok, tgt_tok
 
 
-def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
-                 resume: bool = False) -> TrainingData:
+def prepare_data(
+    config: RunConfig,
+    run_dir: Path,
+    dist: D.DistInfo,
+    say: Callable[[str], None],
+    resume: bool = False,
+) -> TrainingData:
     """Tokenizers (see run_tokenizers), the training corpus prepared into memory-mapped arrays
     (or reused, see data.corpus), validation encoded.
 
-    Under torchrun, rank 0 does the work while the others wait, then every rank maps the same files."""
+    Under torchrun, rank 0 does the work while the others wait, then every rank maps the same
+    files."""
     d, t = config.data, config.train
     if dist.is_main:
         src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
@@ -270,17 +344,31 @@ def prepare_data(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callab
         say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
     too_long = max(c.dropped["too_long"] for c in corpora)
     if too_long:
-        say(f"dropped {too_long:,} training example(s) longer than data.max_len={d.max_len} tokens"
-            + (" (the most of any segmentation)" if len(corpora) > 1 else ""))
+        say(
+            f"dropped {too_long:,} training example(s) longer than data.max_len={d.max_len} tokens"
+            + (" (the most of any segmentation)" if len(corpora) > 1 else "")
+        )
 
     valid, valid_targets = [], []
     if valid_files(d)[0]:
         valid_sources, valid_targets = read_valid(*valid_files(d))
         max_len = d.max_len - (config.objective == "mlm")
-        valid, too_long = encode_examples(valid_targets, tgt_tok, max_len, valid_sources,
-                                          src_tok if valid_sources else None)
+        valid, too_long = encode_examples(
+            valid_targets, tgt_tok, max_len, valid_sources, src_tok if valid_sources else None
+        )
         if too_long:
-            say(f"dropped {too_long:,} validation example(s) longer than data.max_len={d.max_len} tokens")
+            say(
+                f"dropped {too_long:,} validation example(s) longer than "
+                f"data.max_len={d.max_len} tokens"
+            )
     say(f"data: {len(train):,} training and {len(valid):,} validation examples")
-    return TrainingData(src_tok, tgt_tok, train, valid, t.batch_tokens, t.seed, list(valid_targets),
-                        corpora if d.bpe_dropout else [])
+    return TrainingData(
+        src_tok,
+        tgt_tok,
+        train,
+        valid,
+        t.batch_tokens,
+        t.seed,
+        list(valid_targets),
+        corpora if d.bpe_dropout else [],
+    )

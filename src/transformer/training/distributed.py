@@ -36,7 +36,9 @@ def pick_device(preference: str, local_rank: int = 0) -> torch.device:
     """auto: cuda when available; cpu; cuda (an error when there is none)."""
     if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise ValueError("train.device='cuda' but no CUDA GPU is available: use device = \"cpu\" or \"auto\"")
+            raise ValueError(
+                'train.device=\'cuda\' but no CUDA GPU is available: use device = "cpu" or "auto"'
+            )
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
@@ -75,7 +77,8 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def any_true(flag: bool, info: DistInfo) -> bool:
-    """True on every process when it is true on any (e.g. 'out of time'), so all stop at the same step."""
+    """True on every process when it is true on any (e.g. 'out of time'), so all stop at the same
+    step."""
     return all_reduce_sum([float(flag)], info)[0] > 0
 
 

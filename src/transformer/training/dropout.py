@@ -33,7 +33,9 @@ class DropoutSwitch:
 
     def __init__(self, model: nn.Module) -> None:
         self.rates = [(m, "p", m.p) for m in model.modules() if isinstance(m, nn.Dropout)]
-        self.rates += [(m, "dropout", m.dropout) for m in model.modules() if isinstance(m, MultiHeadAttention)]
+        self.rates += [
+            (m, "dropout", m.dropout) for m in model.modules() if isinstance(m, MultiHeadAttention)
+        ]
         self.on = True
 
     def set(self, on: bool) -> None:
@@ -52,7 +54,7 @@ class LateDropout:
         self.late_dropout = late_dropout
 
     def before_update(self, share_spent: float) -> bool:
-        """Set dropout for the next update; True when this turns it on (the loop logs the switch)."""
+        """Set dropout for the next update; True when this turns it on (the loop logs it)."""
         on = dropout_is_on(share_spent, self.late_dropout)
         turned_on = on and not self.switch.on
         self.switch.set(on)

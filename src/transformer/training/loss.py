@@ -30,16 +30,23 @@ CHUNK_ELEMENTS = 1 << 20
 
 @dataclass
 class LossSums:
-    """Summed over real target tokens: the smoothed loss (to optimise), the NLL (to report), and the count."""
+    """Summed over real target tokens: the smoothed loss (to optimise), the NLL (to report), and
+    the count."""
 
     loss: torch.Tensor  # () smoothed cross entropy, summed
     nll: torch.Tensor  # () negative log-likelihood of the targets, summed (no gradient)
     n_tokens: int
 
 
-def _smoothed_sums(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int,
-                   grad: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits (N, V), target (N,) -> (summed smoothed loss, summed NLL) over non-padding rows, in float32.
+def _smoothed_sums(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    epsilon: float,
+    pad_id: int,
+    grad: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (N, V), target (N,) -> (summed smoothed loss, summed NLL) over non-padding rows, in
+    float32.
 
     With grad (N, V) given, also writes d(smoothed sum)/d logits into it (zero on padding rows).
     """
@@ -49,13 +56,15 @@ def _smoothed_sums(logits: torch.Tensor, target: torch.Tensor, epsilon: float, p
     loss = torch.zeros((), dtype=torch.float32, device=logits.device)
     nll_sum = torch.zeros_like(loss)
     for a in range(0, n, rows):
-        x = logits[a:a + rows].to(torch.float32, copy=True)  # (R, V): a copy, worked on in place
-        t = target[a:a + rows]  # (R,)
+        x = logits[a : a + rows].to(torch.float32, copy=True)  # (R, V): a copy, worked on in place
+        t = target[a : a + rows]  # (R,)
         keep = (t != pad_id).float()  # (R,)
         x_t = x.gather(1, t[:, None]).squeeze(1)  # (R,)
         peak = x.amax(dim=1)  # (R,)
         if epsilon > 0:
-            rest = x.sum(dim=1) - x_t - x[:, pad_id]  # (R,) sum of the logits off the target and padding
+            rest = (
+                x.sum(dim=1) - x_t - x[:, pad_id]
+            )  # (R,) sum of the logits off the target and padding
         x.sub_(peak[:, None]).exp_()  # (R, V) exp(x - max)
         total = x.sum(dim=1)  # (R,)
         lse = peak + total.log()  # (R,)
@@ -67,17 +76,20 @@ def _smoothed_sums(logits: torch.Tensor, target: torch.Tensor, epsilon: float, p
             x.mul_((keep / total)[:, None])  # softmax(x), zero on padding rows
             index = torch.arange(x.size(0), device=x.device)
             if epsilon > 0:
-                x.sub_((other * keep)[:, None])  # minus q: eps / (V - 2) off the target and padding,
+                x.sub_(
+                    (other * keep)[:, None]
+                )  # minus q: eps / (V - 2) off the target and padding,
                 x[:, pad_id] += other * keep  # 0 at padding,
                 x[index, t] -= (1.0 - epsilon - other) * keep  # 1 - eps at the target
             else:
                 x[index, t] -= keep
-            grad[a:a + rows] = x
+            grad[a : a + rows] = x
     return loss, nll_sum
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
-    """(N, V) logits, (N,) targets -> (summed smoothed loss, summed NLL); gradient through the first only."""
+    """(N, V) logits, (N,) targets -> (summed smoothed loss, summed NLL); gradient through the
+    first only."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int):
@@ -90,14 +102,18 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
         grad, ctx.grad = ctx.grad, None
         if grad is None:
-            raise RuntimeError("label_smoothed_cross_entropy: backward ran twice through the same loss; "
-                               "compute the loss again for a second backward pass")
+            raise RuntimeError(
+                "label_smoothed_cross_entropy: backward ran twice through the same loss; "
+                "compute the loss again for a second backward pass"
+            )
         return grad.mul_(grad_loss), None, None, None
 
 
-def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
-                                 pad_id: int) -> LossSums:
-    """logits (B, T, V) or (N, V), target (B, T) or (N,) -> summed losses over non-padding targets."""
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int
+) -> LossSums:
+    """logits (B, T, V) or (N, V), target (B, T) or (N,) -> summed losses over non-padding
+    targets."""
     vocab = logits.size(-1)
     if epsilon > 0 and vocab <= 2:
         raise ValueError(f"label smoothing needs a vocabulary of more than 2 tokens, got {vocab}")

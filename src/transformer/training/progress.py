@@ -19,7 +19,9 @@ class Progress:
     only, validation excluded); metrics.jsonl keeps each step's own rate.
     """
 
-    def __init__(self, total: int, initial: int, log_every: int, log: Callable[[str], None], enabled: bool):
+    def __init__(
+        self, total: int, initial: int, log_every: int, log: Callable[[str], None], enabled: bool
+    ):
         self.log, self.log_every, self.enabled = log, log_every, enabled
         self.window_tokens = self.window_s = 0.0
         self.bar = None
@@ -33,16 +35,22 @@ class Progress:
             return
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
-                                 tok_s=f"{record['tokens_per_s']:.0f}")
+            self.bar.set_postfix(
+                loss=f"{record['loss']:.3f}",
+                lr=f"{record['lr']:.2e}",
+                tok_s=f"{record['tokens_per_s']:.0f}",
+            )
             return
         self.window_tokens += record["tokens"]
         self.window_s += record["tokens"] / max(record["tokens_per_s"], 1e-9)
         if record["step"] % self.log_every == 0:
             rate = self.window_tokens / max(self.window_s, 1e-9)
             self.window_tokens = self.window_s = 0.0
-            self.log(f"step {record['step']}  loss {record['loss']:.4f}  nll {record['nll']:.4f}  "
-                     f"ppl {record['ppl']:.2f}  lr {record['lr']:.3e}  {rate:.0f} tok/s  {record['elapsed_s']:.0f}s")
+            self.log(
+                f"step {record['step']}  loss {record['loss']:.4f}  nll {record['nll']:.4f}  "
+                f"ppl {record['ppl']:.2f}  lr {record['lr']:.3e}  {rate:.0f} tok/s  "
+                f"{record['elapsed_s']:.0f}s"
+            )
 
     def write(self, text: str) -> None:
         if not self.enabled:
@@ -58,7 +66,8 @@ class Progress:
 
 
 def truncate_metrics(file: Path, step: int) -> None:
-    """Drop records after `step` (written after the checkpoint we resume from), so the log reads as one run.
+    """Drop records after `step` (written after the checkpoint we resume from), so the log reads
+    as one run.
 
     A kill during a write can leave a torn last line (half a JSON record, or bytes cut inside a
     UTF-8 character): it is dropped, like any line that is not a record.
@@ -71,6 +80,10 @@ def truncate_metrics(file: Path, step: int) -> None:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+        if (
+            isinstance(record, dict)
+            and isinstance(record.get("step"), int)
+            and record["step"] <= step
+        ):
             keep.append(line)
     atomic_write_text(file, "".join(line + "\n" for line in keep))

@@ -24,11 +24,17 @@ def inverse_sqrt(step: int, d_model: int, warmup_steps: int, factor: float = 1.0
     """The paper's warmup + inverse-square-root decay (§5.3)."""
     step = max(step, 1)
     warmup = max(warmup_steps, 1)
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0,
-                  time_progress: float = 0.0) -> float:
+def warmup_cosine(
+    step: int,
+    peak_lr: float,
+    warmup_steps: int,
+    total_steps: int,
+    min_lr: float = 0.0,
+    time_progress: float = 0.0,
+) -> float:
     """Linear warmup to peak_lr over warmup_steps, then a half cosine down to min_lr at total_steps.
 
     time_progress: the share (0..1) of a time budget spent since the warmup ended; the cosine
@@ -38,7 +44,9 @@ def warmup_cosine(step: int, peak_lr: float, warmup_steps: int, total_steps: int
     step = max(step, 1)
     if step <= warmup_steps:
         return peak_lr * step / max(warmup_steps, 1)
-    progress = min(1.0, max((step - warmup_steps) / max(total_steps - warmup_steps, 1), time_progress))
+    progress = min(
+        1.0, max((step - warmup_steps) / max(total_steps - warmup_steps, 1), time_progress)
+    )
     return min_lr + 0.5 * (peak_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
@@ -67,9 +75,13 @@ class ScheduleClock:
             return 0.0
         if self.warmup_end_s is None:
             self.warmup_end_s = self.seconds
-        return (self.seconds - self.warmup_end_s) / max(t.max_minutes * 60 - self.warmup_end_s, 1e-9)
+        return (self.seconds - self.warmup_end_s) / max(
+            t.max_minutes * 60 - self.warmup_end_s, 1e-9
+        )
 
     def budget_spent(self, t: TrainConfig, step: int) -> float:
         """The share of the budget spent after `step` steps: of max_steps, or of max_minutes on this
         clock when set, whichever is further along."""
-        return max(step / t.max_steps, self.seconds / (t.max_minutes * 60) if t.max_minutes else 0.0)
+        return max(
+            step / t.max_steps, self.seconds / (t.max_minutes * 60) if t.max_minutes else 0.0
+        )

@@ -17,7 +17,8 @@ from .corpora import TrainingData
 
 
 def bleu_sample(n_valid: int, n_samples: int) -> list[int]:
-    """Indices of the fixed validation sample: n_samples evenly spaced over n_valid (all when fewer)."""
+    """Indices of the fixed validation sample: n_samples evenly spaced over n_valid (all when
+    fewer)."""
     if n_samples >= n_valid:
         return list(range(n_valid))
     return [i * n_valid // n_samples for i in range(n_samples)]
@@ -25,9 +26,15 @@ def bleu_sample(n_valid: int, n_samples: int) -> list[int]:
 
 def evaluate_bleu(model: Model, data: TrainingData, config: RunConfig) -> dict[str, float]:
     """{"valid_bleu": corpus BLEU 0-100, "valid_exact": share of outputs equal to their reference}
-    of greedy output on the sample; {} when off (train.bleu_samples = 0) or not a translation run."""
+    of greedy output on the sample; {} when off (train.bleu_samples = 0) or not a translation
+    run."""
     n = config.train.bleu_samples
-    if n == 0 or not data.valid or not isinstance(model, EncoderDecoder) or data.valid[0].src is None:
+    if (
+        n == 0
+        or not data.valid
+        or not isinstance(model, EncoderDecoder)
+        or data.valid[0].src is None
+    ):
         return {}
     examples = [data.valid[i] for i in bleu_sample(len(data.valid), n)]
     d = config.decode

@@ -23,12 +23,26 @@ from .classify import Classify, ImageClassify
 from .encoder import MaskedLM, encoder_model, init_dir
 from .seq2seq import Seq2Seq, SpanCorruption
 
-__all__ = ["Classify", "ImageClassify", "MaskedLM", "Objective", "Seq2Seq", "SpanCorruption", "StepSums",
-           "encoder_model", "prepare_objective"]
+__all__ = [
+    "Classify",
+    "ImageClassify",
+    "MaskedLM",
+    "Objective",
+    "Seq2Seq",
+    "SpanCorruption",
+    "StepSums",
+    "encoder_model",
+    "prepare_objective",
+]
 
 
-def prepare_objective(config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
-                      resume: bool = False) -> Objective:
+def prepare_objective(
+    config: RunConfig,
+    run_dir: Path,
+    dist: D.DistInfo,
+    say: Callable[[str], None],
+    resume: bool = False,
+) -> Objective:
     """The run's objective with its data prepared (tokenizers trained or loaded, corpora built)."""
     if config.train.init_from and not resume:
         _check_init_from(config)
@@ -53,5 +67,7 @@ def _check_init_from(config: RunConfig) -> None:
     cfg = load_config(config.train.init_from)
     needs = OBJECTIVE_ARCHS[config.objective]
     if cfg.arch != needs:
-        raise ConfigError(f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "
-                          f"objective {config.objective!r} needs arch={needs!r}")
+        raise ConfigError(
+            f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "
+            f"objective {config.objective!r} needs arch={needs!r}"
+        )

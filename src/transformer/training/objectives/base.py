@@ -27,7 +27,8 @@ from ...evaluation.metrics import perplexity
 from ...model.transformer import Model
 
 MAX_LOG_PPL = 50.0
-"""Perplexity is logged as exp(min(mean NLL, this)): a diverged run logs exp(50), not an overflow."""
+"""Perplexity is logged as exp(min(mean NLL, this)): a diverged run logs exp(50), not an
+overflow."""
 
 
 def autocast(device: torch.device, precision: str):
@@ -70,7 +71,8 @@ class Objective:
         raise NotImplementedError
 
     def units(self, indices: list[int], key: tuple[int, int]) -> int:
-        """What the loss of this batch is summed over; key = (epoch, batch number) as given to collate."""
+        """What the loss of this batch is summed over; key = (epoch, batch number), as collate
+        takes it."""
         raise NotImplementedError
 
     def collate(self, indices: list[int], key: tuple[int, int]):
@@ -78,7 +80,8 @@ class Objective:
 
     def attention_shape(self) -> tuple[int, int]:
         """(rows, positions) of a typical training batch: where attention_impl = "auto" is measured
-        (here from `sizes`, the padded row of each example, which the token-batched objectives keep)."""
+        (here from `sizes`, the padded row of each example, which the token-batched objectives
+        keep)."""
         return typical_shape(self.sizes, self.config.train.batch_tokens)
 
     @property
@@ -137,8 +140,13 @@ class BatchCache:
 
 
 @torch.no_grad()
-def validation_sums(objective: Objective, model: Model, device: torch.device, batches: Iterable,
-                    observe: Callable[[Any, StepSums], None] | None = None) -> dict[str, float]:
+def validation_sums(
+    objective: Objective,
+    model: Model,
+    device: torch.device,
+    batches: Iterable,
+    observe: Callable[[Any, StepSums], None] | None = None,
+) -> dict[str, float]:
     """Loss, NLL and perplexity per unit over validation batches, in eval mode (the model's mode is
     restored after); observe(batch, sums) sees each batch on the device with its sums (accuracy)."""
     was_training = model.training
@@ -151,5 +159,8 @@ def validation_sums(objective: Objective, model: Model, device: torch.device, ba
         if observe is not None:
             observe(batch, out)
     model.train(was_training)
-    return {"valid_loss": loss / units, "valid_nll": nll / units,
-            "valid_ppl": perplexity(nll, units, max_nll=MAX_LOG_PPL)}
+    return {
+        "valid_loss": loss / units,
+        "valid_nll": nll / units,
+        "valid_ppl": perplexity(nll, units, max_nll=MAX_LOG_PPL),
+    }

@@ -44,7 +44,9 @@ class Labelled:
         m = self.config.model
         return dict(n_classes=len(self.labels), pooling=m.pooling, pooler=m.pooler, mlm_head=False)
 
-    def class_loss(self, logits: torch.Tensor, labels: torch.Tensor, units: int, tokens: int) -> StepSums:
+    def class_loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, units: int, tokens: int
+    ) -> StepSums:
         logits = logits.float()
         nll = F.cross_entropy(logits, labels, reduction="sum")
         eps = self.config.train.label_smoothing
@@ -63,15 +65,24 @@ class Labelled:
         return {**result, "valid_accuracy": scores.accuracy, "valid_macro_f1": scores.macro_f1}
 
     def describe(self, result):
-        return (f"valid loss {result['valid_loss']:.4f}  accuracy {result['valid_accuracy']:.2%}  "
-                f"macro-F1 {result['valid_macro_f1']:.4f}")
+        return (
+            f"valid loss {result['valid_loss']:.4f}  accuracy {result['valid_accuracy']:.2%}  "
+            f"macro-F1 {result['valid_macro_f1']:.4f}"
+        )
 
 
 class Classify(Labelled, EncoderObjective):
-    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a classifier."""
+    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a
+    classifier."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None],
-                 resume: bool):
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        dist: D.DistInfo,
+        say: Callable[[str], None],
+        resume: bool,
+    ):
         d = config.data
         if dist.is_main:
             tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
@@ -84,42 +95,58 @@ class Classify(Labelled, EncoderObjective):
         else:
             labels = sorted({label for _, label, _ in iter_labelled(d.train_tsv)})
         if len(labels) < 2:
-            raise DataError(f"{d.train_tsv} has {len(labels)} label ({', '.join(labels)}): "
-                            "a classifier needs at least 2")
+            raise DataError(
+                f"{d.train_tsv} has {len(labels)} label ({', '.join(labels)}): "
+                "a classifier needs at least 2"
+            )
         self.labels = labels
         self.train_ids, self.train_labels, dropped = self._read(d.train_tsv)
         if not self.train_ids:
-            raise DataError(f"no text of {d.train_tsv} is at most data.max_len={d.max_len} tokens with "
-                            "[CLS] and [SEP]: raise data.max_len")
+            raise DataError(
+                f"no text of {d.train_tsv} is at most data.max_len={d.max_len} tokens with "
+                "[CLS] and [SEP]: raise data.max_len"
+            )
         if dropped:
-            say(f"dropped {dropped:,} training text(s) longer than data.max_len={d.max_len} tokens "
-                "with [CLS] and [SEP]")
+            say(
+                f"dropped {dropped:,} training text(s) longer than data.max_len={d.max_len} tokens "
+                "with [CLS] and [SEP]"
+            )
         self.valid_ids, self.valid_labels = [], []
         if d.valid_tsv:
             self.valid_ids, self.valid_labels, dropped = self._read(d.valid_tsv)
             if dropped:
-                say(f"dropped {dropped:,} validation text(s) longer than data.max_len={d.max_len} tokens")
+                say(
+                    f"dropped {dropped:,} validation text(s) longer than "
+                    f"data.max_len={d.max_len} tokens"
+                )
         self.sizes = np.fromiter(map(len, self.train_ids), np.int64, len(self.train_ids))
         counts = np.bincount(self.train_labels, minlength=len(labels))
         counted = ", ".join(f"{name} {n:,}" for name, n in zip(labels, counts, strict=True))
-        say(f"data: {len(self.train_ids):,} training and {len(self.valid_ids):,} validation texts; "
-            f"{len(labels)} labels (training counts: {counted})")
+        say(
+            f"data: {len(self.train_ids):,} training and {len(self.valid_ids):,} validation texts; "
+            f"{len(labels)} labels (training counts: {counted})"
+        )
 
     def _read(self, path: str) -> tuple[list[list[int]], np.ndarray, int]:
-        """[CLS] text [SEP] ids and label indices of a labelled file, and how many texts were too long."""
+        """[CLS] text [SEP] ids and label indices of a labelled file, and how many texts were too
+        long."""
         index = {label: i for i, label in enumerate(self.labels)}
         texts, labels = [], []
         for line, label, text in iter_labelled(path):
             if label not in index:
-                raise DataError(f"{path} line {line + 1}: label {label!r} does not occur in the training "
-                                f"data ({self.config.data.train_tsv}): a classifier can only predict "
-                                "the labels it was trained on")
+                raise DataError(
+                    f"{path} line {line + 1}: label {label!r} does not occur in the training "
+                    f"data ({self.config.data.train_tsv}): a classifier can only predict "
+                    "the labels it was trained on"
+                )
             texts.append(text)
             labels.append(index[label])
         rows, kept, dropped = [], [], 0
         limit = self.config.data.max_len - 2
         for start in range(0, len(texts), 10_000):
-            for i, ids in enumerate(self.tokenizer.encode_batch(texts[start : start + 10_000]), start):
+            for i, ids in enumerate(
+                self.tokenizer.encode_batch(texts[start : start + 10_000]), start
+            ):
                 if len(ids) > limit:
                     dropped += 1
                 else:
@@ -128,7 +155,9 @@ class Classify(Labelled, EncoderObjective):
         return rows, np.asarray(kept, dtype=np.int64), dropped
 
     def batches(self, epoch):
-        return batch_indices(self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch)
+        return batch_indices(
+            self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch
+        )
 
     def padding_share(self, batches):
         return padding_share(batches, self.sizes - 1)
@@ -140,7 +169,9 @@ class Classify(Labelled, EncoderObjective):
         rows = self.train_ids if rows is None else rows
         labels = self.train_labels if labels is None else labels
         ids, mask = pad_rows([rows[i] for i in indices], self.tokens.pad)  # (B, L) each
-        return EncoderBatch(ids, mask, torch.as_tensor(labels[indices]), len(indices), int(mask.sum()))
+        return EncoderBatch(
+            ids, mask, torch.as_tensor(labels[indices]), len(indices), int(mask.sum())
+        )
 
     @property
     def has_valid(self):
@@ -166,7 +197,8 @@ class Classify(Labelled, EncoderObjective):
 
 @dataclass
 class ImageBatch:
-    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.images.to_pixels) and class labels (B,)."""
+    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.images.to_pixels) and class
+    labels (B,)."""
 
     pixels: torch.Tensor
     labels: torch.Tensor
@@ -178,7 +210,8 @@ class ImageBatch:
 
 
 class ImageClassify(Labelled, Objective):
-    """A label per image (data.train_images), through the image encoder (model.vision) and a classifier."""
+    """A label per image (data.train_images), through the image encoder (model.vision) and a
+    classifier."""
 
     def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None], resume: bool):
         super().__init__(config)
@@ -186,12 +219,16 @@ class ImageClassify(Labelled, Objective):
         init_from = config.train.init_from
         vision = config.model.vision if not init_from else load_config(init_from).vision
         if vision is None:
-            raise ConfigError(f"train.init_from={init_from} is not an image encoder: it has no model.vision")
+            raise ConfigError(
+                f"train.init_from={init_from} is not an image encoder: it has no model.vision"
+            )
         self.vision = vision
         train = load_images(d.train_images, vision.channels, vision.image_size)
         self.labels = load_labels(step_dirs(run_dir)[-1]) if resume else train.names
         if len(self.labels) < 2:
-            raise DataError(f"{d.train_images} has {len(self.labels)} label: a classifier needs at least 2")
+            raise DataError(
+                f"{d.train_images} has {len(self.labels)} label: a classifier needs at least 2"
+            )
         self.train_images, self.train_labels = train.images, train.labels
         self.valid_images = self.valid_labels = None
         if d.valid_images:
@@ -201,8 +238,11 @@ class ImageClassify(Labelled, Objective):
         n_valid = 0 if self.valid_labels is None else len(self.valid_labels)
         size = f"{vision.channels} x {vision.image_size} x {vision.image_size}"
         counted = ", ".join(f"{name} {n:,}" for name, n in zip(self.labels, counts, strict=True))
-        say(f"data: {len(self.train_labels):,} training and {n_valid:,} validation images of {size}, "
-            f"{len(self.labels)} labels; {self.per_batch} images per batch (training counts: {counted})")
+        say(
+            f"data: {len(self.train_labels):,} training and {n_valid:,} validation images of "
+            f"{size}, {len(self.labels)} labels; {self.per_batch} images per batch (training "
+            f"counts: {counted})"
+        )
 
     def _read_valid(self, vision) -> tuple[torch.Tensor, torch.Tensor]:
         """The validation images, their labels numbered as the training labels are."""
@@ -211,15 +251,19 @@ class ImageClassify(Labelled, Objective):
         index = {name: i for i, name in enumerate(self.labels)}
         unknown = sorted(set(valid.names) - set(index))
         if unknown:
-            raise DataError(f"{d.valid_images}: label {unknown[0]!r} does not occur in the training images "
-                            f"({d.train_images}): a classifier can only predict the labels it was trained on")
+            raise DataError(
+                f"{d.valid_images}: label {unknown[0]!r} does not occur in the training images "
+                f"({d.train_images}): a classifier can only predict the labels it was trained on"
+            )
         remap = torch.tensor([index[name] for name in valid.names], dtype=torch.long)
         return valid.images, remap[valid.labels]
 
     def batches(self, epoch):
         g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
         order = torch.randperm(len(self.train_labels), generator=g)
-        n = len(order) // self.per_batch  # whole batches only: the rest waits for another epoch's order
+        n = (
+            len(order) // self.per_batch
+        )  # whole batches only: the rest waits for another epoch's order
         return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
 
     def padding_share(self, batches):
@@ -240,7 +284,9 @@ class ImageClassify(Labelled, Objective):
         return self._batch(images, self.train_labels[indices])
 
     def _batch(self, images: torch.Tensor, labels: torch.Tensor) -> ImageBatch:
-        return ImageBatch(to_pixels(images), labels, len(labels), len(labels) * (self.vision.n_patches + 1))
+        return ImageBatch(
+            to_pixels(images), labels, len(labels), len(labels) * (self.vision.n_patches + 1)
+        )
 
     @property
     def has_valid(self):
@@ -248,13 +294,17 @@ class ImageClassify(Labelled, Objective):
 
     def valid_batches(self):
         for start in range(0, len(self.valid_labels), self.per_batch):
-            yield self._batch(self.valid_images[start : start + self.per_batch],
-                              self.valid_labels[start : start + self.per_batch])
+            yield self._batch(
+                self.valid_images[start : start + self.per_batch],
+                self.valid_labels[start : start + self.per_batch],
+            )
 
     def new_model(self):
         init_from = self.config.train.init_from
         if init_from is None:  # no tokens: vocabulary and special ids unused
-            cfg = self.config.model.replace(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, **self.heads())
+            cfg = self.config.model.replace(
+                vocab_size=1, pad_id=0, bos_id=0, eos_id=0, **self.heads()
+            )
             return build_model(cfg)
         return pretrained_under(load_model(init_from), self.heads(), init_from)
 

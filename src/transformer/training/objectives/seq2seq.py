@@ -60,15 +60,18 @@ class Seq2Seq(Objective):
             return load_model(self.config.train.init_from)
         data = self.data
         target_vocab = None if data.shared else data.target_tokenizer.vocab_size
-        cfg = self.config.model.replace(vocab_size=data.source_tokenizer.vocab_size,
-                                        tgt_vocab_size=target_vocab)
+        cfg = self.config.model.replace(
+            vocab_size=data.source_tokenizer.vocab_size, tgt_vocab_size=target_vocab
+        )
         return build_model(cfg)
 
     def loss(self, net, model, batch, device):
         with autocast(device, self.config.train.precision):
             logits = _forward(net, batch)
         t = self.config.train
-        out = label_smoothed_cross_entropy(logits, batch.tgt_out, t.label_smoothing, model.config.pad_id)
+        out = label_smoothed_cross_entropy(
+            logits, batch.tgt_out, t.label_smoothing, model.config.pad_id
+        )
         return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
 
     def validate(self, model, device):
@@ -80,8 +83,10 @@ class Seq2Seq(Objective):
         scores = ""
         if "valid_bleu" in result:
             scores = f"  BLEU {result['valid_bleu']:.2f}  exact {result['valid_exact']:.1%}"
-        return (f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
-                f"ppl {result['valid_ppl']:.2f}{scores}")
+        return (
+            f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
+            f"ppl {result['valid_ppl']:.2f}{scores}"
+        )
 
     def save_files(self):
         return {"tokenizer": self.data.tokenizers, "decode": self.config.decode}
@@ -103,7 +108,8 @@ def sentinel_ids(tokenizer: Tokenizer) -> list[int]:
 
 
 class SpanCorruption(Seq2Seq):
-    """T5's span-corruption pretraining of an encoder-decoder on one text per line (data.train_text).
+    """T5's span-corruption pretraining of an encoder-decoder on one text per line
+    (data.train_text).
 
     Each text is corrupted afresh every epoch (a generator seeded per batch, see the base's rules);
     batches are formed by the corrupted lengths, which follow from each text's length
@@ -115,15 +121,22 @@ class SpanCorruption(Seq2Seq):
         super().__init__(config, data)
         self.sentinels = sentinel_ids(data.target_tokenizer)
         t = config.train
-        longest = max(int(data.train.tgt_lengths.max()) if len(data.train) else 0, config.data.max_len)
-        needed = noise_counts(longest, t.noise_density, t.mean_span)[1]  # the spans of the longest text
+        longest = max(
+            int(data.train.tgt_lengths.max()) if len(data.train) else 0, config.data.max_len
+        )
+        needed = noise_counts(longest, t.noise_density, t.mean_span)[
+            1
+        ]  # the spans of the longest text
         if len(self.sentinels) < needed:
             raise ConfigError(
                 f"span corruption of texts up to {longest} tokens needs {needed} sentinel tokens "
                 f"({SENTINEL.format(0)} ...) but the tokenizer has {len(self.sentinels)}: train it "
-                "here with objective span_corruption (data.sentinels), or lower data.max_len")
-        lengths = [span_corruption_lengths(int(n), t.noise_density, t.mean_span)
-                   for n in data.train.tgt_lengths]
+                "here with objective span_corruption (data.sentinels), or lower data.max_len"
+            )
+        lengths = [
+            span_corruption_lengths(int(n), t.noise_density, t.mean_span)
+            for n in data.train.tgt_lengths
+        ]
         self.sizes = np.array([max(i, o + 1) for i, o in lengths], dtype=np.int64)
         self._cache = BatchCache()
         gen = torch.Generator().manual_seed(0)  # one fixed corruption of the validation texts
@@ -131,11 +144,15 @@ class SpanCorruption(Seq2Seq):
 
     def _corrupt(self, ids: list[int], generator: torch.Generator) -> Example:
         t = self.config.train
-        inputs, targets = corrupt_spans(ids, self.sentinels, generator, t.noise_density, t.mean_span)
+        inputs, targets = corrupt_spans(
+            ids, self.sentinels, generator, t.noise_density, t.mean_span
+        )
         return Example(inputs, targets)
 
     def batches(self, epoch):
-        return batch_indices(self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch)
+        return batch_indices(
+            self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch
+        )
 
     def attention_shape(self):
         return typical_shape(self.sizes, self.config.train.batch_tokens)
@@ -164,8 +181,10 @@ class SpanCorruption(Seq2Seq):
         return validation_sums(self, model, device, batches)
 
     def describe(self, result):
-        return (f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
-                f"ppl {result['valid_ppl']:.2f}")
+        return (
+            f"valid loss {result['valid_loss']:.4f}  nll {result['valid_nll']:.4f}  "
+            f"ppl {result['valid_ppl']:.2f}"
+        )
 
     def save_files(self):
         sentinels = " ".join(SENTINEL.format(k) for k in range(len(self.sentinels)))
