@@ -23,7 +23,7 @@ look inside them. `transformer COMMAND --help` explains each command."""
 
 EPILOG = """\
 examples:
-  transformer demo                                      Spanish -> English on the Bible, ~15 minutes on a CPU
+  transformer demo                                      Spanish -> English, ~15 minutes on a CPU
   transformer data copy --out data/copy                 a synthetic task to check a set-up
   transformer train configs/copy.toml --out runs/copy   train from a TOML config
   echo "the cat" | transformer translate runs/copy/best

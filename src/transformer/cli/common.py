@@ -63,8 +63,8 @@ def add_setting(
     note: str | None = None,
 ) -> argparse.Action:
     """The flag of setting `name` of config class `cls`, derived from its definition: flag name,
-    dest, type, choices, help (its doc, or `help`, + `note`) and its check. The default is None
-    (the model's own settings apply) unless given."""
+    dest, type, choices, help (its doc, or `help`, + `note`) and its check. The default is None (the
+    model's own settings apply) unless given."""
     f = settings_of(cls)[name]
     meta, bounds = f.metadata, f.metadata["bounds"]
     text = help or field_docs(cls).get(name, "")
@@ -133,7 +133,8 @@ def add_decode_args(
 
 
 def decode_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
-    """The decoding settings given on the command line, by name (those left out keep the model's)."""
+    """The decoding settings given on the command line, by name (those left out keep the
+    model's)."""
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
@@ -153,7 +154,8 @@ def setup_device(args: argparse.Namespace) -> str:
 
 
 def load_pipeline(args: argparse.Namespace, command: str):
-    """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it chose."""
+    """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it
+    chose."""
     from ..decoding.pipeline import Pipeline
 
     pipeline = Pipeline.load(args.model_dir, setup_device(args), precision=args.precision)
@@ -166,14 +168,16 @@ def load_pipeline(args: argparse.Namespace, command: str):
 
 
 def read_text(path: str | None, what: str) -> list[str]:
-    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see transformer.cli.lines)."""
+    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see
+    transformer.cli.lines)."""
     if path in (None, "-"):
         return [line for chunk in stream_lines() for line in chunk]
     return read_lines(path, what)
 
 
 def write_text(path: str | None, lines: list[str]) -> None:
-    """Lines to a file (atomically) or to standard output, one line each (see transformer.cli.lines)."""
+    """Lines to a file (atomically) or to standard output, one line each (see
+    transformer.cli.lines)."""
     if path in (None, "-"):
         sys.stdout.write(format_lines(lines))
         sys.stdout.flush()
@@ -195,12 +199,14 @@ def check_output(path: str) -> None:
 
 
 def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> None:
-    """A figure's file name: .png, .svg or .pdf (and, with dir_exists, in a directory that exists)."""
+    """A figure's file name: .png, .svg or .pdf (and, with dir_exists, in a directory that
+    exists)."""
     from ..viz import FORMATS
 
     if Path(path).suffix[1:].lower() not in FORMATS:
         raise UserError(
-            f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of those"
+            f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of "
+            "those"
         )
     if dir_exists and not Path(path).resolve().parent.is_dir():
         raise UserError(

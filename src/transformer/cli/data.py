@@ -51,9 +51,9 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     corpus = prepare_only(config, say=print)
     dropped = corpus.dropped
     print(
-        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) in "
-        f"{corpus.path}; dropped {dropped['empty']:,} with an empty side and {dropped['too_long']:,} "
-        f"longer than data.max_len={config.data.max_len}"
+        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) "
+        f"in {corpus.path}; dropped {dropped['empty']:,} with an empty side and "
+        f"{dropped['too_long']:,} longer than data.max_len={config.data.max_len}"
     )
 
 
@@ -69,28 +69,32 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
         f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items()
     )
     print(
-        f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test {pairs['test']:,} "
-        f"verse pairs ({args.src} -> {args.tgt}); dropped {len(report['dropped_chapters'])} misaligned "
-        f"chapters, {report['misaligned_verses']} misaligned verses and {report['dropped_verses']} one-sided "
-        f"verses (see {args.out}/PROVENANCE.md)"
+        f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} verse pairs ({args.src} -> {args.tgt}); dropped "
+        f"{len(report['dropped_chapters'])} misaligned chapters, {report['misaligned_verses']} "
+        f"misaligned verses and {report['dropped_verses']} one-sided verses (see "
+        f"{args.out}/PROVENANCE.md)"
     )
 
 
 def cmd_data_bible_genre(args: argparse.Namespace) -> None:
-    """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD module."""
+    """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD
+    module."""
     from ..data.bible import GENRES, build_genre_corpus
 
     report = build_genre_corpus(args.lang, args.out, args.sword_dir)
     verses, skipped = report["verses"], report["skipped_books"]
     print(
-        f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test {verses['test']:,} "
-        f"verses ({args.lang}, {len(GENRES)} genres); dropped {report['empty_verses']} empty verses and "
-        f"{sum(skipped.values()):,} verses of {len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)"
+        f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test "
+        f"{verses['test']:,} verses ({args.lang}, {len(GENRES)} genres); dropped "
+        f"{report['empty_verses']} empty verses and {sum(skipped.values()):,} verses of "
+        f"{len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)"
     )
 
 
 def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
-    """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre task."""
+    """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre
+    task."""
     from ..data.bible import build_t2t_corpus
 
     report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
@@ -98,19 +102,21 @@ def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
     per_task = ", ".join(f"{task} {counts['train'][task]:,}" for task in report["prefixes"])
     print(
         f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
-        f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} input<TAB>target lines "
-        f"(see {args.out}/PROVENANCE.md)"
+        f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} "
+        f"input<TAB>target lines (see {args.out}/PROVENANCE.md)"
     )
 
 
 def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
-    """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see transformer.data.images)."""
+    """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see
+    transformer.data.images)."""
     from ..data.images import build_fashion_mnist
 
     counts = build_fashion_mnist(args.out, args.source, args.valid, args.seed)
     print(
-        f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed {args.seed}), "
-        f"test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see {args.out}/README.md)"
+        f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed "
+        f"{args.seed}), test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see "
+        f"{args.out}/README.md)"
     )
 
 
@@ -148,7 +154,8 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 
 
 def _compare_tokenizers(args: argparse.Namespace) -> None:
-    """A table of tokens per sentence and <unk> rates of the four tokenizer kinds on a config's data."""
+    """A table of tokens per sentence and <unk> rates of the four tokenizer kinds on a config's
+    data."""
     from ..config import load_config
     from ..training.corpora import compare_tokenizers
 

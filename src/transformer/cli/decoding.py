@@ -44,7 +44,8 @@ SAMPLING = ("max_new_tokens", "temperature", "top_k", "top_p")
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input order.
+    """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input
+    order.
 
     A file is translated in length-sorted batches. Standard input is translated as it arrives:
     what is waiting is batched, and each line typed at a terminal is answered at once. Lines
@@ -77,7 +78,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
                 f"give --beam {n_best} or more"
             )
         raise UserError(
-            f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best {beam}"
+            f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best "
+            f"{beam}"
         )
     cut: list[int] = []
     done = 0
@@ -158,7 +160,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list:
-    """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on stderr."""
+    """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on
+    stderr."""
     from ..decoding.pipeline import truncation_note
 
     kept = [i for i, line in enumerate(lines) if line.strip()]
@@ -174,7 +177,8 @@ def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    """Label each line of text (stdin or --input): label<TAB>probability per line, the top K pairs with --top-k K."""
+    """Label each line of text (stdin or --input): label<TAB>probability per line, the top K pairs
+    with --top-k K."""
     if args.output not in (None, "-"):
         check_output(args.output)
     pipeline = load_pipeline(args, "classify")

@@ -1,5 +1,5 @@
-"""`transformer evaluate`: BLEU and chrF, perplexity, a classifier's scores or a text-to-text model's
-scores per task; the parser beside the handler."""
+"""`transformer evaluate`: BLEU and chrF, perplexity, a classifier's scores or a text-to-text
+model's scores per task; the parser beside the handler."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.pairs:
         if args.text or args.src or args.ref or args.tsv or args.images or args.plot:
             raise UserError(
-                "give --pairs (a text-to-text model's scores per task) alone, without --text, --src, "
-                "--ref, --tsv, --images or --plot"
+                "give --pairs (a text-to-text model's scores per task) alone, without --text, "
+                "--src, --ref, --tsv, --images or --plot"
             )
         return _evaluate_pairs(args)
     if args.tsv or args.images:
@@ -44,8 +44,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
         raise UserError(
-            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or --pairs "
-            "(text-to-text)"
+            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or "
+            "--pairs (text-to-text)"
         )
     if args.output:
         check_output(args.output)
@@ -53,7 +53,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
-    """Perplexity (--text, a language model) or BLEU and chrF (--src, --ref, a translation model)."""
+    """Perplexity (--text, a language model) or BLEU and chrF (--src, --ref, a translation
+    model)."""
     from ..decoding.pipeline import truncation_note
     from ..evaluation.metrics import bleu, chrf
     from ..evaluation.scoring import text_perplexity
@@ -111,7 +112,8 @@ def _evaluate_classifier(args: argparse.Namespace) -> None:
     flag = "--tsv" if args.tsv else "--images"
     if args.text or args.src or args.ref or (args.tsv and args.images):
         raise UserError(
-            f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the other"
+            f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the "
+            "other"
         )
     if args.plot:
         check_picture("--plot", args.plot, "the picture")
@@ -155,8 +157,8 @@ def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, s
     print(f"{'label':<{width}}  precision  recall      F1  support")
     for row in scores.per_class():
         print(
-            f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  {row['f1']:6.4f}  "
-            f"{row['support']:7,}"
+            f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  "
+            f"{row['f1']:6.4f}  {row['support']:7,}"
         )
     print("confusion matrix (rows: gold, columns: predicted, in the order above):")
     for label, counts in zip(labels, scores.confusion, strict=True):
@@ -200,7 +202,8 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
     print(f"{'task':<{width}}  {'lines':>6}  {'BLEU':>6}  {'chrF':>6}  {'exact':>6}")
     for task, s in scores.items():
         print(
-            f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  {s['exact']:>5.1f}%"
+            f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  "
+            f"{s['exact']:>5.1f}%"
         )
 
 

@@ -1,5 +1,5 @@
-"""`transformer import-hf`, `export` and `serve`: a model directory in from, or out to, other
-tools; parsers beside handlers. serve's flags are derived from ServeConfig's settings."""
+"""`transformer import-hf`, `export` and `serve`: a model directory in from, or out to, other tools;
+parsers beside handlers. serve's flags are derived from ServeConfig's settings."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
-    """ServeConfig from serve's flags; the API key from the environment when --api-key is not given."""
+    """ServeConfig from serve's flags; the API key from the environment when --api-key is not
+    given."""
     values = {name: getattr(args, name) for name in settings_of(ServeConfig)}
     values["api_key"] = args.api_key or os.environ.get(API_KEY_ENV) or None
     return ServeConfig(**values)

@@ -56,7 +56,8 @@ def cmd_average(args: argparse.Namespace) -> None:
     if args.last is not None:
         if len(args.checkpoints) != 1:
             raise UserError(
-                "--last N takes one run directory: transformer average --last 5 RUN_DIR --out MODEL_DIR"
+                "--last N takes one run directory: transformer average --last 5 RUN_DIR --out "
+                "MODEL_DIR"
             )
         found = step_dirs(args.checkpoints[0])
         if not found:
@@ -127,7 +128,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--grid",
         action="append",
         metavar="KEY=V1,V2,...",
-        help="a config key and the values to try (repeatable: the variants are the product of the grids)",
+        help="a config key and the values to try (repeatable: the variants are the product of the "
+        "grids)",
     )
     p.add_argument(
         "--zip",

@@ -1,7 +1,7 @@
 """Typed settings, each defined once (type, default, range, one-line doc): the model's shape
 (model.py), decoding (decode.py), a training run (run.py) and its TOML file (toml.py), the server
-(serve.py), and the checks they share (checks.py). The bottom of the house: it imports nothing
-from the other packages; a component that validates a choice reads its list from here."""
+(serve.py), and the checks they share (checks.py). The bottom of the house: it imports nothing from
+the other packages; a component that validates a choice reads its list from here."""
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
 from .decode import (

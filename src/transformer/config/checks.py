@@ -33,7 +33,8 @@ def unknown_key_error(section: str, key: str, valid: list[str]) -> ConfigError:
 
 
 def from_values(cls: type, values: dict[str, Any], section: str) -> Any:
-    """A config dataclass from a plain dict (JSON/TOML), rejecting unknown keys with the closest match."""
+    """A config dataclass from a plain dict (JSON/TOML), rejecting unknown keys with the closest
+    match."""
     valid = [f.name for f in fields(cls)]
     for key in values:
         if key not in valid:
@@ -42,8 +43,8 @@ def from_values(cls: type, values: dict[str, Any], section: str) -> Any:
 
 
 def check_types(obj: Any, section: str | None) -> None:
-    """Check each field against its annotation (str, int, float, bool, optionally `| None`);
-    section prefixes the field's name in the message (None: the bare name)."""
+    """Check each field against its annotation (str, int, float, bool, optionally `| None`); section
+    prefixes the field's name in the message (None: the bare name)."""
     kinds = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
     for f in fields(obj):
         value = getattr(obj, f.name)
@@ -63,9 +64,9 @@ def check_types(obj: Any, section: str | None) -> None:
 # ---- settings: each defined once, on its dataclass field ----
 #
 # A setting is a dataclass field: its name, its type (the annotation), its default and allowed
-# values (`setting(default, ge=..., choices=...)`, a Bounds in the field's metadata) and its one-line
-# doc (the docstring under the field, read by field_docs) are written once, together. Three readers
-# derive from that one definition:
+# values (`setting(default, ge=..., choices=...)`, a Bounds in the field's metadata) and its one-
+# line doc (the docstring under the field, read by field_docs) are written once, together. Three
+# readers derive from that one definition:
 #   - __post_init__ validation (check_settings): `name=value is not valid: it must be ...`;
 #   - the command line (transformer.cli.common): flag name, type, choices, help text, and the check
 #     `--flag value: give <give>` (the phrase a user reads, carried here beside the bounds);
@@ -75,7 +76,8 @@ def check_types(obj: Any, section: str | None) -> None:
 
 @dataclass(frozen=True)
 class Bounds:
-    """The values a setting allows: numeric bounds (ge, gt, le, lt), finite numbers only, or a choice list."""
+    """The values a setting allows: numeric bounds (ge, gt, le, lt), finite numbers only, or a
+    choice list."""
 
     ge: float | None = None
     gt: float | None = None
@@ -147,9 +149,9 @@ def setting(
     error: str | None = None,
 ) -> Any:
     """A dataclass field with its allowed values; for a setting the command line takes, its flag and
-    the phrase of its error there (`--flag value: give <give>`); `error`, a message of its own for
-    a config value outside the bounds ("{name}={value!r} must be ..."). Its doc is the docstring
-    under the field (field_docs)."""
+    the phrase of its error there (`--flag value: give <give>`); `error`, a message of its own for a
+    config value outside the bounds ("{name}={value!r} must be ..."). Its doc is the docstring under
+    the field (field_docs)."""
     bounds = Bounds(ge, gt, le, lt, finite, None if choices is None else tuple(choices))
     metadata = {"bounds": bounds, "flag": flag, "give": give, "error": error}
     return dataclasses.field(default=default, metadata=metadata)
@@ -181,13 +183,15 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def field_kind(f: dataclasses.Field) -> str:
-    """'int', 'float', 'str' or 'bool' from the annotation (`int | None` -> 'int'); '' when mixed."""
+    """'int', 'float', 'str' or 'bool' from the annotation (`int | None` -> 'int'); '' when
+    mixed."""
     parts = [p.strip() for p in str(f.type).split("|") if p.strip() != "None"]
     return parts[0] if len(parts) == 1 else ""
 
 
 def check_settings(obj: Any, section: str | None) -> None:
-    """Check each setting's value against its bounds (after check_types); None passes where allowed."""
+    """Check each setting's value against its bounds (after check_types); None passes where
+    allowed."""
     for name, f in settings_of(obj).items():
         value, bounds = getattr(obj, name), f.metadata["bounds"]
         if value is None and "None" in str(f.type):

@@ -15,7 +15,8 @@ from typing import Any
 from .checks import ConfigError, check_settings, check_types, from_values, setting
 
 LENGTH_PENALTY_KINDS = ("wu", "power")
-"""wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see transformer.decoding.penalties)."""
+"""wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see
+transformer.decoding.penalties)."""
 INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
 """What a model can run in (transformer.model.quantize); decode.precision adds "auto"."""
 EARLY_STOPPING = (True, False, "never")
@@ -36,7 +37,8 @@ class DecodeConfig:
     )
     """Length penalty alpha (the paper: 0.6); 0 turns it off."""
     length_penalty_kind: str = setting("wu", choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
-    """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging Face)."""
+    """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging
+    Face)."""
     max_len_a: float = setting(1.0, ge=0, finite=True, flag="--max-len-a", give="a number >= 0")
     """Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50)."""
     max_len_b: int = setting(50, ge=0, flag="--max-len-b", give="a number of tokens >= 0")
@@ -46,7 +48,8 @@ class DecodeConfig:
     n_best: int = setting(1, gt=0, flag="--n-best", give="a number of hypotheses of at least 1")
     """Hypotheses returned per input (at most beam_size)."""
     early_stopping: bool | str = setting(True, choices=EARLY_STOPPING)
-    """True: stop once beam_size hypotheses are finished; "never": stop when none can still improve."""
+    """True: stop once beam_size hypotheses are finished; "never": stop when none can still
+    improve."""
     temperature: float = setting(
         1.0, ge=0, finite=True, flag="--temperature", give="a temperature >= 0 (0 = greedy)"
     )
@@ -62,8 +65,8 @@ class DecodeConfig:
     )
     """New tokens to generate from a prompt (language models)."""
     add_bos: bool = True
-    """Start a prompt with <s> (bos_id), as our language models are trained; imported models
-    follow their tokenizer."""
+    """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow
+    their tokenizer."""
     add_eos: bool = False
     """End each source of an encoder-decoder with </s> (eos_id), as T5's and Marian's tokenizers do:
     imported models follow their tokenizer; models trained here read sources without it."""

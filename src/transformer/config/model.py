@@ -51,12 +51,13 @@ class VisionConfig:
 @dataclass(frozen=True)
 class RelativeBiasConfig:
     """T5's bucketed relative position bias (Raffel et al. 2020): `[model.relative_bias]`, used when
-    positional = "t5_bias". A learned scalar per head and bucket of the distance key - query,
-    added to the attention scores; see transformer.model.positional.relative_bucket."""
+    positional = "t5_bias". A learned scalar per head and bucket of the distance key - query, added
+    to the attention scores; see transformer.model.positional.relative_bucket."""
 
     buckets: int = setting(32, gt=0)
-    """Buckets per direction set: half of them exact distances, the rest logarithmic up to max_distance.
-    The encoder splits them between the two directions, the decoder uses them all for the past."""
+    """Buckets per direction set: half of them exact distances, the rest logarithmic up to
+    max_distance. The encoder splits them between the two directions, the decoder uses them all for
+    the past."""
     max_distance: int = setting(128, gt=0)
     """Distances from here on share the last bucket."""
 
@@ -105,8 +106,8 @@ class ModelConfig:
     """Size of each head's queries and keys (§3.2.1's d_k; None = d_model / n_heads). Values keep
     d_model / n_heads dimensions (d_v): the paper's Table 3 (B) shrinks d_k alone."""
     d_v: int | None = setting(None, gt=0)
-    """Size of each head's values (None = d_model / n_heads); the heads then concatenate to
-    n_heads * d_v before the output projection (T5 v1.1 small: 6 heads of 64 in a 512 model)."""
+    """Size of each head's values (None = d_model / n_heads); the heads then concatenate to n_heads
+    * d_v before the output projection (T5 v1.1 small: 6 heads of 64 in a 512 model)."""
     n_encoder_layers: int = setting(6, ge=0)
     """Encoder layers N (ignored by decoder-only models)."""
     n_decoder_layers: int = setting(6, ge=0)
@@ -129,8 +130,8 @@ class ModelConfig:
     """A norm after the last layer of each stack (None = on for pre-norm, off for post-norm)."""
     positional: str = setting("sinusoidal", choices=POSITIONALS)
     """sinusoidal (§3.5), learned, rope (rotary, on queries and keys), t5_bias (T5's bucketed
-    relative bias on the self-attention scores, model.relative_bias) or none (an image encoder
-    takes model.vision.positions instead)."""
+    relative bias on the self-attention scores, model.relative_bias) or none (an image encoder takes
+    model.vision.positions instead)."""
     max_positions: int = setting(1024, gt=0)
     """Longest sequence the position encoding covers."""
     rope_base: float = setting(10000.0, gt=0)
@@ -139,7 +140,8 @@ class ModelConfig:
     """interleaved: sin/cos alternate as in §3.5; halves: all sines then all cosines (Marian)."""
     activation: str = setting("relu", choices=ACTIVATIONS)
     """Feed-forward activation: relu (the paper), gelu, gelu_tanh (GPT-2), silu, or a gated one
-    (Shazeer 2020: act(x W1) * x W3, a third matrix): swiglu (Llama), geglu, geglu_tanh (T5 v1.1)."""
+    (Shazeer 2020: act(x W1) * x W3, a third matrix): swiglu (Llama), geglu, geglu_tanh (T5
+    v1.1)."""
     bias: bool = True
     """Biases in the linear layers and LayerNorms."""
     output_bias: bool = False
@@ -148,11 +150,11 @@ class ModelConfig:
     """Tie target embedding and output layer (§3.4); with a shared vocabulary, all three."""
     share_embeddings: bool | None = None
     """Encoder and decoder read one token embedding (None = when the vocabulary is shared and
-    tie_embeddings is on). true with tie_embeddings = false: shared inputs, a separate output
-    layer (T5 v1.1)."""
+    tie_embeddings is on). true with tie_embeddings = false: shared inputs, a separate output layer
+    (T5 v1.1)."""
     scale_attention: bool = True
-    """Divide the attention scores by sqrt(d_k) (§3.2.1). T5 does not: it folds the factor into
-    its initialisation (false)."""
+    """Divide the attention scores by sqrt(d_k) (§3.2.1). T5 does not: it folds the factor into its
+    initialisation (false)."""
     scale_output: bool = False
     """Multiply the decoder's final state by d_model^-1/2 before the output layer (T5 v1.0, whose
     output layer is the tied embedding)."""
@@ -181,11 +183,14 @@ class ModelConfig:
     """First decoder input of an encoder-decoder (None = bos_id; Marian uses its pad id)."""
     attention_impl: str = setting("auto", choices=ATTENTION_IMPLS)
     """fused: torch's scaled_dot_product_attention; textbook: the explicit softmax(QK^T/sqrt(d))V;
-    auto: fused, except that training measures both at its batch shape and takes the faster (transformer.runtime.precision)."""
+    auto: fused, except that training measures both at its batch shape and takes the faster
+    (transformer.runtime.precision)."""
     vision: VisionConfig | None = None
-    """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder" only)."""
+    """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder"
+    only)."""
     relative_bias: RelativeBiasConfig | None = None
-    """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional = "t5_bias"."""
+    """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional =
+    "t5_bias"."""
 
     def __post_init__(self) -> None:
         if isinstance(self.vision, dict):  # from JSON / TOML
@@ -194,7 +199,8 @@ class ModelConfig:
             )
         if self.vision is not None and not isinstance(self.vision, VisionConfig):
             raise ConfigError(
-                f"vision={self.vision!r} is not valid: give a [model.vision] table or a VisionConfig"
+                f"vision={self.vision!r} is not valid: give a [model.vision] table or a "
+                "VisionConfig"
             )
         if isinstance(self.relative_bias, dict):
             object.__setattr__(
@@ -228,8 +234,9 @@ class ModelConfig:
                 )
         if self.share_embeddings and self.tgt_vocab_size is not None:
             raise ConfigError(
-                f"share_embeddings=true needs one vocabulary, but tgt_vocab_size={self.tgt_vocab_size}: "
-                "remove tgt_vocab_size or set share_embeddings = false"
+                "share_embeddings=true needs one vocabulary, but "
+                f"tgt_vocab_size={self.tgt_vocab_size}: remove tgt_vocab_size or set "
+                "share_embeddings = false"
             )
 
     def _check_shape(self) -> None:
@@ -237,7 +244,8 @@ class ModelConfig:
         if self.tgt_vocab_size is not None:
             if self.arch != "encoder-decoder":
                 raise ConfigError(
-                    f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; leave it None for arch={self.arch!r}"
+                    f"tgt_vocab_size={self.tgt_vocab_size} is only for arch='encoder-decoder'; "
+                    f"leave it None for arch={self.arch!r}"
                 )
         if self.arch in ("encoder-decoder", "encoder") and self.n_encoder_layers == 0:
             raise ConfigError(
@@ -249,12 +257,14 @@ class ModelConfig:
             )
         if self.d_v is None and self.d_model % self.n_heads:
             raise ConfigError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head gets d_model / n_heads dimensions"
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head "
+                "gets d_model / n_heads dimensions"
             )
         if self.n_kv_heads is not None:
             if self.n_heads % self.n_kv_heads:
                 raise ConfigError(
-                    f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each key/value head serves a whole group of query heads"
+                    f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}: each "
+                    "key/value head serves a whole group of query heads"
                 )
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(
@@ -262,7 +272,8 @@ class ModelConfig:
             )
         if self.positional == "rope" and self.qk_dim % 2:
             raise ConfigError(
-                f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for rope"
+                f"query/key dimension {self.qk_dim} (d_k, else d_model / n_heads) must be even for "
+                "rope"
             )
 
     def _check_heads(self) -> None:
@@ -287,11 +298,13 @@ class ModelConfig:
                 )
             if self.vision.n_patches + 1 > self.max_positions:
                 raise ConfigError(
-                    f"{self.vision.n_patches} patches + [CLS] exceed max_positions={self.max_positions}"
+                    f"{self.vision.n_patches} patches + [CLS] exceed "
+                    f"max_positions={self.max_positions}"
                 )
         if self.n_classes and self.arch != "encoder":
             raise ConfigError(
-                f"n_classes={self.n_classes} is for arch='encoder' classifiers, not arch={self.arch!r}"
+                f"n_classes={self.n_classes} is for arch='encoder' classifiers, not "
+                f"arch={self.arch!r}"
             )
 
     # Derived values: properties, so they can never disagree with the fields.

@@ -44,28 +44,32 @@ class DataConfig:
     valid_pairs: str | None = None
     """Text-to-text validation pairs (optional), as train_pairs."""
     train_images: str | None = None
-    """Labelled training images of an image classifier (model.vision): a prepared split (.safetensors,
-    from transformer data fashion-mnist) or a folder of class folders DIR/<label>/*.png|jpg."""
+    """Labelled training images of an image classifier (model.vision): a prepared split
+    (.safetensors, from transformer data fashion-mnist) or a folder of class folders
+    DIR/<label>/*.png|jpg."""
     valid_images: str | None = None
     """Labelled validation images (optional), as train_images; every label must occur there."""
     random_crop: int = setting(0, ge=0)
-    """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 = off)."""
+    """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 =
+    off)."""
     horizontal_flip: bool = False
     """Images: mirror left-right with probability 1/2."""
     tokenizer: str = setting("bpe", choices=TOKENIZER_KINDS)
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
-    (characters; ~5x longer sequences than BPE: set max_len for them). See transformer.data.tokenizer."""
+    (characters; ~5x longer sequences than BPE: set max_len for them). See
+    transformer.data.tokenizer."""
     vocab_size: int = setting(8000, gt=0)
-    """Size of the vocabulary to train, special tokens included (the model's vocabulary comes from it);
-    "char" needs room for every character seen min_frequency times."""
+    """Size of the vocabulary to train, special tokens included (the model's vocabulary comes from
+    it); "char" needs room for every character seen min_frequency times."""
     shared_vocab: bool = True
     """One joint BPE vocabulary for source and target (the paper's, §5.1); false = one per side."""
     min_frequency: int = setting(2, gt=0)
     """A pair must occur this often to become a BPE merge."""
     max_len: int = setting(256, gt=0)
-    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted. Tokens,
-    not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same sentences."""
+    """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted.
+    Tokens, not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same
+    sentences."""
     tokenizer_sample: int = setting(
         200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all"
     )
@@ -75,21 +79,24 @@ class DataConfig:
         0.0,
         ge=0,
         lt=1,
-        error="{name}={value} must be in [0, 1): the probability of skipping a merge (0 = off; Provilkov et al. use 0.1)",
+        error="{name}={value} must be in [0, 1): the probability of skipping a merge (0 = off; "
+        "Provilkov et al. use 0.1)",
     )
     """BPE-dropout (Provilkov et al. 2020): when segmenting the training sentences, skip each merge
     with this probability (0.1 in the paper), so that a word comes in several segmentations, a
-    regulariser for many epochs of a small corpus. Validation, evaluation and translation segment
-    as trained. BPE tokenizers and objectives seq2seq / lm only."""
+    regulariser for many epochs of a small corpus. Validation, evaluation and translation segment as
+    trained. BPE tokenizers and objectives seq2seq / lm only."""
     segmentations: int = setting(8, gt=0)
-    """With bpe_dropout: how many dropped segmentations of the training corpus are prepared (each
-    a corpus in the cache); epoch e trains on segmentation e mod this."""
+    """With bpe_dropout: how many dropped segmentations of the training corpus are prepared (each a
+    corpus in the cache); epoch e trains on segmentation e mod this."""
     sentinels: int = setting(100, gt=0)
     """span_corruption: the sentinel tokens <extra_id_0> ... <extra_id_{n-1}> the trained tokenizer
-    reserves after its four special tokens (T5: 100); a text can have at most this many noise spans."""
+    reserves after its four special tokens (T5: 100); a text can have at most this many noise
+    spans."""
     cache: str | None = None
     """Folder for prepared corpora (token ids in memory-mapped arrays, built on first use, see
-    transformer.data.corpus); default $TRANSFORMER_CACHE_DIR/corpora, else ~/.cache/transformer/corpora."""
+    transformer.data.corpus); default $TRANSFORMER_CACHE_DIR/corpora, else
+    ~/.cache/transformer/corpora."""
 
     def __post_init__(self) -> None:
         check_types(self, "data")
@@ -181,9 +188,11 @@ class TrainConfig:
     seed: int = setting(1, ge=0)
     """Seed of the model's initialisation, dropout and batch shuffling."""
     batch_tokens: int = setting(4096, gt=0)
-    """Padded tokens per batch on each process (the paper: ~25,000 source + 25,000 target per step)."""
+    """Padded tokens per batch on each process (the paper: ~25,000 source + 25,000 target per
+    step)."""
     accumulate: int = setting(1, gt=0)
-    """Batches whose gradients are summed per optimiser step (effective batch = batch_tokens x accumulate x processes)."""
+    """Batches whose gradients are summed per optimiser step (effective batch = batch_tokens x
+    accumulate x processes)."""
     max_steps: int = setting(100000, gt=0)
     """Stop after this many optimiser steps (the paper: 100,000 for base, 300,000 for big)."""
     max_epochs: int = setting(0, ge=0)
@@ -196,7 +205,8 @@ class TrainConfig:
     text, arch = "encoder", on train_tsv) or "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text). None: from the data and arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
-    """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token, 10% stay."""
+    """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
+    10% stay."""
     noise_density: float = setting(0.15, gt=0, lt=1)
     """span_corruption: share of each text's tokens hidden (T5: 0.15)."""
     mean_span: float = setting(3.0, ge=1)
@@ -207,9 +217,9 @@ class TrainConfig:
     freeze_encoder: bool = False
     """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
     schedule: str = setting("inverse_sqrt", choices=SCHEDULES)
-    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then cosine to
-    min_lr, reached at max_steps or at the end of max_minutes, whichever comes first (under a time
-    budget the decay follows the clock, so it ends when the run does)."""
+    """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then
+    cosine to min_lr, reached at max_steps or at the end of max_minutes, whichever comes first
+    (under a time budget the decay follows the clock, so it ends when the run does)."""
     warmup_steps: int = setting(4000, ge=0)
     """Steps of linear warmup (the paper: 4000)."""
     lr_factor: float = setting(1.0, ge=0)
@@ -229,26 +239,29 @@ class TrainConfig:
     label_smoothing: float = setting(0.1, ge=0, lt=1)
     """Label smoothing epsilon (§5.4: 0.1); spread over the vocabulary minus padding."""
     late_dropout: float = setting(0.0, ge=0, lt=1)
-    """Share of training (of max_minutes when set, else of max_steps; whichever is further along) run
-    with every dropout of the model off before they start at their rates (Liu et al. 2023, "late
+    """Share of training (of max_minutes when set, else of max_steps; whichever is further along)
+    run with every dropout of the model off before they start at their rates (Liu et al. 2023, "late
     dropout": training.dropout); 0 = dropout from the first step."""
     clip_norm: float = setting(0.0, ge=0)
     """Clip the gradient's global L2 norm to this (0 = no clipping; the paper does not clip)."""
     precision: str = setting("auto", choices=PRECISIONS)
-    """auto (bf16 where measured faster: see transformer.runtime.precision); fp32; bf16 (autocast, CPU or GPU);
-    fp16 (autocast + gradient scaling, GPU only). The run's config.toml records the resolved one."""
+    """auto (bf16 where measured faster: see transformer.runtime.precision); fp32; bf16 (autocast,
+    CPU or GPU); fp16 (autocast + gradient scaling, GPU only). The run's config.toml records the
+    resolved one."""
     device: str = setting("auto", choices=DEVICES)
     """auto (cuda when available), cpu or cuda."""
     valid_every: int = setting(1000, gt=0)
     """Validate every this many steps (a final validation always runs)."""
     bleu_samples: int = setting(200, ge=0)
-    """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 = off)."""
+    """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 =
+    off)."""
     save_every: int = setting(1000, gt=0)
     """Write a checkpoint every this many steps (and at the end)."""
     keep_last: int = setting(5, gt=0)
     """Checkpoints to keep (older ones are deleted; best/ and last/ are kept apart)."""
     log_every: int = setting(100, gt=0)
-    """Plain log lines every this many steps when not on a terminal (metrics.jsonl gets every step)."""
+    """Plain log lines every this many steps when not on a terminal (metrics.jsonl gets every
+    step)."""
     num_threads: int = setting(0, ge=0)
     """CPU threads for torch (0 = torch's default)."""
 
@@ -266,7 +279,8 @@ SECTIONS = ("model", "data", "train", "decode")
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a training run reads: [model], [data], [train] and [decode] (validation and saved defaults).
+    """Everything a training run reads: [model], [data], [train] and [decode] (validation and saved
+    defaults).
 
     The model's vocab_size is not set here: it comes from the trained tokenizer.
     """
@@ -292,8 +306,8 @@ class RunConfig:
             self.model.vision is not None
         ) and self.train.init_from is None:
             raise ConfigError(
-                "data.train_images needs an image encoder ([model.vision]), and an image encoder needs "
-                "data.train_images: set both or neither"
+                "data.train_images needs an image encoder ([model.vision]), and an image encoder "
+                "needs data.train_images: set both or neither"
             )
         if getattr(d, needs[0]) is None:
             raise ConfigError(
@@ -323,8 +337,9 @@ class RunConfig:
                 and self.model.vision is None
             ):
                 raise ConfigError(
-                    f"data.max_len={self.data.max_len} exceeds model.max_positions={self.model.max_positions}: "
-                    "lower data.max_len or raise model.max_positions"
+                    f"data.max_len={self.data.max_len} exceeds "
+                    f"model.max_positions={self.model.max_positions}: lower data.max_len or raise "
+                    "model.max_positions"
                 )
 
     @property
@@ -351,7 +366,8 @@ class RunConfig:
         }
 
     def to_toml(self) -> str:
-        """The resolved config as TOML (None values are written as comments: they mean the default)."""
+        """The resolved config as TOML (None values are written as comments: they mean the
+        default)."""
         lines = []
         for section, values in self.to_dict().items():
             lines.append(f"[{section}]")

@@ -19,7 +19,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a string."""
+    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a
+    string."""
     if "=" not in text or "." not in text.split("=", 1)[0]:
         raise ConfigError(
             f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000"
@@ -40,7 +41,8 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
             close = difflib.get_close_matches(section, SECTIONS, n=1)
             hint = f" (did you mean [{close[0]}]?)" if close else ""
             raise ConfigError(
-                f"{source}: unknown section [{section}]{hint}; valid sections: {', '.join(SECTIONS)}"
+                f"{source}: unknown section [{section}]{hint}; valid sections: "
+                f"{', '.join(SECTIONS)}"
             )
         if not isinstance(values[section], dict):
             raise ConfigError(
@@ -51,7 +53,8 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
     for key in ("vocab_size", "tgt_vocab_size"):
         if key in model_values:
             raise ConfigError(
-                f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size instead"
+                f"{source}: model.{key} is set by the trained tokenizer: set data.vocab_size "
+                "instead"
             )
     model_values["vocab_size"] = data.vocab_size
     model = ModelConfig.from_dict(model_values)

@@ -1,7 +1,7 @@
-"""`transformer serve`: a model directory behind an HTTP API, with dynamic batching and a page
-that shows the attention. Needs the [serve] extra (FastAPI + uvicorn). See app.py for the
-endpoints, schemas.py for the request bodies (derived from the settings in transformer.config),
-errors.py, streaming.py, and worker.py for the batching. ServeConfig (its settings) lives in
+"""`transformer serve`: a model directory behind an HTTP API, with dynamic batching and a page that
+shows the attention. Needs the [serve] extra (FastAPI + uvicorn). See app.py for the endpoints,
+schemas.py for the request bodies (derived from the settings in transformer.config), errors.py,
+streaming.py, and worker.py for the batching. ServeConfig (its settings) lives in
 transformer.config.serve."""
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def serve(
     config = config or ServeConfig()
     if not is_loopback(host) and not config.api_key:
         print(
-            f"transformer serve: warning: listening on {host}, reachable from other machines, without an API "
-            f"key: anyone who can reach it can use it; set {API_KEY_ENV} (or --api-key)",
+            f"transformer serve: warning: listening on {host}, reachable from other machines, "
+            f"without an API key: anyone who can reach it can use it; set {API_KEY_ENV} (or "
+            "--api-key)",
             file=sys.stderr,
         )
     app = create_app(None, config)
@@ -101,8 +102,8 @@ def serve(
 
 def _cannot_listen(host: str, port: int) -> int:
     print(
-        f"transformer serve: error: could not listen on {host}:{port} (see uvicorn's message above): "
-        "give another --port, or stop what uses it",
+        f"transformer serve: error: could not listen on {host}:{port} (see uvicorn's message "
+        "above): give another --port, or stop what uses it",
         file=sys.stderr,
     )
     return 1

@@ -8,10 +8,10 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   POST /v1/translate   encoder-decoder models; lines batched with other requests' (worker.py)
   POST /v1/generate    decoder-only models; "stream": true sends Server-Sent Events (streaming.py)
   POST /v1/attention   the weights `transformer attention` draws, for the page
-  POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels each
+  POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels
   GET  /health         200 once the model is loaded (503 before)
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
-  GET  /metrics        Prometheus text format, per endpoint (ROUTES: every route below; "other" else)
+  GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES; "other" for the rest)
   GET  /               the page (static HTML/JS shipped in the package; no network fetch)
   GET  /docs           FastAPI's OpenAPI page
 
@@ -37,7 +37,8 @@ from .state import State
 __all__ = ["API_KEY_ENV", "ROUTES", "ServeConfig", "State", "create_app"]
 
 OPEN_PATHS = {"/health", "/", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"}
-"""Paths that need no API key: for load balancers, the page (it asks for the key) and the API docs."""
+"""Paths that need no API key: for load balancers, the page (it asks for the key) and the API
+docs."""
 
 
 def create_app(
@@ -47,7 +48,8 @@ def create_app(
     precision: str | None = None,
 ) -> FastAPI:
     """The FastAPI app for a model directory (loaded on a thread when the app starts; /health says
-    when it is ready) or a Pipeline. With None the caller loads it and calls app.state.serve.start."""
+    when it is ready) or a Pipeline. With None the caller loads it and calls
+    app.state.serve.start."""
     config = config or ServeConfig()
     state = State(config)
 

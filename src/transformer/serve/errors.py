@@ -26,7 +26,8 @@ def error_response(
 
 
 def validation_message(e: RequestValidationError) -> str:
-    """pydantic's errors as one line: `beam_size: Input should be greater than 0; text: Field required`."""
+    """pydantic's errors as one line: `beam_size: Input should be greater than 0; text: Field
+    required`."""
     problems = []
     for err in e.errors():
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"

@@ -1,4 +1,5 @@
-"""Server metrics in the Prometheus text exposition format (version 0.0.4), without a client library.
+"""Server metrics in the Prometheus text exposition format (version 0.0.4), without a client
+library.
 
 Counters of requests by endpoint and status, a latency histogram per endpoint, a histogram of
 lines per decoded batch, the queue depth, and the tokens generated. Thread-safe: the worker
@@ -76,7 +77,8 @@ class Metrics:
                     f'transformer_requests_total{{endpoint="{endpoint}",status="{status}"}} {n}'
                 )
             out += [
-                "# HELP transformer_request_seconds Request latency, from arrival to the response (a stream: to its start).",
+                "# HELP transformer_request_seconds Request latency, from arrival to the response "
+                "(a stream: to its start).",
                 "# TYPE transformer_request_seconds histogram",
             ]
             for endpoint, hist in sorted(self.latency.items()):

@@ -292,7 +292,8 @@ async def page():
 
 
 ROUTES = frozenset(route.path for route in router.routes)
-"""The paths /metrics counts by name (every route above, so none is left out); others count as "other"."""
+"""The paths /metrics counts by name (every route above, so none is left out); others count as
+"other"."""
 
 
 def decode_images(items: list[str], vision) -> torch.Tensor:

@@ -37,7 +37,8 @@ GENERATE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
 
 def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, Any]:
     """(annotation, Field) of an optional request field for setting `name` of config class `cls`:
-    its choices or type, bounds and doc from the definition; `cap` an upper bound the server adds."""
+    its choices or type, bounds and doc from the definition; `cap`, an upper bound the server
+    adds."""
     f = settings_of(cls)[name]
     bounds = f.metadata["bounds"]
     kind = field_kind(f)
@@ -56,7 +57,8 @@ def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, 
 
 
 def decode_fields(names: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
-    """Request fields for these DecodeConfig settings, each None (= the model's default) unless given."""
+    """Request fields for these DecodeConfig settings, each None (= the model's default) unless
+    given."""
     return {name: setting_field(DecodeConfig, name, SERVER_CAPS.get(name)) for name in names}
 
 

@@ -1,7 +1,7 @@
 """What one server holds: the loaded pipeline (None while it loads), the worker thread that owns it,
 the metrics; and the rules every endpoint shares: 503 until the model is ready, 400 when the model
-is of the wrong family, 503 when the queue is full, 504 past the timeout, 499 when the client
-goes away (its job is dropped)."""
+is of the wrong family, 503 when the queue is full, 504 past the timeout, 499 when the client goes
+away (its job is dropped)."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ class State:
             raise ApiError(503, "overloaded", f"{e}: retry later", {"Retry-After": "1"}) from None
 
     async def submit(self, job: Job, request: Request):
-        """Queue the job and wait for it: 503 when the queue is full, 504 past the timeout; a
-        client that goes away cancels it."""
+        """Queue the job and wait for it: 503 when the queue is full, 504 past the timeout; a client
+        that goes away cancels it."""
         self.queue(job)
         future = asyncio.wrap_future(job.future)
         gone = asyncio.ensure_future(disconnected(request))

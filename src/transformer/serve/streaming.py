@@ -28,7 +28,8 @@ async def disconnected(request: Request) -> None:
 
 
 async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, timeout: float):
-    """The SSE events of a generation job whose tokens arrive on `events` (see the module's rules)."""
+    """The SSE events of a generation job whose tokens arrive on `events` (see the module's
+    rules)."""
     future = asyncio.wrap_future(job.future)
     ids: list[int] = []
     sent = ""

@@ -88,7 +88,8 @@ class Worker:
         )
 
     def start(self) -> None:
-        """Run the jobs on a thread of the worker's own (see run for why `transformer serve` does not)."""
+        """Run the jobs on a thread of the worker's own (see run for why `transformer serve` does
+        not)."""
         self._thread.start()
 
     def run(self, alive: Callable[[], bool] | None = None) -> None:
@@ -100,7 +101,8 @@ class Worker:
         self._loop()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Finish the job in hand, fail the ones still queued, and end the loop (joining its thread if it has one)."""
+        """Finish the job in hand, fail the ones still queued, and end the loop (joining its thread
+        if it has one)."""
         with self._cond:
             self._stopping = True
             left = list(self._jobs)
@@ -114,7 +116,8 @@ class Worker:
 
     @property
     def depth(self) -> int:
-        """Jobs waiting (not counting the one being decoded, nor those nobody waits for any more)."""
+        """Jobs waiting (not counting the one being decoded, nor those nobody waits for any
+        more)."""
         return sum(not job.cancelled for job in list(self._jobs))
 
     def submit(self, job: Job) -> Future:
@@ -145,10 +148,10 @@ class Worker:
             first = self._jobs[0]
             if first.kind != "translate":
                 return [self._jobs.popleft()]
-            # Wait for company until max_wait after the first job arrived or after the previous batch
-            # ended, whichever is later, or until the batch is full. (After a batch, its clients send
-            # their next requests at once: waiting a moment lets them join the requests that queued
-            # meanwhile, instead of forming a second, smaller batch.)
+            # Wait for company until max_wait after the first job arrived or after the previous
+            # batch ended, whichever is later, or until the batch is full. (After a batch, its
+            # clients send their next requests at once: waiting a moment lets them join the requests
+            # that queued meanwhile, instead of forming a second, smaller batch.)
             opens = max(first.arrived, self._free_since)
             while not self._stopping:
                 left = opens + self.max_wait - time.monotonic()
