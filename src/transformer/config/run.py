@@ -328,8 +328,8 @@ class RunConfig:
         if self.train.init_from is None:
             if self.model.arch != needs[1]:
                 raise ConfigError(
-                    f"model.arch={self.model.arch!r} cannot be trained with objective {objective!r} "
-                    f'(data.{needs[0]}): use arch = "{needs[1]}"'
+                    f"model.arch={self.model.arch!r} cannot be trained with objective "
+                    f'{objective!r} (data.{needs[0]}): use arch = "{needs[1]}"'
                 )
             if (
                 self.data.max_len > self.model.max_positions
