@@ -85,7 +85,8 @@ def save_model(
         n_classes = getattr(model.config, "n_classes", 0)
         if len(labels) != n_classes:
             raise ValueError(
-                f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per class"
+                f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per "
+                "class"
             )
         atomic_write_text(
             path / LABELS_FILE, json.dumps(list(labels), indent=1, ensure_ascii=False) + "\n"
@@ -135,7 +136,8 @@ def load_labels(path: str | os.PathLike) -> list[str] | None:
 
 
 def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
-    """An encoder's special tokens by role (special_tokens.json), or None when the directory has none."""
+    """An encoder's special tokens by role (special_tokens.json), or None when the directory has
+    none."""
     file = Path(path) / SPECIAL_TOKENS_FILE
     if not file.is_file():
         return None

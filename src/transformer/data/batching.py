@@ -24,7 +24,8 @@ from .tokenizer import Tokenizer
 
 @dataclass
 class Example:
-    """One training example as token ids (no specials): source (None for a language model) and target."""
+    """One training example as token ids (no specials): source (None for a language model) and
+    target."""
 
     src: list[int] | None
     tgt: list[int]
@@ -44,7 +45,8 @@ def encode_examples(
     sources: list[str] | None = None,
     src_tok: Tokenizer | None = None,
 ) -> tuple[list[Example], int]:
-    """Tokenize texts; drop examples longer than max_len tokens (a side plus its <s>/</s>). Returns (examples, dropped)."""
+    """Tokenize texts; drop examples longer than max_len tokens (a side plus its <s>/</s>). Returns
+    (examples, dropped)."""
     tgt_ids = tgt_tok.encode_batch(targets)
     src_ids = src_tok.encode_batch(sources) if sources is not None else [None] * len(tgt_ids)
     examples, dropped = [], 0
@@ -127,8 +129,8 @@ def batch_bounds(sorted_sizes: np.ndarray, batch_tokens: int) -> np.ndarray:
     """Greedy batches over examples sorted by size: each takes examples while rows x longest row
     stays within batch_tokens (at least one example). Returns the start of each batch and the end.
 
-    With sizes sorted, the longest row of a batch from a to j is sizes[j], and sizes[j] * (j - a + 1)
-    grows with j, so each batch's end is found by binary search."""
+    With sizes sorted, the longest row of a batch from a to j is sizes[j], and sizes[j] * (j - a +
+    1) grows with j, so each batch's end is found by binary search."""
     n = len(sorted_sizes)
     starts = [0]
     a = 0

@@ -18,7 +18,8 @@ SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz")
 def copy_lines(
     n: int, rng: random.Random, n_symbols: int = 20, min_len: int = 3, max_len: int = 12
 ) -> list[str]:
-    """n lines of min_len..max_len symbols drawn uniformly from the first n_symbols letters, space-separated."""
+    """n lines of min_len..max_len symbols drawn uniformly from the first n_symbols letters,
+    space-separated."""
     symbols = SYMBOLS[:n_symbols]
     return [
         " ".join(rng.choice(symbols) for _ in range(rng.randint(min_len, max_len)))
@@ -36,14 +37,16 @@ def write_copy_task(
     max_len: int = 12,
     seed: int = 1,
 ) -> dict[str, Path]:
-    """Write {train,valid,test}.{src,tgt} into `out` (target = source); test lines never occur in train."""
+    """Write {train,valid,test}.{src,tgt} into `out` (target = source); test lines never occur in
+    train."""
     if not 1 <= n_symbols <= len(SYMBOLS):
         raise ValueError(f"n_symbols={n_symbols} is not valid: choose 1 to {len(SYMBOLS)}")
     if not 1 <= min_len <= max_len:
         raise ValueError(f"min_len={min_len}, max_len={max_len}: need 1 <= min_len <= max_len")
     if n_train < 1 or n_valid < 0 or n_test < 0:
         raise ValueError(
-            f"n_train={n_train}, n_valid={n_valid}, n_test={n_test}: need n_train >= 1 and the others >= 0"
+            f"n_train={n_train}, n_valid={n_valid}, n_test={n_test}: need n_train >= 1 and the "
+            "others >= 0"
         )
     out = Path(out)
     if out.exists() and not out.is_dir():

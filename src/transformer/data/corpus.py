@@ -6,12 +6,12 @@ uint32) and an offsets index, plus each example's line in the files and a `heade
 key it was built for. Every later run, `--resume` and each torchrun process maps those files
 (np.memmap): the pages are shared with the OS page cache, not copied into each process.
 
-Where: `data.cache` (default `$TRANSFORMER_CACHE_DIR/corpora`, else `~/.cache/transformer/corpora`), one
-folder per key: the files (absolute path, size, modification time), the tokenizer(s) (a hash of
-their tokenizer.json) and `data.max_len`. A changed file, tokenizer or max_len gives another
-key, so another folder. A folder is written under a temporary name and renamed when complete,
-and its array sizes are checked against the header when opened: a half-written or truncated
-one is never read (it is rebuilt).
+Where: `data.cache` (default `$TRANSFORMER_CACHE_DIR/corpora`, else `~/.cache/transformer/corpora`),
+one folder per key: the files (absolute path, size, modification time), the tokenizer(s) (a hash of
+their tokenizer.json) and `data.max_len`. A changed file, tokenizer or max_len gives another key, so
+another folder. A folder is written under a temporary name and renamed when complete, and its array
+sizes are checked against the header when opened: a half-written or truncated one is never read (it
+is rebuilt).
 
 Reading: files are UTF-8, one example per line (the rules of transformer.cli.lines), `.gz` files
 are decompressed as they are read. Aligned files are read in step; if one ends first the
@@ -164,7 +164,8 @@ def damage(path: Path, key: dict) -> str | None:
     for name, size in expected.items():
         file = path / name
         if not file.is_file() or file.stat().st_size != size:
-            return f"{name} is {file.stat().st_size if file.is_file() else 'missing'} bytes, expected {size}"
+            found = file.stat().st_size if file.is_file() else "missing"
+            return f"{name} is {found} bytes, expected {size}"
     return None
 
 
@@ -247,7 +248,8 @@ def _build(
                 f.close()
         if n == 0:
             raise DataError(
-                f"no training example is at most data.max_len={max_len} tokens long: raise data.max_len"
+                f"no training example is at most data.max_len={max_len} tokens long: raise "
+                "data.max_len"
                 + (
                     " (a character tokenizer makes ~5x more tokens than BPE)"
                     if tgt_tok.kind == "char"

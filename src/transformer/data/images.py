@@ -1,4 +1,5 @@
-"""Images for the image encoder (ViT): Fashion-MNIST's IDX files, prepared splits, and folders of images.
+"""Images for the image encoder (ViT): Fashion-MNIST's IDX files, prepared splits, and folders of
+images.
 
 Prepared split (what `transformer data fashion-mnist` writes): one safetensors file per split,
     images  uint8 (N, C, H, W), pixel values 0-255 as stored
@@ -75,7 +76,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         raise ImageError(f"{path} cannot be read ({e})") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
         raise ImageError(
-            f"{path} is not an IDX file (it does not start with 0, 0, a type code, a dimension count)"
+            f"{path} is not an IDX file (it does not start with 0, 0, a type code, a dimension "
+            "count)"
         )
     dtype, ndim = np.dtype(_IDX_TYPES[data[2]]), data[3]
     header = 4 + 4 * ndim
@@ -101,7 +103,8 @@ def read_fashion_mnist(
     folder = Path(source) if source else FASHION_MNIST_DIR
     if not folder.is_dir():
         raise ImageError(
-            f"{folder} not found: install Fashion-MNIST with `apt-get install -y {FASHION_MNIST_PACKAGE}` "
+            f"{folder} not found: install Fashion-MNIST with `apt-get install -y "
+            f"{FASHION_MNIST_PACKAGE}` "
             "(or pass --source DIR with its four IDX files)"
         )
     out = {}
@@ -139,7 +142,8 @@ def stratified_split(labels: np.ndarray, n_valid: int, seed: int) -> tuple[np.nd
 def save_split(
     path: str | os.PathLike, images: np.ndarray, labels: np.ndarray, names: list[str]
 ) -> None:
-    """Write one prepared split (see the module doc), atomically. images (N, C, H, W) or (N, H, W) uint8."""
+    """Write one prepared split (see the module doc), atomically. images (N, C, H, W) or (N, H, W)
+    uint8."""
     from safetensors.torch import save_file
 
     if images.ndim == 3:
@@ -160,7 +164,8 @@ def build_fashion_mnist(
     seed: int = 0,
 ) -> dict:
     """DIR/{train,valid,test}.safetensors: the 60,000 training images less a stratified, seeded
-    validation set of n_valid, and the official 10,000 test images; DIR/README.md says what they are."""
+    validation set of n_valid, and the official 10,000 test images; DIR/README.md says what they
+    are."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ImageError(f"--out {out} is a file: give a directory for the dataset")
@@ -184,12 +189,15 @@ def build_fashion_mnist(
             [
                 "# Fashion-MNIST, prepared by `transformer data fashion-mnist`",
                 "",
-                "Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, MIT licence), read from the IDX files of Debian's",
+                "Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, MIT licence), read from "
+                "the IDX files of Debian's",
                 f"{FASHION_MNIST_PACKAGE}: 28 x 28 grayscale images of 10 classes.",
                 "",
-                "Each `{split}.safetensors` holds `images` (uint8, N x 1 x 28 x 28, 0-255) and `labels` (int64, N),",
+                "Each `{split}.safetensors` holds `images` (uint8, N x 1 x 28 x 28, 0-255) and "
+                "`labels` (int64, N),",
                 "with the label names as JSON in the metadata key `labels`. valid.safetensors is "
-                f"{n_valid:,} images held out of the 60,000 training images, stratified by class (seed {seed});",
+                f"{n_valid:,} images held out of the 60,000 training images, stratified by class "
+                f"(seed {seed});",
                 "train.safetensors the rest; test.safetensors the official 10,000 test images.",
                 "",
                 "| label | "
@@ -317,8 +325,9 @@ def to_pixels(images: torch.Tensor) -> torch.Tensor:
 
 
 def augment(images: torch.Tensor, pad: int, flip: bool, generator: torch.Generator) -> torch.Tensor:
-    """Random crop with padding (pad zeros on each side, crop back to the size at a random offset per
-    image) and random horizontal flips (each image with probability 1/2), on uint8 (B, C, H, W)."""
+    """Random crop with padding (pad zeros on each side, crop back to the size at a random offset
+    per image) and random horizontal flips (each image with probability 1/2), on uint8
+    (B, C, H, W)."""
     b, _, h, w = images.shape
     if pad:
         padded = torch.nn.functional.pad(images, (pad, pad, pad, pad))

@@ -69,7 +69,8 @@ def mask_tokens(
 def noise_counts(
     length: int, density: float = NOISE_DENSITY, mean_span: float = MEAN_SPAN
 ) -> tuple[int, int]:
-    """(noise tokens, spans) of a text of `length` tokens, as T5 counts them (a 1-token text is all noise)."""
+    """(noise tokens, spans) of a text of `length` tokens, as T5 counts them (a 1-token text is all
+    noise)."""
     if length < 2:
         return length, 1
     noise = min(max(round(length * density), 1), length - 1)
@@ -139,7 +140,8 @@ def corrupt_spans(
 
 
 def uncorrupt(inputs: list[int], targets: list[int], sentinels: list[int]) -> list[int]:
-    """The text back from a corruption: each sentinel of the input replaced by what follows it in the target."""
+    """The text back from a corruption: each sentinel of the input replaced by what follows it in
+    the target."""
     index = {s: k for k, s in enumerate(sentinels)}
     filled, current = {}, None
     for token in targets:

@@ -112,7 +112,8 @@ def _tab_separated(
 def iter_pairs(
     path: str | os.PathLike, counts: ReadCounts | None = None
 ) -> Iterator[tuple[int, str, str]]:
-    """(line, input, target) of each line of a text-to-text `input<TAB>target` file (see _tab_separated)."""
+    """(line, input, target) of each line of a text-to-text `input<TAB>target` file (see
+    _tab_separated)."""
     return _tab_separated(path, "input", "target", counts)
 
 
@@ -198,7 +199,8 @@ def tokenizer_texts(
 
 def iter_labelled(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
     """(line, label, text) for each line of a `label<TAB>text` file (plain or .gz); 0-based lines.
-    Blank lines are skipped; a malformed line is a DataError naming the file and line (_tab_separated)."""
+    Blank lines are skipped; a malformed line is a DataError naming the file and line
+    (_tab_separated)."""
     return _tab_separated(path, "label", "text")
 
 

@@ -1,4 +1,5 @@
-"""Tokenizers trained on the user's corpus with Hugging Face `tokenizers`, and imported tokenizer.json files.
+"""Tokenizers trained on the user's corpus with Hugging Face `tokenizers`, and imported
+tokenizer.json files.
 
 Four kinds (`[data] tokenizer`), all NFC-normalised, all with the special tokens <pad>=0 <unk>=1
 <s>=2 </s>=3 (the ids the ModelConfig defaults name), all saved as one tokenizer.json:
@@ -88,7 +89,8 @@ class Tokenizer:
             "Unigram": "unigram",
             "BPE": "bpe",
         }.get(model, "other")
-        """bpe, unigram, word, char (ours, or an imported one of that model), or other (WordPiece, ...)."""
+        """bpe, unigram, word, char (ours, or an imported one of that model), or other (WordPiece,
+        ...)."""
         self._join_words = model == "WordLevel" and tokenizer.decoder is None
 
     def encode(self, text: str) -> list[int]:
@@ -110,12 +112,13 @@ class Tokenizer:
         return [detokenize_words(t.split(" ")) for t in texts] if self._join_words else texts
 
     def with_bpe_dropout(self, p: float) -> Tokenizer:
-        """A copy that skips each BPE merge with probability p when encoding (BPE-dropout, Provilkov et
-        al. 2020): the same vocabulary, other segmentations of the same text. Drawn by the tokenizers
-        library, which takes no seed."""
+        """A copy that skips each BPE merge with probability p when encoding (BPE-dropout, Provilkov
+        et al. 2020): the same vocabulary, other segmentations of the same text. Drawn by the
+        tokenizers library, which takes no seed."""
         if self.kind != "bpe":
             raise TokenizerError(
-                f"BPE-dropout needs a BPE tokenizer, this one is {self.kind!r}: set data.bpe_dropout = 0"
+                f"BPE-dropout needs a BPE tokenizer, this one is {self.kind!r}: set "
+                "data.bpe_dropout = 0"
             )
         copy = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
         copy.model.dropout = p
@@ -123,7 +126,8 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids, added tokens included (the model's embedding size must be at least this)."""
+        """Number of ids, added tokens included (the model's embedding size must be at least
+        this)."""
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
     def token_to_id(self, token: str) -> int | None:
@@ -204,7 +208,8 @@ def train_word(
     min_frequency: int = 2,
     specials: tuple[str, ...] = SPECIAL_TOKENS,
 ) -> Tokenizer:
-    """Word-level: the vocab_size - 4 most frequent words and punctuation marks (see the module doc)."""
+    """Word-level: the vocab_size - 4 most frequent words and punctuation marks (see the module
+    doc)."""
     _check_vocab("word", vocab_size, len(specials) + 1)
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
@@ -229,7 +234,8 @@ def train_char(
     min_frequency: int = 2,
     specials: tuple[str, ...] = SPECIAL_TOKENS,
 ) -> Tokenizer:
-    """Character-level: every character seen at least min_frequency times; vocab_size must hold them all."""
+    """Character-level: every character seen at least min_frequency times; vocab_size must hold them
+    all."""
     _check_vocab("char", vocab_size, len(specials) + 1)
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
@@ -262,7 +268,8 @@ def train_unigram(
     min_frequency: int = 2,
     specials: tuple[str, ...] = SPECIAL_TOKENS,
 ) -> Tokenizer:
-    """SentencePiece-style Unigram (Kudo 2018) over "▁"-marked words; min_frequency is not used by it."""
+    """SentencePiece-style Unigram (Kudo 2018) over "▁"-marked words; min_frequency is not used by
+    it."""
     _check_vocab("unigram", vocab_size, len(specials) + 2)
     tok = tokenizers.Tokenizer(models.Unigram())
     tok.normalizer = normalizers.NFC()
@@ -285,7 +292,8 @@ def train_unigram(
 def _check_vocab(kind: str, vocab_size: int, least: int) -> None:
     if vocab_size < least:
         raise TokenizerError(
-            f"data.vocab_size={vocab_size} is too small for a {kind} tokenizer: give at least {least}"
+            f"data.vocab_size={vocab_size} is too small for a {kind} tokenizer: give at least "
+            f"{least}"
         )
 
 
@@ -316,7 +324,8 @@ def train_tokenizer(
 def save_tokenizers(
     path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None
 ) -> None:
-    """Write `tokenizer.json` (shared: target None or the same object) or the .src/.tgt pair into `path`."""
+    """Write `tokenizer.json` (shared: target None or the same object) or the .src/.tgt pair into
+    `path`."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if target is None or target is source:
@@ -332,7 +341,8 @@ def has_tokenizer(path: str | os.PathLike) -> bool:
 
 
 def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
-    """(source, target) tokenizers of a model directory; the same object when the vocabulary is shared."""
+    """(source, target) tokenizers of a model directory; the same object when the vocabulary is
+    shared."""
     path = Path(model_dir)
     if (path / SHARED_FILE).is_file():
         tok = Tokenizer.load(path / SHARED_FILE)
@@ -353,7 +363,8 @@ class EncoderTokens:
     """The ids of an encoder's special tokens: [PAD], [UNK], [CLS] (first), [SEP] (last), [MASK].
 
     From a model directory's record (special_tokens.json: role -> token, as `record()` writes it),
-    or, without one, from BERT's names in the vocabulary (ours and imported BERT/MiniLM use them)."""
+    or, without one, from BERT's names in the vocabulary (ours and imported BERT/MiniLM use
+    them)."""
 
     def __init__(self, tokenizer: Tokenizer, record: dict[str, str] | None = None):
         record = record or dict(zip(ENCODER_ROLES, ENCODER_SPECIALS, strict=True))
@@ -366,7 +377,8 @@ class EncoderTokens:
         ]
         if missing:
             raise TokenizerError(
-                f"the tokenizer has no {', '.join(missing)} token: an encoder reads [CLS] text [SEP] "
+                f"the tokenizer has no {', '.join(missing)} token: an encoder reads [CLS] text "
+                "[SEP] "
                 "(train it with objective mlm or classify, or import a BERT-style model)"
             )
         self.pad, self.unk, self.cls, self.sep, self.mask = (ids[r] for r in ENCODER_ROLES)

@@ -1,7 +1,7 @@
 """Model directory -> where models are deployed: CTranslate2 (`ct2`) or Hugging Face (`hf`).
 
-    export_model("runs/demo/averaged", to="ct2", out="demo-ct2")      # transformer export ... --to ct2
-    export_model("runs/demo/averaged", to="hf", out="demo-hf")        # transformer export ... --to hf
+    export_model("runs/demo/averaged", to="ct2", out="demo-ct2")  # transformer export ... --to ct2
+    export_model("runs/demo/averaged", to="hf", out="demo-hf")    # transformer export ... --to hf
 
 Rules shared by both targets:
 - The output directory must not exist yet, or be empty: an export never mixes with older files.
@@ -31,7 +31,8 @@ class ExportError(ValueError):
 def export_model(
     model_dir: str | os.PathLike, to: str, out: str | os.PathLike, quantization: str | None = None
 ) -> Path:
-    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face ("hf") model."""
+    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face
+    ("hf") model."""
     match to:
         case "ct2":
             from .ct2 import export_ct2
@@ -40,7 +41,8 @@ def export_model(
         case "hf":
             if quantization is not None:
                 raise ExportError(
-                    "--quantization applies to --to ct2 only: Hugging Face exports keep float32 weights"
+                    "--quantization applies to --to ct2 only: Hugging Face exports keep float32 "
+                    "weights"
                 )
             from .hf import export_hf
 

@@ -8,7 +8,8 @@ How our layout maps onto CTranslate2's (the rules first; `_layer` and `_stack` a
   FFN's norm (`norm2` in the encoder, `norm3` in the decoder) sit inside CTranslate2's
   attention and FFN blocks; pre- or post-norm is one flag (`pre_norm`) for the whole model.
   A norm without bias (bias=False) gets a zero beta; RMSNorm maps to `rms_norm`.
-- FFN: w1 -> linear_0 (activated), w2 -> linear_1; a gated FFN's (SwiGLU, GEGLU) w3 -> linear_0_noact.
+- FFN: w1 -> linear_0 (activated), w2 -> linear_1; a gated FFN's (SwiGLU, GEGLU) w3 ->
+  linear_0_noact.
 - Positions: sinusoidal and learned tables are written out as they are (our interleaved
   sin/cos table included, so CTranslate2 never uses its own); RoPE maps to rotary embeddings
   over the whole head with interleaved pairs, as ours. Token embeddings are scaled by
@@ -66,7 +67,8 @@ def _array(t: torch.Tensor) -> np.ndarray:
 
 
 def check_exportable(cfg: ModelConfig) -> None:
-    """Raise ExportError naming the field when CTranslate2's Transformer spec cannot express `cfg`."""
+    """Raise ExportError naming the field when CTranslate2's Transformer spec cannot express
+    `cfg`."""
 
     def refuse(field: str, why: str) -> None:
         raise ExportError(
@@ -105,7 +107,8 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.qk_dim != cfg.head_dim:
         refuse(
             "d_k",
-            f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} dimensions per head",
+            f"CTranslate2 gives queries, keys and values d_model / n_heads = {cfg.head_dim} "
+            "dimensions per head",
         )
     if cfg.head_dim * cfg.n_heads != cfg.d_model:
         refuse(
@@ -165,7 +168,8 @@ def _feed_forward(spec, ffn) -> None:
 
 
 def _layer(spec, layer, cross: bool) -> None:
-    """One of our Encoder/DecoderLayers into CTranslate2's layer spec (norm names: see the module docstring)."""
+    """One of our Encoder/DecoderLayers into CTranslate2's layer spec (norm names: see the module
+    docstring)."""
     _attention(spec.self_attention, layer.self_attn, self_attention=True)
     _norm(spec.self_attention.layer_norm, layer.norm1)
     if cross:
@@ -211,7 +215,8 @@ def _stack_options(cfg: ModelConfig, common_spec) -> dict:
 
 
 def model_spec(model: Model, source_tokens: list[str], target_tokens: list[str]):
-    """Our model (fp32 weights) -> a validated CTranslate2 model spec with its vocabularies and config."""
+    """Our model (fp32 weights) -> a validated CTranslate2 model spec with its vocabularies and
+    config."""
     _, common_spec, transformer_spec = _specs()
     cfg = model.config
     check_exportable(cfg)
@@ -250,8 +255,8 @@ def model_spec(model: Model, source_tokens: list[str], target_tokens: list[str])
 
 
 def vocabulary(tokenizer, size: int, side: str) -> list[str]:
-    """The token strings of ids 0..size-1; ids the tokenizer lacks (embedding rows past its vocabulary) get
-    placeholder names."""
+    """The token strings of ids 0..size-1; ids the tokenizer lacks (embedding rows past its
+    vocabulary) get placeholder names."""
     tokens = [tokenizer.tokenizer.id_to_token(i) for i in range(size)]
     tokens = [t if t is not None else f"<unused{i}>" for i, t in enumerate(tokens)]
     if len(set(tokens)) != len(tokens):
@@ -265,10 +270,12 @@ def vocabulary(tokenizer, size: int, side: str) -> list[str]:
 def export_ct2(
     model_dir: str | os.PathLike, out: str | os.PathLike, quantization: str | None = None
 ) -> Path:
-    """Write a CTranslate2 model directory `out` from our model directory `model_dir` (with tokenizer)."""
+    """Write a CTranslate2 model directory `out` from our model directory `model_dir` (with
+    tokenizer)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(
-            f"--quantization {quantization!r} is not one of CTranslate2's: {', '.join(QUANTIZATIONS)}"
+            f"--quantization {quantization!r} is not one of CTranslate2's: "
+            f"{', '.join(QUANTIZATIONS)}"
         )
     _specs()
     model_dir = Path(model_dir)
@@ -312,7 +319,8 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
         "# CTranslate2 export",
         "",
         f"Exported by `transformer export --to ct2` from an {cfg.arch} model "
-        f"({cfg.n_encoder_layers if cfg.arch == 'encoder-decoder' else 0}+{cfg.n_decoder_layers} layers, "
+        f"({cfg.n_encoder_layers if cfg.arch == 'encoder-decoder' else 0}+{cfg.n_decoder_layers} "
+        "layers, "
         f"d_model {cfg.d_model}, {cfg.norm_position}-norm, {cfg.positional} positions), "
         f"weights {quantization or 'float32'} (change at load time with `compute_type=`).",
         "",
@@ -340,28 +348,34 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
             f"tokenizer = tokenizers.Tokenizer.from_file({tgt_path})",
             f'generator = ctranslate2.Generator({where}, device="cpu")',
             f'prompt = {bos}tokenizer.encode("Once upon a time", add_special_tokens=False).tokens',
-            f"results = generator.generate_batch([prompt], max_length={min(decode.max_new_tokens, cfg.max_positions)}, "
+            "results = generator.generate_batch([prompt], "
+            f"max_length={min(decode.max_new_tokens, cfg.max_positions)}, "
             "sampling_topk=1, include_prompt_in_result=False)",
-            "print(tokenizer.decode(results[0].sequences_ids[0], skip_special_tokens=True).strip())",
+            "print(tokenizer.decode(results[0].sequences_ids[0], "
+            "skip_special_tokens=True).strip())",
         ]
     lines += [
         "```",
         "",
-        "CTranslate2 takes and returns token strings: tokenize with the tokenizer file copied here,",
+        "CTranslate2 takes and returns token strings: tokenize with the tokenizer file copied "
+        "here,",
         "without special tokens, and map the output tokens back to ids to detokenize.",
         "`decode.json` holds the model's decoding defaults.",
     ]
     if cfg.positional != "rope":
         lines += [
-            f"The position table has {cfg.max_positions} rows: inputs and outputs longer than that must be cut "
+            f"The position table has {cfg.max_positions} rows: inputs and outputs longer than "
+            "that must be cut "
             "(our `translate` keeps a source's first tokens)."
         ]
     if cfg.arch == "encoder-decoder" and decode.length_penalty_kind != "power":
         lines += [
             "",
-            f"Length penalty: this model's default ranks beams by Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty};",
+            "Length penalty: this model's default ranks beams by Wu et al.'s "
+            f"((5+|Y|)/6)^{decode.length_penalty};",
             "CTranslate2 divides by |Y|^alpha, our `--lenpen-kind power`. The two agree exactly",
-            "with `transformer translate --lenpen-kind power`; with the default they may pick another",
+            "with `transformer translate --lenpen-kind power`; with the default they may pick "
+            "another",
             "beam on some lines.",
         ]
     return "\n".join(lines) + "\n"

@@ -1,10 +1,12 @@
-"""Model directory -> Hugging Face model directory (`save_pretrained` layout), through `interop.hf.to_hf`.
+"""Model directory -> Hugging Face model directory (`save_pretrained` layout), through
+`interop.hf.to_hf`.
 
 How our model directory maps onto transformers' (the rules first; the functions apply them):
-- Weights: `to_hf` picks the family: encoder-decoder -> Marian (T5 for positional = "t5_bias"), decoder-only with learned
-  positions -> GPT-2, with rope -> Llama, encoder-only -> BERT. What the family cannot express
-  (our Bible recipe's pre-norm, interleaved sin/cos table) is one ExportError line naming the
-  field, pointing at `--to ct2` when CTranslate2 runs the model. Written as model.safetensors.
+- Weights: `to_hf` picks the family: encoder-decoder -> Marian (T5 for positional = "t5_bias"),
+  decoder-only with learned positions -> GPT-2, with rope -> Llama, encoder-only -> BERT. What
+  the family cannot express (our Bible recipe's pre-norm, interleaved sin/cos table) is one
+  ExportError line naming the field, pointing at `--to ct2` when CTranslate2 runs the model.
+  Written as model.safetensors.
 - Tokenizer: our tokenizer.json as a `PreTrainedTokenizerFast` (tokenizer_config.json names that
   class, which transformers 4 and 5 both load), special tokens named from the model's ids,
   `clean_up_tokenization_spaces` off (ours never rewrites spaces). What it adds matches what our
@@ -61,7 +63,8 @@ def _transformers():
 
 
 def convert(model, model_dir: Path):
-    """Our model -> the transformers model, or one ExportError line naming the field and the way out."""
+    """Our model -> the transformers model, or one ExportError line naming the field and the way
+    out."""
     from ..interop.hf import HFConversionError, to_hf
     from .ct2 import check_exportable
 
@@ -78,13 +81,15 @@ def convert(model, model_dir: Path):
 
 
 def max_new_tokens(cfg: ModelConfig, decode: DecodeConfig) -> int:
-    """Translation's one fixed limit: ours, floor(a * |source| + b), for the longest source (see the module's rules)."""
+    """Translation's one fixed limit: ours, floor(a * |source| + b), for the longest source (see the
+    module's rules)."""
     longest = 0 if decode.max_len_a == 0 else cfg.max_positions
     return max(1, min(math.floor(decode.max_len_a * longest + decode.max_len_b), cfg.max_positions))
 
 
 def generation_config(cfg: ModelConfig, decode: DecodeConfig):
-    """Our decoding defaults as a transformers GenerationConfig (the fields with the same meaning)."""
+    """Our decoding defaults as a transformers GenerationConfig (the fields with the same
+    meaning)."""
     values: dict = dict(bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id)
     if cfg.pad_id != cfg.eos_id:
         values["suppress_tokens"] = [cfg.pad_id]
@@ -115,7 +120,8 @@ def generation_config(cfg: ModelConfig, decode: DecodeConfig):
 def tokenizer_files(
     tok: Tokenizer, cfg: ModelConfig, add_bos: bool, chat: dict | None, add_eos: bool = False
 ) -> tuple[str, dict]:
-    """(tokenizer.json text, tokenizer_config.json values) of the transformers tokenizer over `tok`."""
+    """(tokenizer.json text, tokenizer_config.json values) of the transformers tokenizer over
+    `tok`."""
     import tokenizers
 
     backend = tokenizers.Tokenizer.from_str(tok.tokenizer.to_str())  # a copy: ours stays as it is
@@ -173,7 +179,8 @@ def _write_tokenizer(folder: Path, files: tuple[str, dict]) -> None:
 
 
 def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Write a Hugging Face model directory `out` from our model directory `model_dir` (with tokenizer).
+    """Write a Hugging Face model directory `out` from our model directory `model_dir` (with
+    tokenizer).
 
     `out` holds config.json, model.safetensors, generation_config.json (not for encoder-only
     models), tokenizer.json + tokenizer_config.json (the source side's with separate
@@ -214,28 +221,10 @@ def export_hf(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
     return write_directory(out, write)
 
 
-def readme(
-    cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool, out: Path
-) -> str:
-    """What the exported model (the directory `out`) is, how to run it with transformers, and where
-    that differs from ours."""
+def _code(cfg: ModelConfig, hf_class: str, separate: bool, out: Path) -> list[str]:
+    """The README's Python lines after `import transformers`, naming `out` by its real path."""
     where = python_path(out)
-    layers = {
-        "encoder-decoder": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}",
-        "decoder": cfg.n_decoder_layers,
-        "encoder": cfg.n_encoder_layers,
-    }[cfg.arch]
-    article = "an" if cfg.arch.startswith("e") else "a"
-    lines = [
-        "# Hugging Face export",
-        "",
-        f"Exported by `transformer export --to hf` from {article} {cfg.arch} model ({layers} layers, "
-        f"d_model {cfg.d_model}, {cfg.norm_position}-norm, {cfg.positional} positions) as `{hf_class}`, "
-        "float32; its outputs match ours.",
-        "",
-        "```python",
-        "import transformers",
-    ]
+    lines = []
     if cfg.arch == "encoder-decoder":
         lines += [
             f"tokenizer = transformers.AutoTokenizer.from_pretrained({where})",
@@ -267,59 +256,92 @@ def readme(
             f"model = transformers.{hf_class}.from_pretrained({where}{pooler})",
             'outputs = model(**tokenizer(["Hello."], return_tensors="pt"))',
         ]
-    lines += ["```", ""]
+    return lines
+
+
+def readme(
+    cfg: ModelConfig, decode: DecodeConfig, hf_class: str, separate: bool, chat: bool, out: Path
+) -> str:
+    """What the exported model (the directory `out`) is, how to run it with transformers, and where
+    that differs from ours."""
+    layers = {
+        "encoder-decoder": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}",
+        "decoder": cfg.n_decoder_layers,
+        "encoder": cfg.n_encoder_layers,
+    }[cfg.arch]
+    article = "an" if cfg.arch.startswith("e") else "a"
+    lines = [
+        "# Hugging Face export",
+        "",
+        f"Exported by `transformer export --to hf` from {article} {cfg.arch} model "
+        f"({layers} layers, d_model {cfg.d_model}, {cfg.norm_position}-norm, "
+        f"{cfg.positional} positions) as `{hf_class}`, float32; its outputs match ours.",
+        "",
+        "```python",
+        "import transformers",
+        *_code(cfg, hf_class, separate, out),
+        "```",
+        "",
+    ]
     if separate:
         lines += [
-            "The model has separate source and target vocabularies: the main tokenizer is the source one,",
-            f'`{TARGET_TOKENIZER_DIR}/` decodes outputs. transformers 4\'s `pipeline("translation")` would '
-            "decode them",
+            "The model has separate source and target vocabularies: the main tokenizer is the "
+            "source one,",
+            f"`{TARGET_TOKENIZER_DIR}/` decodes outputs. "
+            'transformers 4\'s `pipeline("translation")` would decode them',
             "with the source vocabulary: do not use it.",
             "",
         ]
     if cfg.arch == "encoder-decoder":
-        lines += [
-            (
-                "Sources end with </s>, as the model was trained."
-                if decode.add_eos
-                else "Sources are tokenized without special tokens, as in training."
-            )
-            + " `generation_config.json` holds",
-            f"our decoding defaults (beam {decode.beam_size}). Where transformers differs from "
-            "`transformer translate`:",
-            f"- Length limit: ours is floor({decode.max_len_a} x source tokens + {decode.max_len_b}); "
-            "transformers takes one",
-            "  `max_new_tokens`, here the limit for the longest source: pass your own per call.",
-            "- Our translate strips spaces around each output line; batch_decode does not.",
-        ]
-        if decode.length_penalty_kind == "power":
-            lines.append(
-                f"- Length penalty: none, both divide by |Y|^{decode.length_penalty} (`length_penalty`)."
-            )
-        else:
-            lines += [
-                f"- Length penalty: ours is Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty}, which "
-                "transformers does not have;",
-                "  it divides by |Y|^length_penalty (default 1.0; our `--length-penalty-kind power`). "
-                "With beams the two",
-                "  may pick another hypothesis on some lines; greedy output is the same.",
-            ]
+        lines += _translation_differences(decode)
     elif cfg.arch == "decoder":
         bos = (
             "starts each prompt with <s>, as in training"
             if decode.add_bos
-            else "adds no special tokens"
+            else ("adds no special tokens")
         )
         lines += [
             f"The tokenizer {bos}. `generation_config.json` samples as `transformer generate` does",
             f"(temperature {decode.temperature}, top_k {decode.top_k}, top_p {decode.top_p}, "
             f"max_new_tokens {decode.max_new_tokens}); pass do_sample=False for greedy output.",
-            "Ours shortens a prompt that leaves no room in the position table; transformers does not.",
+            "Ours shortens a prompt that leaves no room in the position table; "
+            "transformers does not.",
         ]
         if chat:
             lines.append(
                 "The chat template is in tokenizer_config.json (`tokenizer.apply_chat_template`)."
             )
     return "\n".join(lines) + "\n"
+
+
+def _translation_differences(decode: DecodeConfig) -> list[str]:
+    """The README's lines on where transformers' translation differs from ours."""
+    sources = (
+        "Sources end with </s>, as the model was trained."
+        if decode.add_eos
+        else "Sources are tokenized without special tokens, as in training."
+    )
+    lines = [
+        sources + " `generation_config.json` holds",
+        f"our decoding defaults (beam {decode.beam_size}). "
+        "Where transformers differs from `transformer translate`:",
+        f"- Length limit: ours is floor({decode.max_len_a} x source tokens + {decode.max_len_b}); "
+        "transformers takes one",
+        "  `max_new_tokens`, here the limit for the longest source: pass your own per call.",
+        "- Our translate strips spaces around each output line; batch_decode does not.",
+    ]
+    if decode.length_penalty_kind == "power":
+        return lines + [
+            f"- Length penalty: none, both divide by |Y|^{decode.length_penalty} "
+            "(`length_penalty`)."
+        ]
+    return lines + [
+        f"- Length penalty: ours is Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty}, which "
+        "transformers does not have;",
+        "  it divides by |Y|^length_penalty (default 1.0; our `--length-penalty-kind power`). "
+        "With beams the two",
+        "  may pick another hypothesis on some lines; greedy output is the same.",
+    ]
 
 
 __all__ = [

@@ -92,7 +92,8 @@ def from_torch_nn(ref: nn.Transformer, vocab_size: int, **changes: Any) -> Encod
         or type(ref.decoder.layers[0]) is not nn.TransformerDecoderLayer
     ):
         raise ValueError(
-            "only nn.Transformer built from the standard nn.TransformerEncoderLayer/DecoderLayer can be loaded"
+            "only nn.Transformer built from the standard nn.TransformerEncoderLayer/DecoderLayer "
+            "can be loaded"
         )
     config = config_from_torch_nn(ref, vocab_size, **changes)
     model = build_model(config)

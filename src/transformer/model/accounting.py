@@ -47,7 +47,8 @@ def attention_flops(
 
 
 def feed_forward_flops(d_model: int, d_ff: int, activation: str) -> int:
-    """Forward FLOPs of the position-wise FFN per token: 2 matrices (3 when gated: SwiGLU, GEGLU) of d x d_ff."""
+    """Forward FLOPs of the position-wise FFN per token: 2 matrices (3 when gated: SwiGLU, GEGLU) of
+    d x d_ff."""
     return (3 if activation in GATED_ACTIVATIONS else 2) * 2 * d_model * d_ff
 
 
@@ -82,8 +83,9 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
 
 
 def flops_per_image(config: ModelConfig) -> dict[str, int]:
-    """Forward and training FLOPs per image of an image encoder (config.vision): the patch projection,
-    the encoder over [CLS] + the patches (attention over all 1 + N positions), and the classifier."""
+    """Forward and training FLOPs per image of an image encoder (config.vision): the patch
+    projection, the encoder over [CLS] + the patches (attention over all 1 + N positions), and the
+    classifier."""
     v = config.vision
     if v is None:
         raise ValueError("flops_per_image needs an image encoder (a config with model.vision)")

@@ -1,4 +1,5 @@
-"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2); the KV cache is in cache.py.
+"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2); the KV cache is in
+cache.py.
 
 Legend (model/__init__.py): B batch, T query length, S key length, L either, C d_model, H query
 heads, K key/value heads (K = H for plain multi-head, K < H for grouped-query), D head dim (d_k),
@@ -131,7 +132,8 @@ def _cpu_kernel_zeroes_empty_rows(dtype: torch.dtype) -> bool:
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
 
     Self-attention when `source` is None, cross-attention otherwise. With n_kv_heads < n_heads
     it is grouped-query attention (Ainslie et al. 2023). `rotary` rotates queries and keys.
@@ -192,9 +194,11 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights (B, H, T, S) or None.
+        """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights
+        (B, H, T, S) or None.
 
-        bias (broadcastable to (B, H, T, S)) is added to the scores (T5's relative position bias)."""
+        bias (broadcastable to (B, H, T, S)) is added to the scores (T5's relative position
+        bias)."""
         b, t, _ = x.shape
         q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
         if self.rotary is not None:

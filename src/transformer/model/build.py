@@ -99,7 +99,8 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
 
 
 def tie_weights(model: Model) -> None:
-    """Share the output projection with the target token embedding (§3.4) when the config says so."""
+    """Share the output projection with the target token embedding (§3.4) when the config says
+    so."""
     if not model.config.tie_embeddings:
         return
     if isinstance(model, EncoderOnly):

@@ -50,7 +50,8 @@ class LayerCache:
     )
 
     def in_buffers(self) -> bool:
-        """Whether self_kv is a view of the in-place storage (inference), not a tensor autograd saved."""
+        """Whether self_kv is a view of the in-place storage (inference), not a tensor autograd
+        saved."""
         return (
             self.buffers is not None
             and self.self_kv is not None
@@ -58,7 +59,8 @@ class LayerCache:
         )
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add new self-attention keys/values (rows, K, T, D); return all of them (rows, K, S_past + T, D)."""
+        """Add new self-attention keys/values (rows, K, T, D); return all of them
+        (rows, K, S_past + T, D)."""
         if k.requires_grad or v.requires_grad:  # autograd: no in-place writes into tensors it saved
             if self.self_kv is not None:
                 k = torch.cat([self.self_kv[0], k], dim=2)
@@ -133,7 +135,8 @@ class LayerCache:
         self._swap_in(target, rows, filled)
 
     def gather_self(self, rows: torch.Tensor, positions: torch.Tensor) -> None:
-        """New rows r' made of chosen entries: entry j of r' is old row rows[r', j], position positions[r', j].
+        """New rows r' made of chosen entries: entry j of r' is old row rows[r', j], position
+        positions[r', j].
 
         rows, positions (B', S'). Builds prefix-tree cells from flat rows, compacts cells, and
         turns cells back into flat rows.
@@ -178,7 +181,8 @@ class KVCache:
 
     @property
     def tree_group(self) -> int:
-        """G when self-attention is a prefix tree (one query block of G beams per sentence), else 1."""
+        """G when self-attention is a prefix tree (one query block of G beams per sentence), else
+        1."""
         return 1 if self.ancestors is None else self.group_size
 
     def reorder(
@@ -266,7 +270,8 @@ class KVCache:
     def _keep_cells(
         self, keep: torch.Tensor, rows: torch.Tensor, cells: torch.Tensor
     ) -> torch.Tensor:
-        """Rebuild the storage: new row r holds the entries s where keep[r, s], in order, padded to the longest row.
+        """Rebuild the storage: new row r holds the entries s where keep[r, s], in order, padded to
+        the longest row.
 
         keep, rows, cells (R, S): entry s of new row r would be old row rows[r, s], position (or
         cell) cells[r, s]. Returns the kept entries' s (R, S'); padding repeats kept or dropped
@@ -283,7 +288,8 @@ class KVCache:
         return order
 
     def _build_tree(self, index: torch.Tensor, g: int) -> None:
-        """Flat rows -> one tree per group of g new rows; row index[n * g + j] becomes beam j of sentence n."""
+        """Flat rows -> one tree per group of g new rows; row index[n * g + j] becomes beam j of
+        sentence n."""
         rows = index.view(-1, g)  # (N, G): each beam's old row
         n = rows.shape[0]
         length = next(
@@ -312,7 +318,8 @@ class KVCache:
         self.key_mask = None
 
     def _reorder_tree(self, index: torch.Tensor, g: int, sources: torch.Tensor | None) -> None:
-        """Beams move to their parents: only `ancestors` changes, unless sentences leave or dead cells pile up."""
+        """Beams move to their parents: only `ancestors` changes, unless sentences leave or dead
+        cells pile up."""
         parents = (index % g).view(-1, g)  # (N', G) each new beam's parent beam in its sentence
         ancestors = self.ancestors if sources is None else self.ancestors.index_select(0, sources)
         n, _, cells = ancestors.shape
@@ -333,7 +340,8 @@ class KVCache:
         self.ancestors = ancestors.gather(2, order[:, None, :].expand(n, g, width))
 
     def flatten(self) -> None:
-        """Tree -> flat rows: each beam keeps the cells on its path, padded to the longest path (key_mask)."""
+        """Tree -> flat rows: each beam keeps the cells on its path, padded to the longest path
+        (key_mask)."""
         n, g, cells = self.ancestors.shape
         paths = self.ancestors.reshape(n * g, cells)
         sentence = torch.arange(n, device=paths.device).repeat_interleave(g)
@@ -347,7 +355,8 @@ class KVCache:
         self.ancestors = None
 
     def grow_tree(self) -> torch.Tensor:
-        """Add this step's cell for every beam; return the self-attention mask (N, 1, G, S) for the step."""
+        """Add this step's cell for every beam; return the self-attention mask (N, 1, G, S) for the
+        step."""
         n, g, _ = self.ancestors.shape
         own = torch.eye(g, dtype=torch.bool, device=self.ancestors.device).expand(n, g, g)
         self.ancestors = torch.cat([self.ancestors, own], dim=2)

@@ -31,7 +31,8 @@ class ModelFileError(ValueError):
 
 
 def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict with each tied parameter once (under its first name), contiguous for safetensors."""
+    """The state dict with each tied parameter once (under its first name), contiguous for
+    safetensors."""
     seen: set[int] = set()
     aliases = set()
     for name, param in model.named_parameters(remove_duplicate=False):
@@ -94,7 +95,8 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
 
 
 def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
-    """Build the model from `config.json` and load `model.safetensors`, checking every name and shape.
+    """Build the model from `config.json` and load `model.safetensors`, checking every name and
+    shape.
 
     The model is built without random initialisation (its parameters are placeholders) and the
     loaded tensors become its parameters as they are, without a copy (weights stored in another
@@ -121,7 +123,8 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
         raise ModelFileError(
-            f"{file} does not match {path / CONFIG_FILE}: missing {_names(missing)}, unexpected {_names(unexpected)}"
+            f"{file} does not match {path / CONFIG_FILE}: missing {_names(missing)}, unexpected "
+            f"{_names(unexpected)}"
         )
     wrong = [
         f"{k} {tuple(tensors[k].shape)} (config needs {tuple(v.shape)})"

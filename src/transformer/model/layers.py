@@ -19,7 +19,8 @@ from .linear import linear
 
 class FeedForward(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2 (§3.3); gated (Shazeer 2020): (act(x W1) * x W3) W2, with
-    act SiLU for swiglu (Llama), GELU for geglu and its tanh approximation for geglu_tanh (T5 v1.1)."""
+    act SiLU for swiglu (Llama), GELU for geglu and its tanh approximation for geglu_tanh (T5
+    v1.1)."""
 
     def __init__(
         self,
@@ -46,8 +47,9 @@ class FeedForward(nn.Module):
 
 
 def dropped(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it ~13 times a step.
-    On the CPU through cpu_dropout (same distribution, ~2x faster forward and backward), elsewhere nn.Dropout."""
+    """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it
+    ~13 times a step. On the CPU through cpu_dropout (same distribution, ~2x faster forward and
+    backward), elsewhere nn.Dropout."""
     if not dropout.training or dropout.p == 0:
         return x
     return cpu_dropout(x, dropout.p) if x.device.type == "cpu" else dropout(x)
@@ -66,7 +68,8 @@ def cpu_dropout(
     mask in x's dtype for the backward pass. Here one 64-bit draw of the generator (torch's default
     unless given: seeding and exact resume work as before) gives four elements 15 random bits each,
     compared with round(p * 2^15): 4 ms -> 0.6 ms of drawing for a (3,072, 256) batch, and a boolean
-    mask. On the Bible recipe's training steps (17 dropouts a step) ~7% faster; benchmarks/loop_speed.py.
+    mask. On the Bible recipe's training steps (17 dropouts a step) ~7% faster;
+    benchmarks/loop_speed.py.
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
@@ -84,7 +87,8 @@ def cpu_dropout(
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
-    """The pointwise activations: relu (the paper), gelu, gelu_tanh (GPT-2's approximation), silu."""
+    """The pointwise activations: relu (the paper), gelu, gelu_tanh (GPT-2's approximation),
+    silu."""
     match kind:
         case "relu":
             return F.relu(x)
@@ -133,7 +137,8 @@ def residual(x: torch.Tensor, norm: nn.Module, dropout: nn.Module, pre_norm: boo
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the feed-forward network, each wrapped in a residual connection (§3.1)."""
+    """Self-attention, then the feed-forward network, each wrapped in a residual connection
+    (§3.1)."""
 
     def __init__(
         self,
@@ -160,7 +165,8 @@ class EncoderLayer(nn.Module):
         need_weights: bool = False,
         bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, S, C), mask (B, 1, S, S) or broadcastable, bias (B or 1, H, S, S) -> (B, S, C), weights (B, H, S, S) or None."""
+        """x (B, S, C), mask (B, 1, S, S) or broadcastable, bias (B or 1, H, S, S) -> (B, S, C),
+        weights (B, H, S, S) or None."""
         x, weights = residual(
             x,
             self.norm1,
@@ -276,7 +282,8 @@ class DecoderLayer(nn.Module):
         tree: int = 1,
         self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
-        """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights (B, H, T, S)).
+        """x (B, T, C), memory (B, S, C) -> (B, T, C) and (self weights (B, H, T, T'), cross weights
+        (B, H, T, S)).
 
         memory_group > 1: the cached cross-attention keys/values are per source, and rows come in
         consecutive groups of memory_group rows per source (KVCache.group_size). tree > 1: the

@@ -43,7 +43,8 @@ _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def set_onednn_linear(enabled: bool) -> bool:
-    """Use (or stop using) oneDNN for inference-time CPU linear layers; returns the previous setting."""
+    """Use (or stop using) oneDNN for inference-time CPU linear layers; returns the previous
+    setting."""
     global _enabled
     previous = _enabled
     _enabled = bool(enabled) and _available()
@@ -53,7 +54,8 @@ def set_onednn_linear(enabled: bool) -> bool:
 
 
 def _packed_weight(layer: nn.Linear) -> torch.Tensor:
-    """The layer's weight in oneDNN's layout, packed once per weight version; the plain weight if it cannot be tracked."""
+    """The layer's weight in oneDNN's layout, packed once per weight version; the plain weight if it
+    cannot be tracked."""
     weight = layer.weight
     try:
         version = weight._version
@@ -70,7 +72,8 @@ def _packed_weight(layer: nn.Linear) -> torch.Tensor:
 
 
 def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """layer(x) for an nn.Linear (..., in) -> (..., out); through oneDNN when nothing needs gradients on a CPU."""
+    """layer(x) for an nn.Linear (..., in) -> (..., out); through oneDNN when nothing needs
+    gradients on a CPU."""
     if (
         _enabled
         and type(layer) is nn.Linear

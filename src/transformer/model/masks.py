@@ -18,7 +18,8 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 def as_token_mask(
     mask: torch.Tensor | None, shape: tuple[int, ...], name: str
 ) -> torch.Tensor | None:
-    """Check a user's (B, L) token mask and return it as bool (True/1 = real token, False/0 = padding).
+    """Check a user's (B, L) token mask and return it as bool (True/1 = real token, False/0 =
+    padding).
 
     Accepts bool masks and integer 0/1 masks (Hugging Face tokenizers' `attention_mask`);
     anything else is a ValueError that names the expected shape and meaning. A bool mask costs
@@ -26,7 +27,10 @@ def as_token_mask(
     """
     if mask is None:
         return None
-    expected = f"a (B, L) = {tuple(shape)} tensor of bool or integer 0/1, True/1 = real token, False/0 = padding"
+    expected = (
+        f"a (B, L) = {tuple(shape)} tensor of bool or integer 0/1, "
+        "True/1 = real token, False/0 = padding"
+    )
     if not isinstance(mask, torch.Tensor):
         raise ValueError(f"{name} is a {type(mask).__name__}: pass {expected}")
     if tuple(mask.shape) != tuple(shape):
@@ -35,7 +39,8 @@ def as_token_mask(
         return mask
     if mask.is_floating_point() or mask.is_complex():
         raise ValueError(
-            f"{name} has dtype {mask.dtype}: pass {expected} (an additive float mask is not accepted; "
+            f"{name} has dtype {mask.dtype}: pass {expected} (an additive float mask is not "
+            "accepted; "
             "use mask > 0 or mask == 0 as you mean it)"
         )
     if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
@@ -64,7 +69,8 @@ def attention_mask(
     causal: bool = False,
     offset: int = 0,
 ) -> torch.Tensor | None:
-    """Combine a (B, S) key mask and causality into a (B, 1, T, S) mask, or None if nothing is hidden.
+    """Combine a (B, S) key mask and causality into a (B, 1, T, S) mask, or None if nothing is
+    hidden.
 
     `offset` is the number of keys already cached before these T queries (causal case).
     """
@@ -82,7 +88,8 @@ def attention_mask(
 
 
 def positions_from_mask(token_mask: torch.Tensor) -> torch.Tensor:
-    """(B, L) bool -> (B, L) long: each real token's position counted from the row's first real token.
+    """(B, L) bool -> (B, L) long: each real token's position counted from the row's first real
+    token.
 
     Left-padded prompts thus start at position 0, like unpadded ones; padding gets position 0.
     """

@@ -29,7 +29,8 @@ def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
     the 1-D sinusoids of the row in the first C/2 dimensions and of the column in the last C/2."""
     if d_model % 4:
         raise ValueError(
-            f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of row and column)"
+            f"d_model={d_model} must be divisible by 4 for 2-D sinusoidal positions (sin/cos of "
+            "row and column)"
         )
     half = sinusoidal_table(grid, d_model // 2)  # (grid, C/2)
     rows = half.repeat_interleave(

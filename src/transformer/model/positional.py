@@ -14,7 +14,8 @@ from torch import nn
 
 
 def sinusoidal_table(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
-    """(n_positions, C) table of §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(same).
+    """(n_positions, C) table of §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) =
+    cos(same).
 
     layout="halves" puts all the sines first and all the cosines after (Marian, fairseq).
     """
@@ -117,7 +118,8 @@ class RotaryEmbedding(nn.Module):
 def relative_bucket(
     relative: torch.Tensor, bidirectional: bool, buckets: int = 32, max_distance: int = 128
 ) -> torch.Tensor:
-    """T5's bucket of each relative position (key position - query position), a long tensor of any shape.
+    """T5's bucket of each relative position (key position - query position), a long tensor of any
+    shape.
 
     Bidirectional (encoder): half the buckets for keys before the query (and itself), half for
     keys after it. Causal (decoder): all buckets for the past; later keys (never attended) share
@@ -145,7 +147,8 @@ def relative_bucket(
 
 
 class RelativePositionBias(nn.Module):
-    """T5's relative position bias: a learned scalar per bucket and head, added to the attention scores.
+    """T5's relative position bias: a learned scalar per bucket and head, added to the attention
+    scores.
 
     One table per stack (the encoder's bidirectional, the decoder's causal), shared by its layers.
     """

@@ -69,7 +69,8 @@ def quantize_linear_int8(model: nn.Module) -> nn.Module:
 
 
 def model_precision(model: nn.Module) -> str:
-    """ "int8" when linear layers are quantized, else the floating dtype of the weights ("fp32", "bf16", ...)."""
+    """ "int8" when linear layers are quantized, else the floating dtype of the weights ("fp32",
+    "bf16", ...)."""
     if any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
         return "int8"
     dtype = next(model.parameters()).dtype

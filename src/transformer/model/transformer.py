@@ -25,7 +25,8 @@ from .positional import RelativePositionBias
 
 
 class Embeddings(nn.Module):
-    """Token embedding x sqrt(d_model) (§3.4) + position encoding (§3.5) [+ token type] [-> LayerNorm] -> dropout."""
+    """Token embedding x sqrt(d_model) (§3.4) + position encoding (§3.5) [+ token type] [->
+    LayerNorm] -> dropout."""
 
     def __init__(
         self,
@@ -84,8 +85,9 @@ def _padded(mask: torch.Tensor | None) -> bool:
 def _relative_bias(
     relative: RelativePositionBias | None, query: torch.Tensor, key: torch.Tensor, masked: bool
 ) -> torch.Tensor | None:
-    """T5's bias (B, H, T, S) from query positions (B, T) and key positions (B, S) (or (B, T, S)); one
-    (1, H, T, S) for the whole batch when nothing is masked (every row then has the same positions)."""
+    """T5's bias (B, H, T, S) from query positions (B, T) and key positions (B, S) (or (B, T, S));
+    one (1, H, T, S) for the whole batch when nothing is masked (every row then has the same
+    positions)."""
     if relative is None:
         return None
     if not masked:
@@ -96,8 +98,9 @@ def _relative_bias(
 
 
 class Encoder(nn.Module):
-    """Embeddings, a stack of encoder layers, and an optional final norm; with `relative`, T5's relative
-    position bias (bidirectional), computed once and added in every layer's self-attention."""
+    """Embeddings, a stack of encoder layers, and an optional final norm; with `relative`, T5's
+    relative position bias (bidirectional), computed once and added in every layer's
+    self-attention."""
 
     def __init__(
         self,
@@ -119,7 +122,8 @@ class Encoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
-        """ids (B, S), mask (B, S) -> (B, S, C); with need_weights also a list of (B, H, S, S) per layer."""
+        """ids (B, S), mask (B, S) -> (B, S, C); with need_weights also a list of (B, H, S, S) per
+        layer."""
         b, s = ids.shape
         positions = _positions(mask, b, s, ids.device)
         x = self.embed(ids, positions, token_type_ids)
@@ -137,7 +141,8 @@ class Encoder(nn.Module):
 
 
 class ImageEncoder(nn.Module):
-    """The encoder with a patch front end (ViT): PatchEmbedding, encoder layers, an optional final norm.
+    """The encoder with a patch front end (ViT): PatchEmbedding, encoder layers, an optional final
+    norm.
 
     No padding: every image has 1 + P positions ([CLS] and the patches)."""
 
@@ -163,8 +168,9 @@ class ImageEncoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embeddings, a stack of decoder layers (with or without cross-attention), and an optional final norm;
-    with `relative`, T5's causal relative position bias on every layer's self-attention."""
+    """Embeddings, a stack of decoder layers (with or without cross-attention), and an optional
+    final norm; with `relative`, T5's causal relative position bias on every layer's
+    self-attention."""
 
     def __init__(
         self,
@@ -318,12 +324,14 @@ def _self_mask(
 
 
 def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
-    """T5 v1.0 scales the decoder's last state by d_model^-1/2 before its tied output layer (scale_output)."""
+    """T5 v1.0 scales the decoder's last state by d_model^-1/2 before its tied output layer
+    (scale_output)."""
     return hidden * cfg.d_model**-0.5 if cfg.scale_output else hidden
 
 
 class EncoderDecoder(nn.Module):
-    """The paper's model (Figure 1): encode the source once, decode the target with teacher forcing or step by step."""
+    """The paper's model (Figure 1): encode the source once, decode the target with teacher forcing
+    or step by step."""
 
     def __init__(self, config: ModelConfig, encoder: Encoder, decoder: Decoder, lm_head: nn.Linear):
         super().__init__()
@@ -338,7 +346,8 @@ class EncoderDecoder(nn.Module):
         src_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ):
-        """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when omitted)."""
+        """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when
+        omitted)."""
         src_mask = as_token_mask(src_mask, src_ids.shape, "src_mask")
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)
@@ -357,7 +366,8 @@ class EncoderDecoder(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
     ):
-        """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with need_weights)."""
+        """(B, T) target ids over memory -> logits (B, T, V) (and attention weights with
+        need_weights)."""
         tgt_mask = as_token_mask(tgt_mask, tgt_ids.shape, "tgt_mask")
         if memory is not None:
             src_mask = as_token_mask(src_mask, memory.shape[:2], "src_mask")
@@ -376,7 +386,8 @@ class EncoderDecoder(nn.Module):
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """src (B, S), tgt (B, T) -> logits (B, T, V). Position t sees tgt[:, :t+1] and the whole source."""
+        """src (B, S), tgt (B, T) -> logits (B, T, V). Position t sees tgt[:, :t+1] and the whole
+        source."""
         memory, src_mask = self.encode(src_ids, src_mask)
         return self.decode(tgt_ids, memory, src_mask, tgt_mask)
 
@@ -403,9 +414,9 @@ class DecoderOnly(nn.Module):
     ):
         """ids (B, T), attention_mask (B, T) (None = no padding) -> logits (B, T, V).
 
-        With a cache, ids are the new tokens only (a left-padded prompt first, then one token per step).
-        last_only: logits (B, 1, V) of the last position only (a prompt's next token), skipping
-        the output layer for the others.
+        With a cache, ids are the new tokens only (a left-padded prompt first, then one token per
+        step). last_only: logits (B, 1, V) of the last position only (a prompt's next token),
+        skipping the output layer for the others.
         """
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
@@ -459,7 +470,8 @@ class EncoderOnly(nn.Module):
         (B, channels, height, width) of an image encoder."""
         if self.pooler is None or self.pooler.classifier is None:
             raise ValueError(
-                'this encoder has no classifier (n_classes = 0): train one with objective = "classify"'
+                "this encoder has no classifier (n_classes = 0): train one with objective = "
+                '"classify"'
             )
         if isinstance(self.encoder, ImageEncoder):
             return self.pooler(self(ids))

@@ -1,5 +1,6 @@
 """Plots: training curves (curves.py), attention heatmaps (attention.py), attention over images
-(image_attention.py) and confusion matrices (confusion.py); each figure is written by save_figure."""
+(image_attention.py) and confusion matrices (confusion.py); each figure is written by
+save_figure."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def figure_format(out: str | os.PathLike) -> str:
 
 
 def save_figure(fig, out: str | os.PathLike) -> Path:
-    """Write a matplotlib figure to out (its parent created, the file written atomically) and close it."""
+    """Write a matplotlib figure to out (its parent created, the file written atomically) and close
+    it."""
     import matplotlib.pyplot as plt
 
     from ..files import atomic_write

@@ -1,4 +1,5 @@
-"""Attention heatmaps: which source (or earlier) tokens each output token attended to (§3.2, Figures 3-5).
+"""Attention heatmaps: which source (or earlier) tokens each output token attended to (§3.2, Figures
+3-5).
 
 `attention_map(pipeline, text)` decodes one text with greedy or beam search and returns one
 layer's weights with a readable label per token; `plot_attention` draws a (T, S) matrix, or
@@ -30,7 +31,8 @@ class AttentionMap:
     weights: torch.Tensor
     """(T, S) for one head or the mean over heads, (H, T, S) for all heads; float32 on the CPU."""
     rows: list[str]
-    """Query labels: the output token each row's query predicted (kind "encoder": the source tokens)."""
+    """Query labels: the output token each row's query predicted (kind "encoder": the source
+    tokens)."""
     columns: list[str]
     """Key labels: the source ("cross", "encoder"), or the decoder's inputs ("self")."""
     source: list[str]
@@ -40,11 +42,13 @@ class AttentionMap:
     output_text: str
     """The decoded output (empty for kind "encoder")."""
     kind: str
-    """"cross" (decoder over source), "self" (decoder over its inputs) or "encoder" (source over source)."""
+    """"cross" (decoder over source), "self" (decoder over its inputs) or "encoder" (source over
+    source)."""
     layer: int
     """The layer, counted from 0."""
     n_layers: int
-    """Layers in the stack the weights come from (the decoder's, or the encoder's for kind "encoder")."""
+    """Layers in the stack the weights come from (the decoder's, or the encoder's for kind
+    "encoder")."""
     head: int | str
     """A head counted from 0, "mean" or "all"."""
     n_heads: int
@@ -64,7 +68,8 @@ class AttentionMap:
 
 
 def _byte_decoder() -> dict[str, int]:
-    """The byte-level BPE alphabet (GPT-2's: one printable character per byte) mapped back to bytes."""
+    """The byte-level BPE alphabet (GPT-2's: one printable character per byte) mapped back to
+    bytes."""
     byte_values = [
         *range(ord("!"), ord("~") + 1),
         *range(ord("¡"), ord("¬") + 1),
@@ -106,7 +111,8 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
 
 
 def _index(value: int, count: int, what: str, where: str, other: str = "") -> int:
-    """A 0-based index (negative counts from the end) checked against count; returned non-negative."""
+    """A 0-based index (negative counts from the end) checked against count; returned
+    non-negative."""
     if not isinstance(value, int) or isinstance(value, bool) or not -count <= value < count:
         raise PipelineError(
             f"{what} {value!r} is out of range: the {where} has {count} {what}s "
@@ -122,6 +128,64 @@ def _select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
     if head == "mean":
         return weights.mean(0)
     return weights[head]
+
+
+def _source(pipeline: Pipeline, text: str, kind: str | None) -> tuple[str, list[int], list[str]]:
+    """(kind, with its default; the text's ids as the model reads them; their token labels)."""
+    model = pipeline.model
+    if isinstance(model, EncoderDecoder):
+        kind = kind or "cross"
+        src = pipeline.source_tokenizer.encode(text)
+        limit = pipeline.max_source_tokens
+        if limit is not None and len(src) > limit:
+            raise PipelineError(
+                f"the text has {len(src)} tokens, more than the model's max_positions={limit}: "
+                "give a shorter sentence"
+            )
+        source = token_pieces(pipeline.source_tokenizer, src)
+    elif isinstance(model, DecoderOnly):
+        kind = kind or "self"
+        if kind != "self":
+            raise PipelineError(
+                f"a language model has only decoder self-attention: kind={kind!r} needs an "
+                "encoder-decoder model; use kind='self'"
+            )
+        src = pipeline.prompt_ids(text)
+        source = token_pieces(pipeline.target_tokenizer, src)
+    else:
+        raise PipelineError(
+            f"{type(model).__name__} does not generate text: attention maps need an "
+            "encoder-decoder or decoder-only model"
+        )
+    return kind, src, source
+
+
+def _decoded(
+    pipeline: Pipeline, src: list[int], kind: str, layer: int, beam_size: int | None, decode: dict
+) -> tuple[list[int], list[int], torch.Tensor]:
+    """Decode src as attention_map says: (output ids, key ids, that layer's weights (H, T, S))."""
+    model, cfg = pipeline.model, pipeline.model.config
+    lm = isinstance(model, DecoderOnly)
+    s = replace(pipeline.decode, **{**decode, "n_best": 1})
+    if lm:  # as Pipeline.generate decodes: new tokens bounded by max_new_tokens, greedy by default
+        s = replace(
+            s,
+            max_len_a=0,
+            max_len_b=s.max_new_tokens,
+            min_len=decode.get("min_len", 0),
+            beam_size=1,
+        )
+    if beam_size is not None:
+        s = replace(s, beam_size=beam_size)
+    out, att = pipeline.search([src], s, return_attention=True)
+    out_ids = out[0].tolist()  # one row: no padding
+    t = len(out_ids)
+    if kind == "cross":
+        keys = src
+    else:
+        keys = ((src if lm else [cfg.start_id]) + out_ids[:-1]) if t else []
+    weights = att[kind][0, layer][:, :t, : len(keys)]  # (H, T, S)
+    return out_ids, keys, weights
 
 
 def attention_map(
@@ -151,30 +215,7 @@ def attention_map(
     model, cfg = pipeline.model, pipeline.model.config
     if kind is not None and kind not in KINDS:
         raise PipelineError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
-    if isinstance(model, EncoderDecoder):
-        kind = kind or "cross"
-        src = pipeline.source_tokenizer.encode(text)
-        limit = pipeline.max_source_tokens
-        if limit is not None and len(src) > limit:
-            raise PipelineError(
-                f"the text has {len(src)} tokens, more than the model's max_positions={limit}: "
-                "give a shorter sentence"
-            )
-        source = token_pieces(pipeline.source_tokenizer, src)
-    elif isinstance(model, DecoderOnly):
-        kind = kind or "self"
-        if kind != "self":
-            raise PipelineError(
-                f"a language model has only decoder self-attention: kind={kind!r} needs an "
-                "encoder-decoder model; use kind='self'"
-            )
-        src = pipeline.prompt_ids(text)
-        source = token_pieces(pipeline.target_tokenizer, src)
-    else:
-        raise PipelineError(
-            f"{type(model).__name__} does not generate text: attention maps need an "
-            "encoder-decoder or decoder-only model"
-        )
+    kind, src, source = _source(pipeline, text, kind)
     if not src:
         raise PipelineError("the text is empty: give a sentence to decode")
     where = "encoder" if kind == "encoder" else "decoder"
@@ -201,26 +242,7 @@ def attention_map(
             n_heads=cfg.n_heads,
         )
 
-    lm = isinstance(model, DecoderOnly)
-    s = replace(pipeline.decode, **{**decode, "n_best": 1})
-    if lm:  # as Pipeline.generate decodes: new tokens bounded by max_new_tokens, greedy by default
-        s = replace(
-            s,
-            max_len_a=0,
-            max_len_b=s.max_new_tokens,
-            min_len=decode.get("min_len", 0),
-            beam_size=1,
-        )
-    if beam_size is not None:
-        s = replace(s, beam_size=beam_size)
-    out, att = pipeline.search([src], s, return_attention=True)
-    out_ids = out[0].tolist()  # one row: no padding
-    t = len(out_ids)
-    if kind == "cross":
-        keys = src
-    else:
-        keys = ((src if lm else [cfg.start_id]) + out_ids[:-1]) if t else []
-    weights = att[kind][0, layer][:, :t, : len(keys)]  # (H, T, S)
+    out_ids, keys, weights = _decoded(pipeline, src, kind, layer, beam_size, decode)
     tok = pipeline.target_tokenizer
     output = token_pieces(tok, out_ids)
     columns = source if kind == "cross" else token_pieces(tok, keys)
@@ -265,11 +287,13 @@ def plot_attention(
         )
     if len(x_labels) != s:
         raise ValueError(
-            f"x_labels has {len(x_labels)} labels but the weights have {s} columns: give one label per column"
+            f"x_labels has {len(x_labels)} labels but the weights have {s} columns: give one "
+            "label per column"
         )
     if len(y_labels) != t:
         raise ValueError(
-            f"y_labels has {len(y_labels)} labels but the weights have {t} rows: give one label per row"
+            f"y_labels has {len(y_labels)} labels but the weights have {t} rows: give one label "
+            "per row"
         )
     figure_format(out)  # before the work
 

@@ -1,4 +1,5 @@
-"""Training curves from a run directory's metrics.jsonl: loss (train and validation) and validation BLEU over time."""
+"""Training curves from a run directory's metrics.jsonl: loss (train and validation) and validation
+BLEU over time."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def read_metrics(run_dir: str | os.PathLike) -> tuple[list[dict], list[dict]]:
 def plot_training_curves(
     run_dir: str | os.PathLike, out: str | os.PathLike, title: str | None = None
 ) -> Path:
-    """Write a PNG: smoothed training loss and validation loss against minutes, validation BLEU on a second axis."""
+    """Write a PNG: smoothed training loss and validation loss against minutes, validation BLEU on a
+    second axis."""
     import matplotlib
 
     matplotlib.use("Agg")

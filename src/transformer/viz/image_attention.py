@@ -48,7 +48,8 @@ class ImageAttention:
 def image_attention(
     model: EncoderOnly, pixels: torch.Tensor, layer: int = -1, labels: list[str] | None = None
 ) -> ImageAttention:
-    """pixels (1, channels, size, size) in [-1, 1] -> the maps above, for one layer (negative: from the last)."""
+    """pixels (1, channels, size, size) in [-1, 1] -> the maps above, for one layer (negative: from
+    the last)."""
     v = model.config.vision
     if v is None:
         raise ValueError("this model reads text, not images: give --text instead of --image")
@@ -80,7 +81,8 @@ def plot_image_attention(
     image: torch.Tensor, maps: ImageAttention, out: str | os.PathLike, title: str | None = None
 ) -> Path:
     """Draw the image, then each head's [CLS] map and the rollout over it (upsampled to the image).
-    image: uint8 (channels, size, size). The format follows out's suffix; the file is written atomically."""
+    image: uint8 (channels, size, size). The format follows out's suffix; the file is written
+    atomically."""
     figure_format(out)  # before the work
     import matplotlib
 

@@ -1,11 +1,11 @@
 """Corpora from the SWORD Bible modules that Debian packages (public domain texts).
 
-    sword.py        read a module with pysword, strip the OSIS markup (read_module, clean_osis)
-    align.py        pair two texts' verses, drop misaligned chapters, split by chapter (align, split_of)
-    verse_align.py  the verse-level check inside a chapter (a Gale & Church style alignment)
-    parallel.py     `data bible`: build_bible_corpus("spa", "eng", out_dir), line-aligned pairs
-    genre.py        `data bible-genre`: build_genre_corpus("eng", out_dir), verses labelled by genre
-    t2t.py          `data bible-t2t`: build_t2t_corpus("spa", "eng", out_dir), tasks named by a prefix
+    sword.py        read a module with pysword, strip the OSIS markup (read_module)
+    align.py        pair two texts' verses, drop misaligned chapters, split by chapter
+    verse_align.py  the verse-level check inside a chapter (Gale & Church style)
+    parallel.py     `data bible`: build_bible_corpus("spa", "eng", out_dir), verse pairs
+    genre.py        `data bible-genre`: build_genre_corpus("eng", out_dir), verses by genre
+    t2t.py          `data bible-t2t`: build_t2t_corpus("spa", "eng", out_dir), tasks by prefix
 
 Every builder writes {train,valid,test} files of whole chapters (the same chapters for every
 builder), the verse references beside them (.ids), and a PROVENANCE.md.

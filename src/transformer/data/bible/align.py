@@ -54,7 +54,10 @@ def misalignment(pairs: list[tuple[str, str]]) -> str | None:
                 _correlation(xs[shift:], ys[:-shift]), _correlation(xs[:-shift], ys[shift:])
             )
             if shifted > max(same + 0.3, 0.5):
-                return f"verse lengths line up shifted by {shift} (correlation {shifted:.2f} vs {same:.2f})"
+                return (
+                    f"verse lengths line up shifted by {shift} "
+                    f"(correlation {shifted:.2f} vs {same:.2f})"
+                )
         if len(pairs) >= 8 and same < 0.2:
             return f"verse lengths do not correspond (correlation {same:.2f})"
     return None

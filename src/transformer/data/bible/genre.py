@@ -105,7 +105,8 @@ def genre_splits(verses: dict[Verse, str]) -> GenreSplits:
 def build_genre_corpus(
     lang: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None
 ) -> dict:
-    """Write out_dir/{train,valid,test}.tsv (`genre<TAB>verse`, + .ids with verse references) and PROVENANCE.md."""
+    """Write out_dir/{train,valid,test}.tsv (`genre<TAB>verse`, + .ids with verse references) and
+    PROVENANCE.md."""
     if lang not in MODULES:
         raise BibleError(f"unknown text code {lang!r}: choose from {', '.join(MODULES)}")
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
@@ -143,25 +144,31 @@ def _genre_provenance(report: dict) -> str:
     lines = [
         f"# Bible genre classification: {module.title} ({module.language})",
         "",
-        "Built by `transformer data bible-genre` from the SWORD module packaged by Debian, read with pysword:",
+        "Built by `transformer data bible-genre` from the SWORD module packaged by Debian, read "
+        "with pysword:",
         f"{module.name} version {report['version']} ({module.package}, Public Domain).",
         "",
-        "Each line of {train,valid,test}.tsv is `genre<TAB>verse text` ({split}.ids: the verse references).",
-        "Splits hold whole chapters, chosen by a hash of the chapter name: the chapters of `transformer data",
-        "bible` (its test chapters are these test chapters). Markup is stripped as in `data bible`.",
+        "Each line of {train,valid,test}.tsv is `genre<TAB>verse text` ({split}.ids: the verse "
+        "references).",
+        "Splits hold whole chapters, chosen by a hash of the chapter name: the chapters of "
+        "`transformer data",
+        "bible` (its test chapters are these test chapters). Markup is stripped as in `data "
+        "bible`.",
         "",
         "| genre | books | train | valid | test |",
         "|---|---|---|---|---|",
     ]
     for genre, books in GENRES:
         lines.append(
-            f"| {genre} | {' '.join(books)} | {counts['train'][genre]:,} | {counts['valid'][genre]:,} "
+            f"| {genre} | {' '.join(books)} | {counts['train'][genre]:,} | "
+            f"{counts['valid'][genre]:,} "
             f"| {counts['test'][genre]:,} |"
         )
     totals = report["verses"]
     skipped = report["skipped_books"]
     lines += [
-        f"| total | {len(GENRE_OF)} books | {totals['train']:,} | {totals['valid']:,} | {totals['test']:,} |",
+        f"| total | {len(GENRE_OF)} books | {totals['train']:,} | {totals['valid']:,} | "
+        f"{totals['test']:,} |",
         "",
         f"Empty verses dropped (variants the text omits): {report['empty_verses']}.",
         f"Books outside the 66, skipped: {len(skipped)} ({sum(skipped.values()):,} verses)"

@@ -114,7 +114,8 @@ def _provenance(report: dict, alignment: Alignment) -> str:
     lines = [
         f"# Bible parallel corpus: {src.title} ({src.language}) -> {tgt.title} ({tgt.language})",
         "",
-        "Built by `transformer data bible` from the SWORD modules packaged by Debian, read with pysword.",
+        "Built by `transformer data bible` from the SWORD modules packaged by Debian, read with "
+        "pysword.",
         "",
         "| code | text | SWORD module | version | Debian package | licence |",
         "|---|---|---|---|---|---|",
@@ -127,27 +128,37 @@ def _provenance(report: dict, alignment: Alignment) -> str:
     counts = report["pairs"]
     lines += [
         "",
-        f"Verse pairs: train {counts['train']:,}, valid {counts['valid']:,}, test {counts['test']:,} "
-        f"(total {sum(counts.values()):,}). Splits hold whole chapters, chosen by a hash of the chapter name.",
+        f"Verse pairs: train {counts['train']:,}, valid {counts['valid']:,}, test "
+        f"{counts['test']:,} "
+        f"(total {sum(counts.values()):,}). Splits hold whole chapters, chosen by a hash of the "
+        "chapter name.",
         "",
     ]
     for code, extra in report["added"].items():
         lines += [
-            f"Added target {code} ({MODULES[code].title}): {extra['pairs']:,} more training pairs (the training "
-            f"chapters' verses that line up with {src.code}; {extra['dropped_chapters']} chapters dropped for "
-            f"misalignment), after the {counts['train']:,} above in train.{src.code} / train.{tgt.code}, each "
-            f"source prefixed by `{target_tag(code)} `; their references in train.ids read `{code}:Book.chapter.verse`. "
-            f"valid and test hold {tgt.code} alone. Translate with the prefix to ask for the {MODULES[code].title}'s wording.",
+            f"Added target {code} ({MODULES[code].title}): {extra['pairs']:,} more training pairs "
+            "(the training "
+            f"chapters' verses that line up with {src.code}; {extra['dropped_chapters']} chapters "
+            "dropped for "
+            f"misalignment), after the {counts['train']:,} above in train.{src.code} / "
+            f"train.{tgt.code}, each "
+            f"source prefixed by `{target_tag(code)} `; their references in train.ids read "
+            f"`{code}:Book.chapter.verse`. "
+            f"valid and test hold {tgt.code} alone. Translate with the prefix to ask for the "
+            f"{MODULES[code].title}'s wording.",
             "",
         ]
     lines += [
-        "OSIS markup is stripped: footnotes, cross references, variant readings, headings and speaker labels",
+        "OSIS markup is stripped: footnotes, cross references, variant readings, headings and "
+        "speaker labels",
         "are dropped; psalm titles are kept as text (the Reina-Valera has them in verse 1 too).",
         "",
-        f"Verses with text on one side only (dropped): {report['dropped_verses']}; verses whose book or chapter "
+        f"Verses with text on one side only (dropped): {report['dropped_verses']}; verses whose "
+        "book or chapter "
         f"only one module has: {report['only_in_one']}.",
         "",
-        f"Chapters dropped because their verse numbering does not line up: {len(report['dropped_chapters'])}",
+        "Chapters dropped because their verse numbering does not line up: "
+        f"{len(report['dropped_chapters'])}",
         "",
     ]
     lines += [f"- {chapter}: {why}" for chapter, why in report["dropped_chapters"].items()]
@@ -157,8 +168,10 @@ def _provenance(report: dict, alignment: Alignment) -> str:
     lines += [
         "",
         f"Verses dropped because they do not translate each other although their numbers match: "
-        f"{report['misaligned_verses']} in {len(by_chapter)} chapters (a length-based alignment of each chapter's "
-        "verses: a numbering that shifts mid-chapter, or a clause one text has and the other lacks).",
+        f"{report['misaligned_verses']} in {len(by_chapter)} chapters (a length-based alignment "
+        "of each chapter's "
+        "verses: a numbering that shifts mid-chapter, or a clause one text has and the other "
+        "lacks).",
         "",
     ]
     lines += [

@@ -105,7 +105,8 @@ def find_sword_dir(sword_dir: str | os.PathLike | None = None) -> Path:
         if candidate and (Path(candidate).expanduser() / "mods.d").is_dir():
             return Path(candidate).expanduser()
     raise BibleError(
-        f"no SWORD module directory found (looked in {', '.join(str(c) for c in candidates if c)}): "
+        "no SWORD module directory found (looked in "
+        f"{', '.join(str(c) for c in candidates if c)}): "
         f"install the modules with: {INSTALL_ALL}"
     )
 
@@ -113,7 +114,8 @@ def find_sword_dir(sword_dir: str | os.PathLike | None = None) -> Path:
 def read_module(
     code: str, sword_dir: str | os.PathLike | None = None
 ) -> tuple[dict[Verse, str], str]:
-    """All verses of one module as {(book, chapter, verse): plain text}, and the module's version."""
+    """All verses of one module as {(book, chapter, verse): plain text}, and the module's
+    version."""
     module = MODULES[code]
     try:
         from pysword.modules import SwordModules

@@ -32,8 +32,9 @@ def t2t_prefixes(src: str, tgt: str) -> dict[str, str]:
 def build_t2t_corpus(
     src: str, tgt: str, out_dir: str | os.PathLike, sword_dir: str | os.PathLike | None = None
 ) -> dict:
-    """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse), {train,valid}.txt
-    (the split's verses in both languages, one per line: text for span-corruption pretraining) and PROVENANCE.md."""
+    """Write out_dir/{train,valid,test}.tsv (`input<TAB>target`, + .ids: task and verse),
+    {train,valid}.txt (the split's verses in both languages, one per line: text for span-corruption
+    pretraining) and PROVENANCE.md."""
     check_pair(src, tgt, out_dir, "dataset")
     src_verses, src_version = read_module(src, sword_dir)
     tgt_verses, tgt_version = read_module(tgt, sword_dir)
@@ -91,18 +92,27 @@ def build_t2t_corpus(
 def _t2t_provenance(report: dict) -> str:
     src, tgt = MODULES[report["src"]], MODULES[report["tgt"]]
     lines = [
-        f"# Bible text-to-text mixture: {src.title} ({src.language}) and {tgt.title} ({tgt.language})",
+        f"# Bible text-to-text mixture: {src.title} ({src.language}) and {tgt.title} "
+        f"({tgt.language})",
         "",
-        "Built by `transformer data bible-t2t` from the SWORD modules packaged by Debian, read with pysword:",
-        f"{src.name} {report['versions'][src.code]} and {tgt.name} {report['versions'][tgt.code]} (Public Domain).",
+        "Built by `transformer data bible-t2t` from the SWORD modules packaged by Debian, read "
+        "with pysword:",
+        f"{src.name} {report['versions'][src.code]} and {tgt.name} {report['versions'][tgt.code]} "
+        "(Public Domain).",
         "",
-        "Each line of {train,valid,test}.tsv is `input<TAB>target`; the input starts with its task's prefix",
-        "({split}.ids: the task and the verse). Translation both ways uses the verse pairs of `transformer data",
-        f"bible` ({report['dropped_chapters']} misaligned chapters and {report['misaligned_verses']} misaligned verses "
+        "Each line of {train,valid,test}.tsv is `input<TAB>target`; the input starts with its "
+        "task's prefix",
+        "({split}.ids: the task and the verse). Translation both ways uses the verse pairs of "
+        "`transformer data",
+        f"bible` ({report['dropped_chapters']} misaligned chapters and "
+        f"{report['misaligned_verses']} misaligned verses "
         f"dropped); the genre task, the {tgt.language} "
-        "verses of `transformer data bible-genre`. Splits are the same whole chapters for every task.",
-        f"{{train,valid}}.txt: the split's verse pairs as plain text, the {src.language} verses then the "
-        f"{tgt.language} ones, one per line (for span-corruption pretraining; none from the test chapters).",
+        "verses of `transformer data bible-genre`. Splits are the same whole chapters for every "
+        "task.",
+        f"{{train,valid}}.txt: the split's verse pairs as plain text, the {src.language} verses "
+        "then the "
+        f"{tgt.language} ones, one per line (for span-corruption pretraining; none from the test "
+        "chapters).",
         "",
         "| task | prefix | train | valid | test |",
         "|---|---|---:|---:|---:|",
@@ -110,7 +120,8 @@ def _t2t_provenance(report: dict) -> str:
     counts = report["examples"]
     for task, prefix in report["prefixes"].items():
         lines.append(
-            f"| {task} | `{prefix.strip()}` | {counts['train'][task]:,} | {counts['valid'][task]:,} "
+            f"| {task} | `{prefix.strip()}` | {counts['train'][task]:,} | "
+            f"{counts['valid'][task]:,} "
             f"| {counts['test'][task]:,} |"
         )
     return "\n".join(lines) + "\n"

@@ -58,7 +58,8 @@ def _convert(hf_model) -> Model:
 
 
 def to_hf(model: Model):
-    """Our model -> the matching transformers model (Marian, T5, GPT-2, Llama, BERT or ViT) with the same outputs."""
+    """Our model -> the matching transformers model (Marian, T5, GPT-2, Llama, BERT or ViT) with the
+    same outputs."""
     cfg = model.config
     if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
         return t5.to_hf(model)
@@ -93,7 +94,8 @@ def to_hf(model: Model):
 
 
 def import_hf(path, out):
-    """Convert a Hugging Face directory or .gguf file into our model directory `out` (see loading.import_hf)."""
+    """Convert a Hugging Face directory or .gguf file into our model directory `out` (see
+    loading.import_hf)."""
     from .loading import import_hf as _import_hf
 
     return _import_hf(path, out)

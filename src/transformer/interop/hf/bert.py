@@ -1,4 +1,5 @@
-"""BERT (BertModel, BertForMaskedLM, BertForSequenceClassification, BertForPreTraining) <-> our EncoderOnly.
+"""BERT (BertModel, BertForMaskedLM, BertForSequenceClassification, BertForPreTraining) <-> our
+EncoderOnly.
 
 BERT is a post-norm encoder with learned positions, token-type (segment) embeddings, a
 LayerNorm on the summed embeddings, GELU, and optional heads: the pooler (dense + tanh on
@@ -179,7 +180,8 @@ def config_to_hf(cfg: ModelConfig):
 
 
 def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, str]]:
-    """(our name, BERT name) for every tensor; prefix is "" for BertModel, "bert." for the others."""
+    """(our name, BERT name) for every tensor; prefix is "" for BertModel, "bert." for the
+    others."""
     e = f"{prefix}embeddings"
     pairs = [
         ("encoder.embed.tokens.weight", f"{e}.word_embeddings.weight"),
@@ -236,7 +238,8 @@ def from_hf(hf_model) -> EncoderOnly:
 
 
 def to_hf(model: EncoderOnly):
-    """Our EncoderOnly (BERT shaped) -> BertModel / BertForMaskedLM / BertForSequenceClassification / BertForPreTraining."""
+    """Our EncoderOnly (BERT shaped) -> BertModel / BertForMaskedLM / BertForSequenceClassification
+    / BertForPreTraining."""
     import transformers
 
     cfg = model.config

@@ -150,7 +150,8 @@ def _prefix(hf_model) -> str:
 
 
 def from_hf(hf_model) -> DecoderOnly:
-    """A GPT2LMHeadModel (or a bare GPT2Model, whose head is the tied embedding) -> our DecoderOnly."""
+    """A GPT2LMHeadModel (or a bare GPT2Model, whose head is the tied embedding) -> our
+    DecoderOnly."""
     cfg = config_from_hf(hf_model.config)
     p = _prefix(hf_model)
     if not p and not cfg.tie_embeddings:

@@ -26,7 +26,8 @@ def _rope_order(head_dim: int) -> torch.Tensor:
 
 
 def rope_rows_from_hf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Permute a q/k projection's rows (weight (H*D, C) or bias (H*D,)) from rotate-half to interleaved pairs."""
+    """Permute a q/k projection's rows (weight (H*D, C) or bias (H*D,)) from rotate-half to
+    interleaved pairs."""
     head_dim = w.shape[0] // n_heads
     return w.reshape(n_heads, head_dim, -1)[:, _rope_order(head_dim)].reshape(w.shape)
 

@@ -1,4 +1,5 @@
-"""Read a Hugging Face model directory or a GGUF file (through transformers' reader), with its tokenizer."""
+"""Read a Hugging Face model directory or a GGUF file (through transformers' reader), with its
+tokenizer."""
 
 from __future__ import annotations
 
@@ -125,7 +126,8 @@ TOKENIZER_FILE = "tokenizer.json"
 
 
 def _adds_eos(tokenizer) -> bool:
-    """Whether the Hugging Face tokenizer ends an encoded text with its eos token (T5 and Marian do)."""
+    """Whether the Hugging Face tokenizer ends an encoded text with its eos token (T5 and Marian
+    do)."""
     if tokenizer is None or getattr(tokenizer, "eos_token_id", None) is None:
         return False
     ids = tokenizer("a").input_ids
@@ -133,7 +135,8 @@ def _adds_eos(tokenizer) -> bool:
 
 
 def _adds_bos(tokenizer) -> bool:
-    """Whether the Hugging Face tokenizer starts an encoded text with its bos token (Llama does, GPT-2 does not)."""
+    """Whether the Hugging Face tokenizer starts an encoded text with its bos token (Llama does,
+    GPT-2 does not)."""
     if tokenizer is None or getattr(tokenizer, "bos_token_id", None) is None:
         return False
     ids = tokenizer("a").input_ids
@@ -213,8 +216,10 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
     atomic_write_text(
         out / "README.md",
         (
-            f"# Imported from Hugging Face\n\nConverted from `{path}` ({type(source.model).__name__}, "
-            f"model_type `{model_type}`) with `transformer import-hf`; outputs match the Hugging Face "
+            f"# Imported from Hugging Face\n\nConverted from `{path}` "
+            f"({type(source.model).__name__}, "
+            f"model_type `{model_type}`) with `transformer import-hf`; outputs match the Hugging "
+            "Face "
             f"implementation.\n\n{tokenizer_line}\n"
         ),
     )

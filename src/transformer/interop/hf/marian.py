@@ -33,7 +33,8 @@ def config_from_hf(c) -> ModelConfig:
         raise unsupported(
             "decoder_attention_heads",
             c.decoder_attention_heads,
-            f"our encoder and decoder share n_heads (encoder_attention_heads={c.encoder_attention_heads})",
+            "our encoder and decoder share n_heads "
+            f"(encoder_attention_heads={c.encoder_attention_heads})",
         )
     if c.decoder_ffn_dim != c.encoder_ffn_dim:
         raise unsupported(

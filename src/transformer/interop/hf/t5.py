@@ -26,7 +26,8 @@ from .common import (
 )
 
 _ATTN = (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("out_proj", "o"))
-# Gated feed_forward_proj ("gated-<act>") -> our gated activation, by Hugging Face's activation name.
+# Gated feed_forward_proj ("gated-<act>") -> our gated activation, by Hugging Face's activation
+# name.
 _GATED = {
     "gelu_new": "geglu_tanh",
     "gelu_pytorch_tanh": "geglu_tanh",
@@ -49,7 +50,8 @@ def _tied(hf_model) -> bool:
 
 
 def config_from_hf(c, tied: bool) -> ModelConfig:
-    """A T5Config -> our ModelConfig; tied says whether the model's lm_head is its shared embedding."""
+    """A T5Config -> our ModelConfig; tied says whether the model's lm_head is its shared
+    embedding."""
     if c.dense_act_fn is None:
         raise unsupported("feed_forward_proj", c.feed_forward_proj, "it names no activation")
     if c.is_gated_act:
@@ -62,7 +64,8 @@ def config_from_hf(c, tied: bool) -> ModelConfig:
         activation = _GATED[c.dense_act_fn]
     else:
         activation = activation_from_hf("feed_forward_proj", c.dense_act_fn)
-    # transformers >= 5 keeps T5 v1.0's output scale as scale_decoder_outputs; before, tie_word_embeddings meant both
+    # transformers >= 5 keeps T5 v1.0's output scale as scale_decoder_outputs; before,
+    # tie_word_embeddings meant both
     scale_output = bool(getattr(c, "scale_decoder_outputs", c.tie_word_embeddings))
     heads_width = c.d_kv * c.num_heads
     pad = c.pad_token_id if c.pad_token_id is not None else 0
@@ -110,6 +113,31 @@ def config_to_hf(cfg: ModelConfig):
     """Our ModelConfig -> a T5Config, or an error naming the field T5 cannot express."""
     from transformers import T5Config
 
+    _check_expressible(cfg)
+    config = T5Config(
+        vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        d_kv=cfg.head_dim,
+        d_ff=cfg.d_ff,
+        num_layers=cfg.n_encoder_layers,
+        num_decoder_layers=cfg.n_decoder_layers,
+        num_heads=cfg.n_heads,
+        relative_attention_num_buckets=cfg.relative_bias.buckets,
+        relative_attention_max_distance=cfg.relative_bias.max_distance,
+        dropout_rate=cfg.dropout,
+        layer_norm_epsilon=cfg.norm_eps,
+        feed_forward_proj=_TO_HF[cfg.activation],
+        tie_word_embeddings=cfg.tie_embeddings,
+        pad_token_id=cfg.pad_id,
+        eos_token_id=cfg.eos_id,
+        decoder_start_token_id=cfg.start_id,
+    )
+    config.decoder_start_token_id = cfg.start_id
+    return config
+
+
+def _check_expressible(cfg: ModelConfig) -> None:
+    """An HFConversionError naming the first field of `cfg` that T5 cannot express."""
     family = "T5"
     require(cfg.arch == "encoder-decoder", "arch", cfg.arch, family, "T5 is an encoder-decoder")
     require(
@@ -148,6 +176,13 @@ def config_to_hf(cfg: ModelConfig):
         family,
         "T5 does not divide the scores by sqrt(d_k)",
     )
+    _check_sharing_and_widths(cfg)
+
+
+def _check_sharing_and_widths(cfg: ModelConfig) -> None:
+    """_check_expressible's second half: shared embeddings, the output scale, heads, activation,
+    dropout."""
+    family = "T5"
     require(
         cfg.shares_embeddings and cfg.tgt_vocab_size is None,
         "share_embeddings",
@@ -199,26 +234,6 @@ def config_to_hf(cfg: ModelConfig):
         family,
         "T5 has one dropout_rate",
     )
-    config = T5Config(
-        vocab_size=cfg.vocab_size,
-        d_model=cfg.d_model,
-        d_kv=cfg.head_dim,
-        d_ff=cfg.d_ff,
-        num_layers=cfg.n_encoder_layers,
-        num_decoder_layers=cfg.n_decoder_layers,
-        num_heads=cfg.n_heads,
-        relative_attention_num_buckets=cfg.relative_bias.buckets,
-        relative_attention_max_distance=cfg.relative_bias.max_distance,
-        dropout_rate=cfg.dropout,
-        layer_norm_epsilon=cfg.norm_eps,
-        feed_forward_proj=_TO_HF[cfg.activation],
-        tie_word_embeddings=cfg.tie_embeddings,
-        pad_token_id=cfg.pad_id,
-        eos_token_id=cfg.eos_id,
-        decoder_start_token_id=cfg.start_id,
-    )
-    config.decoder_start_token_id = cfg.start_id
-    return config
 
 
 def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""ViT (ViTModel, ViTForImageClassification) <-> our EncoderOnly with an image front end (model.vision).
+"""ViT (ViTModel, ViTForImageClassification) <-> our EncoderOnly with an image front end
+(model.vision).
 
 ViT is a pre-norm encoder with GELU, a final LayerNorm, a learned [CLS] vector and learned
 positions (one per patch and one for [CLS]), and patches projected by a stride-P convolution,
@@ -152,7 +153,8 @@ def config_to_hf(cfg: ModelConfig):
     )
 
 
-# Layer tensor names: transformers 5 (layers.i.attention.q_proj, mlp.fc1) and 4 (encoder.layer.i.attention.attention.query)
+# Layer tensor names: transformers 5 (layers.i.attention.q_proj, mlp.fc1) and 4
+# (encoder.layer.i.attention.attention.query)
 LAYER_NAMES = {
     5: (
         "layers",
@@ -188,8 +190,9 @@ def _layout(hf_state: dict, prefix: str) -> int:
 
 
 def _pairs(cfg: ModelConfig, prefix: str, layout: int) -> list[tuple[str, str]]:
-    """(our name, ViT name) for every tensor except the patch projection's weight (reshaped, see from_hf/to_hf);
-    prefix is "" for ViTModel, "vit." for ViTForImageClassification; layout: the transformers major version's names."""
+    """(our name, ViT name) for every tensor except the patch projection's weight (reshaped, see
+    from_hf/to_hf); prefix is "" for ViTModel, "vit." for ViTForImageClassification; layout: the
+    transformers major version's names."""
     e = f"{prefix}embeddings"
     pairs = [
         ("encoder.patches.cls", f"{e}.cls_token"),
