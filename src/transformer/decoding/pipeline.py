@@ -27,10 +27,8 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
-from ..data.batching import pad_rows
-from ..data.tokenizer import EncoderTokens
 from ..model.quantize import set_inference_precision
-from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, Model
+from ..model.transformer import DecoderOnly, EncoderDecoder, Model
 from ..model_dir import (
     load_chat_template,
     load_decode_config,
@@ -46,7 +44,8 @@ from .sampling import sample
 
 
 class PipelineError(ValueError):
-    """The request does not fit the model (wrong kind of model, over-long input, no chat template)."""
+    """The request does not fit the model (wrong kind of model, over-long input, no chat
+    template)."""
 
 
 @dataclass
@@ -67,8 +66,14 @@ class Pipeline:
     """An encoder's special tokens by role (special_tokens.json)."""
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu", precision: str | None = None) -> Pipeline:
-        """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's (default fp32)."""
+    def load(
+        cls,
+        path: str | os.PathLike,
+        device: str | torch.device = "cpu",
+        precision: str | None = None,
+    ) -> Pipeline:
+        """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's
+        (default fp32)."""
         path = Path(path)
         model = load_model(path, device)
         source = target = None
@@ -76,54 +81,86 @@ class Pipeline:
             source, target = load_tokenizers(path)
         decode = load_decode_config(path)
         cfg = model.config
-        choice = inference_precision(precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size)
+        choice = inference_precision(
+            precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size
+        )
         model = set_inference_precision(model, choice.precision)
-        return cls(model, source, target, decode, load_chat_template(path), choice, load_labels(path),
-                   load_special_tokens(path))
+        return cls(
+            model,
+            source,
+            target,
+            decode,
+            load_chat_template(path),
+            choice,
+            load_labels(path),
+            load_special_tokens(path),
+        )
 
     @property
     def max_source_tokens(self) -> int | None:
         return None if self.model.config.positional == "none" else self.model.config.max_positions
 
     def settings(self, **decode) -> DecodeConfig:
-        """The model's decoding defaults with `decode` overrides (names of DecodeConfig's fields), validated."""
+        """The model's decoding defaults with `decode` overrides (names of DecodeConfig's fields),
+        validated."""
         valid = [f.name for f in fields(DecodeConfig)]
         for key in decode:
             if key == "precision":
-                raise PipelineError("precision is set when the model is loaded: Pipeline.load(path, precision=...)")
+                raise PipelineError(
+                    "precision is set when the model is loaded: Pipeline.load(path, precision=...)"
+                )
             if key not in valid:
                 raise unknown_key_error("decode", key, valid)
         return replace(self.decode, **decode)
 
-    def encode_sources(self, lines: list[str], truncate: bool = True) -> tuple[list[list[int]], list[int]]:
+    def encode_sources(
+        self, lines: list[str], truncate: bool = True
+    ) -> tuple[list[list[int]], list[int]]:
         """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
         encoded = self.source_tokenizer.encode_batch(_as_lines(lines))
-        eos = [self.model.config.eos_id] if self.decode.add_eos else []  # T5 and Marian end each source with </s>
+        eos = (
+            [self.model.config.eos_id] if self.decode.add_eos else []
+        )  # T5 and Marian end each source with </s>
         limit = self.max_source_tokens
         room = None if limit is None else limit - len(eos)
-        cut = [number for number, ids in enumerate(encoded, start=1) if room is not None and len(ids) > room]
+        cut = [
+            number
+            for number, ids in enumerate(encoded, start=1)
+            if room is not None and len(ids) > room
+        ]
         if cut and not truncate:
-            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1]) + len(eos)} tokens, more than "
-                                f"the model's max_positions={limit}: split the line into shorter sentences")
+            raise PipelineError(
+                f"input line {cut[0]} has {len(encoded[cut[0] - 1]) + len(eos)} tokens, more than "
+                f"the model's max_positions={limit}: split the line into shorter sentences"
+            )
         for number in cut:
             encoded[number - 1] = encoded[number - 1][:room]
         if eos:
             encoded = [ids + eos if ids else ids for ids in encoded]  # an empty line stays empty
         return encoded, cut
 
-    def translate(self, lines: list[str], batch_tokens: int = 4000, truncate: bool = True,
-                  on_truncate: Callable[[list[int]], None] | None = None, **decode) -> list[str] | list[list[str]]:
-        """Translate each line (output in input order): a list (or any iterable) of str, each one line;
-        one bare str is a TypeError. `decode` overrides the model's defaults
-        (beam_size, length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best);
-        beam_size 1 is greedy. With n_best > 1 each entry is a list of the n best, best first.
-        Lines longer than the model takes are truncated (see the module's rules)."""
+    def translate(
+        self,
+        lines: list[str],
+        batch_tokens: int = 4000,
+        truncate: bool = True,
+        on_truncate: Callable[[list[int]], None] | None = None,
+        **decode,
+    ) -> list[str] | list[list[str]]:
+        """Translate each line (output in input order): a list (or any iterable) of str, each one
+        line; one bare str is a TypeError. `decode` overrides the model's defaults (beam_size,
+        length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best); beam_size 1 is
+        greedy. With n_best > 1 each entry is a list of the n best, best first. Lines longer than
+        the model takes are truncated (see the module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
         lines = _as_lines(lines)
         settings = self.settings(**decode)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
-            raise ConfigError(f"batch_tokens={batch_tokens!r} is not valid: it must be a positive number of tokens")
+            raise ConfigError(
+                f"batch_tokens={batch_tokens!r} is not valid: it must be a positive number of "
+                "tokens"
+            )
         encoded, cut = self.encode_sources(lines, truncate)
         if cut and on_truncate is not None:
             on_truncate(cut)
@@ -140,97 +177,77 @@ class Pipeline:
                     outputs[i] = self.target_tokenizer.decode(row).strip()
         return outputs
 
-    @torch.no_grad()
-    def classify(self, lines: list[str], top_k: int = 1, batch_tokens: int = 4000, truncate: bool = True,
-                 on_truncate: Callable[[list[int]], None] | None = None) -> list[list[tuple[str, float]]]:
-        """The top_k (label, probability) pairs of each line, most likely first (top_k 0: all labels).
-        A text longer than the encoder takes keeps its first max_positions - 2 tokens ([CLS] and [SEP]
-        take the rest); the 1-based numbers of such lines go to on_truncate (else a warning);
-        truncate=False raises PipelineError instead."""
-        model = self.model
-        if not isinstance(model, EncoderOnly) or model.pooler is None or model.pooler.classifier is None:
-            raise PipelineError("this model is not a classifier: classify needs an encoder trained with "
-                                "objective = \"classify\"")
-        labels = self.labels or [str(i) for i in range(model.config.n_classes)]
-        if len(labels) != model.config.n_classes:
-            raise PipelineError(f"labels.json names {len(labels)} labels but the model has {model.config.n_classes} classes")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-            raise ConfigError(f"top_k={top_k!r} is not valid: give a number of labels (0 = all)")
-        lines = _as_lines(lines)
-        tokens = EncoderTokens(self.source_tokenizer, self.special_tokens)
-        limit = None if model.config.positional in ("none", "rope") else model.config.max_positions - 2
-        encoded = self.source_tokenizer.encode_batch(lines)
-        cut = [n for n, ids in enumerate(encoded, start=1) if limit is not None and len(ids) > limit]
-        if cut and not truncate:
-            raise PipelineError(f"input line {cut[0]} has {len(encoded[cut[0] - 1])} tokens, more than the model's "
-                                f"{limit} (max_positions - 2 for [CLS] and [SEP]): shorten it")
-        if cut:
-            (on_truncate or (lambda c: warnings.warn(truncation_note(c, len(lines), limit), stacklevel=3)))(cut)
-        rows = [tokens.wrap(ids[:limit] if limit is not None else ids) for ids in encoded]
-        device = next(model.parameters()).device
-        k = len(labels) if top_k == 0 else min(top_k, len(labels))
-        out: list = [None] * len(rows)
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        for batch in _batches_by_tokens(order, [len(r) for r in rows], batch_tokens):
-            ids, mask = pad_rows([rows[i] for i in batch], tokens.pad)
-            probs = model.classify(ids.to(device), mask.to(device)).float().softmax(-1)
-            values, indices = probs.topk(k, dim=-1)
-            for j, i in enumerate(batch):
-                out[i] = [(labels[c], float(v)) for v, c in zip(values[j].tolist(), indices[j].tolist(), strict=True)]
-        return out
+    def classify(
+        self,
+        lines: list[str],
+        top_k: int = 1,
+        batch_tokens: int = 4000,
+        truncate: bool = True,
+        on_truncate: Callable[[list[int]], None] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """The top_k (label, probability) pairs of each line, most likely first (top_k 0: all
+        labels). A text longer than the encoder takes keeps its first max_positions - 2 tokens
+        ([CLS] and [SEP] take the rest); the 1-based numbers of such lines go to on_truncate (else a
+        warning); truncate=False raises PipelineError instead. See transformer.decoding.classify."""
+        from .classify import classify_texts
 
-    @torch.no_grad()
-    def classify_images(self, images, top_k: int = 1, batch_size: int = 256) -> list[list[tuple[str, float]]]:
-        """The top_k (label, probability) pairs of each image, most likely first (top_k 0: all labels).
-        images: uint8 (N, C, H, W) pixels 0-255, or a list of image files (read as model.vision says)."""
-        import numpy as np
+        return classify_texts(self, lines, top_k, batch_tokens, truncate, on_truncate)
 
-        from ..data.images import read_image, to_pixels
+    def classify_images(
+        self, images, top_k: int = 1, batch_size: int = 256
+    ) -> list[list[tuple[str, float]]]:
+        """The top_k (label, probability) pairs of each image, most likely first (top_k 0: all
+        labels). images: uint8 (N, C, H, W) pixels 0-255, or a list of image files (read as
+        model.vision says). See transformer.decoding.classify."""
+        from .classify import classify_images
 
-        model = self.model
-        v = model.config.vision
-        if v is None or model.pooler is None or model.pooler.classifier is None:
-            raise PipelineError("this model is not an image classifier: classify_images needs an image encoder "
-                                "(model.vision) trained with objective = \"classify\"")
-        if not isinstance(images, torch.Tensor):
-            mode = "L" if v.channels == 1 else "RGB"
-            images = torch.from_numpy(np.stack([read_image(f, mode, v.image_size) for f in images]))
-        if images.dtype != torch.uint8:
-            raise PipelineError(f"images are {images.dtype}: pass uint8 pixels 0-255 (or image files)")
-        labels = self.labels or [str(i) for i in range(model.config.n_classes)]
-        k = len(labels) if top_k == 0 else min(top_k, len(labels))
-        device = next(model.parameters()).device
-        out = []
-        for start in range(0, len(images), batch_size):
-            probs = model.classify(to_pixels(images[start:start + batch_size]).to(device)).float().softmax(-1)
-            values, indices = probs.topk(k, dim=-1)
-            out += [[(labels[c], float(p)) for p, c in zip(vs, cs, strict=True)]
-                    for vs, cs in zip(values.tolist(), indices.tolist(), strict=True)]
-        return out
+        return classify_images(self, images, top_k, batch_size)
 
     def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):
         """Token ids in, ids out under settings s: greedy when s.beam_size is 1, else beam search
-        (with return_attention, also the attention weights, as greedy_search/beam_search return them)."""
+        (with return_attention, also the attention weights, as greedy_search/beam_search return
+        them)."""
         if s.beam_size == 1:
-            return greedy_search(self.model, sources, max_len_a=s.max_len_a, max_len_b=s.max_len_b, min_len=s.min_len,
-                                 return_attention=return_attention)
-        return beam_search(self.model, sources, beam_size=s.beam_size, length_penalty=s.length_penalty,
-                           length_penalty_kind=s.length_penalty_kind, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
-                           min_len=s.min_len, n_best=s.n_best, early_stopping=s.early_stopping,
-                           return_attention=return_attention)
+            return greedy_search(
+                self.model,
+                sources,
+                max_len_a=s.max_len_a,
+                max_len_b=s.max_len_b,
+                min_len=s.min_len,
+                return_attention=return_attention,
+            )
+        return beam_search(
+            self.model,
+            sources,
+            beam_size=s.beam_size,
+            length_penalty=s.length_penalty,
+            length_penalty_kind=s.length_penalty_kind,
+            max_len_a=s.max_len_a,
+            max_len_b=s.max_len_b,
+            min_len=s.min_len,
+            n_best=s.n_best,
+            early_stopping=s.early_stopping,
+            return_attention=return_attention,
+        )
 
     def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
-        """A prompt's token ids: the chat template applied when chat=True, <s> first when the defaults say so."""
+        """A prompt's token ids: the chat template applied when chat=True, <s> first when the
+        defaults say so."""
         if chat:
-            return self.target_tokenizer.encode(self.apply_chat_template([{"role": "user", "content": prompt}]))
+            return self.target_tokenizer.encode(
+                self.apply_chat_template([{"role": "user", "content": prompt}])
+            )
         ids = self.target_tokenizer.encode(prompt)
         return [self.model.config.bos_id] + ids if self.decode.add_bos else ids
 
     def apply_chat_template(self, messages: list[dict]) -> str:
-        """Render the model's chat template (Jinja, as Hugging Face does) with a generation prompt."""
+        """Render the model's chat template (Jinja, as Hugging Face does) with a generation
+        prompt."""
         if not self.chat:
-            raise PipelineError("this model has no chat template (chat_template.json): drop --chat, or import a chat "
-                                "model with transformer import-hf")
+            raise PipelineError(
+                "this model has no chat template (chat_template.json): drop --chat, or import a "
+                "chat model with transformer import-hf"
+            )
         from jinja2 import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -240,40 +257,59 @@ class Pipeline:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
         return env.from_string(self.chat["chat_template"]).render(
-            messages=messages, add_generation_prompt=True,
-            bos_token=self.chat.get("bos_token") or "", eos_token=self.chat.get("eos_token") or "")
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=self.chat.get("bos_token") or "",
+            eos_token=self.chat.get("eos_token") or "",
+        )
 
     def fit_prompt(self, ids: list[int], max_new_tokens: int, truncate: bool = True) -> list[int]:
-        """The end of a prompt that leaves room for max_new_tokens (at least half the table stays the
-        prompt's); a leading <s> is kept. Unchanged when it fits or the model has no position table."""
+        """The end of a prompt that leaves room for max_new_tokens (at least half the table stays
+        the prompt's); a leading <s> is kept. Unchanged when it fits or the model has no position
+        table."""
         limit = self.max_source_tokens
         if limit is None:
             return ids
-        room = max(limit - max_new_tokens + 1, limit // 2, 1)  # N new tokens need P + N - 1 <= limit
+        room = max(
+            limit - max_new_tokens + 1, limit // 2, 1
+        )  # N new tokens need P + N - 1 <= limit
         if len(ids) <= room:
             return ids
         if not truncate:
-            raise PipelineError(f"the prompt has {len(ids)} tokens; with {max_new_tokens} new ones it needs more "
-                                f"than the model's max_positions={limit}: shorten it")
+            raise PipelineError(
+                f"the prompt has {len(ids)} tokens; with {max_new_tokens} new ones it needs more "
+                f"than the model's max_positions={limit}: shorten it"
+            )
         head = ids[:1] if self.decode.add_bos and ids[:1] == [self.model.config.bos_id] else []
-        return head + ids[len(ids) - room + len(head):]
+        return head + ids[len(ids) - room + len(head) :]
 
-    def generate(self, prompt: str, chat: bool = False, seed: int | None = None, truncate: bool = True,
-                 on_truncate: Callable[[str], None] | None = None, on_token: Callable[[int], None] | None = None,
-                 **decode) -> str:
+    def generate(
+        self,
+        prompt: str,
+        chat: bool = False,
+        seed: int | None = None,
+        truncate: bool = True,
+        on_truncate: Callable[[str], None] | None = None,
+        on_token: Callable[[int], None] | None = None,
+        **decode,
+    ) -> str:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
-        (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search,
-        temperature 0 is greedy: see transformer.decoding.sampling). Returns the new text only. An over-long prompt keeps its end
-        (see the module's rules). on_token(id) is called with each new token as it is chosen
-        (</s> not included), to stream the output; an exception it raises stops the decoding
+        (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search, temperature 0 is
+        greedy: see transformer.decoding.sampling). Returns the new text only. An over-long prompt
+        keeps its end (see the module's rules). on_token(id) is called with each new token as it is
+        chosen (</s> not included), to stream the output; an exception it raises stops the decoding
         and propagates. Beam search has no tokens to stream before it ends."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
         if not isinstance(prompt, str):
-            raise TypeError(f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
-                            "for several, call it once per prompt")
+            raise TypeError(
+                f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
+                "for several, call it once per prompt"
+            )
         beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
-        s = self.settings(**{**decode, "beam_size": beam_size, "n_best": 1})  # beam_size checked like the rest
+        s = self.settings(
+            **{**decode, "beam_size": beam_size, "n_best": 1}
+        )  # beam_size checked like the rest
         if on_token is not None and beam_size > 1:
             raise PipelineError("beam search cannot stream its tokens: on_token needs beam_size 1")
         on_step = None
@@ -284,51 +320,80 @@ class Pipeline:
                 token = int(tokens[0])
                 if token != eos:
                     on_token(token)
+
         full = self.prompt_ids(prompt, chat)
         ids = [self.fit_prompt(full, s.max_new_tokens, truncate)]
         if len(ids[0]) < len(full):
-            message = (f"the prompt has {len(full):,} tokens, more than fit with {s.max_new_tokens} new ones in the "
-                       f"model's max_positions={self.max_source_tokens}: kept its last {len(ids[0]):,} tokens")
+            message = (
+                f"the prompt has {len(full):,} tokens, more than fit with {s.max_new_tokens} new "
+                f"ones in the model's max_positions={self.max_source_tokens}: kept its last "
+                f"{len(ids[0]):,} tokens"
+            )
             if on_truncate is not None:
                 on_truncate(message)
             else:
                 warnings.warn(message, stacklevel=2)
         if beam_size > 1:
-            out = beam_search(self.model, ids, beam_size=beam_size, length_penalty=s.length_penalty,
-                              length_penalty_kind=s.length_penalty_kind, max_len_a=0, max_len_b=s.max_new_tokens)
+            out = beam_search(
+                self.model,
+                ids,
+                beam_size=beam_size,
+                length_penalty=s.length_penalty,
+                length_penalty_kind=s.length_penalty_kind,
+                max_len_a=0,
+                max_len_b=s.max_new_tokens,
+            )
         else:
             generator = torch.Generator(device=next(self.model.parameters()).device)
             if seed is None:
-                generator.seed()  # a fresh random seed for this generator only; the global RNG is untouched
+                generator.seed()  # a fresh seed for this generator only; global RNG untouched
             else:
                 generator.manual_seed(seed)
-            out = sample(self.model, ids, max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
-                         top_p=s.top_p, generator=generator, on_step=on_step)
+            out = sample(
+                self.model,
+                ids,
+                max_new_tokens=s.max_new_tokens,
+                temperature=s.temperature,
+                top_k=s.top_k,
+                top_p=s.top_p,
+                generator=generator,
+                on_step=on_step,
+            )
         return self.target_tokenizer.decode(out[0].tolist())
 
 
 def _as_lines(lines: Iterable[str]) -> list[str]:
-    """A list of str from any iterable of str; one bare str is a TypeError, not a list of its characters."""
+    """A list of str from any iterable of str; one bare str is a TypeError, not a list of its
+    characters."""
     if isinstance(lines, (str, bytes)):
-        raise TypeError(f"translate takes a list of lines, not one {type(lines).__name__}: pass [text] "
-                        "(and take [0] of the result)")
+        raise TypeError(
+            f"translate takes a list of lines, not one {type(lines).__name__}: pass [text] "
+            "(and take [0] of the result)"
+        )
     lines = list(lines)
     for number, line in enumerate(lines, start=1):
         if not isinstance(line, str):
-            raise TypeError(f"line {number} is {type(line).__name__}, not str: translate takes a list of str")
+            raise TypeError(
+                f"line {number} is {type(line).__name__}, not str: translate takes a list of str"
+            )
     return lines
 
 
 def truncation_note(numbers: list[int], total: int, limit: int | None, shown: int = 5) -> str:
-    """'2 of 1,000 input lines had more than ... (lines 3, 17)'; the first `shown` numbers, then a count."""
+    """'2 of 1,000 input lines had more than ... (lines 3, 17)'; the first `shown` numbers, then a
+    count."""
     head = ", ".join(map(str, numbers[:shown]))
     more = f" and {len(numbers) - shown:,} more" if len(numbers) > shown else ""
-    return (f"{len(numbers):,} of {total:,} input lines had more than the model's max_positions={limit} tokens "
-            f"and were truncated to it (line{'s' if len(numbers) > 1 else ''} {head}{more})")
+    return (
+        f"{len(numbers):,} of {total:,} input lines had more than the model's "
+        f"max_positions={limit} tokens and were truncated to it "
+        f"(line{'s' if len(numbers) > 1 else ''} {head}{more})"
+    )
 
 
 def _batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
-    """Consecutive groups of `order` (sorted by length) whose padded size stays within batch_tokens."""
+    """Consecutive groups of `order` (sorted by length) whose padded size stays within
+    batch_tokens."""
     batch: list[int] = []
     for i in order:
         if batch and (len(batch) + 1) * max(lengths[i], lengths[batch[-1]]) > batch_tokens:

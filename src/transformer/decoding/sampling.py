@@ -1,4 +1,5 @@
-"""Sampling from a model: temperature, top-k (Fan et al. 2018) and nucleus / top-p (Holtzman et al. 2020).
+"""Sampling from a model: temperature, top-k (Fan et al. 2018) and nucleus / top-p (Holtzman et al.
+2020).
 
 Reproducible: pass a torch.Generator (seeded by you); nothing here touches global random state.
 
@@ -26,7 +27,8 @@ def top_k_filter(log_probs: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def top_p_filter(log_probs: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the smallest set of most probable tokens whose probability reaches p (N, V); the top token always stays."""
+    """Keep the smallest set of most probable tokens whose probability reaches p (N, V); the top
+    token always stays."""
     if p >= 1.0:
         return log_probs
     sorted_lp, order = log_probs.sort(dim=-1, descending=True)
@@ -37,21 +39,37 @@ def top_p_filter(log_probs: torch.Tensor, p: float) -> torch.Tensor:
     return log_probs.masked_fill(drop, -float("inf"))
 
 
-def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int = DecodeConfig.max_new_tokens,
-           temperature: float = DecodeConfig.temperature, top_k: int = DecodeConfig.top_k,
-           top_p: float = DecodeConfig.top_p, generator: torch.Generator | None = None, min_new_tokens: int = 0,
-           prompt_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False,
-           on_step: OnStep | None = None):
-    """Sample a continuation of each prompt (decoder-only) or a translation of each source (encoder-decoder).
+def sample(
+    model: torch.nn.Module,
+    prompt_ids: SourceInput,
+    max_new_tokens: int = DecodeConfig.max_new_tokens,
+    temperature: float = DecodeConfig.temperature,
+    top_k: int = DecodeConfig.top_k,
+    top_p: float = DecodeConfig.top_p,
+    generator: torch.Generator | None = None,
+    min_new_tokens: int = 0,
+    prompt_mask: torch.Tensor | None = None,
+    return_scores: bool = False,
+    return_attention: bool = False,
+    on_step: OnStep | None = None,
+):
+    """Sample a continuation of each prompt (decoder-only) or a translation of each source (encoder-
+    decoder).
 
     Each step draws from softmax(logits / temperature), restricted to the top_k tokens and then
-    to the top_p nucleus; temperature 0 takes the most probable token (greedy search's output). Returns ids (B, T) without </s>, right-padded with pad_id; with
+    to the top_p nucleus; temperature 0 takes the most probable token (greedy search's output).
+    Returns ids (B, T) without </s>, right-padded with pad_id; with
     return_scores also the summed log-probabilities of the drawn tokens under the model itself
     (temperature 1, no filtering) (B,). on_step(rows, tokens) is called after each step
     (greedy.one_token_per_row).
     """
-    DecodeConfig(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                 min_len=min_new_tokens)  # validates the values
+    DecodeConfig(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        min_len=min_new_tokens,
+    )  # validates the values
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
         if temperature == 0:  # greedy: the limit T -> 0 (see the module's doc)
@@ -63,5 +81,7 @@ def sample(model: torch.nn.Module, prompt_ids: SourceInput, max_new_tokens: int 
     with inference(model):
         stepper = Stepper(model, prompt_ids, prompt_mask, need_weights=return_attention)
         max_new = stepper.max_new_tokens(0.0, max_new_tokens)
-        ids, scores, attention = one_token_per_row(stepper, choose, max_new, min_new_tokens, return_attention, on_step)
+        ids, scores, attention = one_token_per_row(
+            stepper, choose, max_new, min_new_tokens, return_attention, on_step
+        )
     return pack_outputs(ids, scores, attention, return_scores, return_attention)
