@@ -65,3 +65,15 @@ def test_late_dropout_resumes_exactly(tmp_path, cut, tiny, runs):
 def test_late_dropout_outside_0_1_is_a_clear_error(tiny):
     with pytest.raises(ConfigError, match=r"train.late_dropout=1.0 is not valid: it must be a number in \[0, 1\)"):
         tiny(late_dropout=1.0)
+
+
+def test_late_dropout_turns_on_once_when_the_share_is_spent():
+    from transformer.training.dropout import LateDropout
+
+    model = build_model(cpu_tiny(dropout=0.1))
+    late = LateDropout(model, 0.5)
+    said = [late.before_update(share) for share in (0.0, 0.2, 0.49, 0.5, 0.7, 1.0)]
+    assert said == [False, False, False, True, False, False]  # the switch is reported once
+    assert late.switch.on and all(getattr(m, name) == rate for m, name, rate in late.switch.rates)
+    resumed = LateDropout(build_model(cpu_tiny(dropout=0.1)), 0.5)  # resumed after the switch
+    assert resumed.before_update(0.6) is False and resumed.switch.on

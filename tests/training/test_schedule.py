@@ -69,3 +69,22 @@ def test_cosine_under_max_minutes_decays_on_the_clock_and_resumes_exactly(tmp_pa
     cut = [json.loads(line) for line in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r["lr"]) for r in cut if r["split"] == "train"] == [(r["step"], r["lr"]) for r in train_records]
     assert runs.losses(tmp_path / "cut") == runs.losses(tmp_path / "full")
+
+
+def test_schedule_clock_reads_the_budget_from_the_end_of_the_warmup():
+    """The cosine's time progress starts when the warmup ends (recorded the first time it is asked
+    past it); the budget share is the further along of steps and clock."""
+    from transformer.config import TrainConfig
+    from transformer.training.schedule import ScheduleClock
+
+    t = TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=3, max_steps=100, max_minutes=1.0)
+    clock = ScheduleClock(10.0)
+    assert clock.time_progress(t, 2) == 0.0 and clock.warmup_end_s is None  # still warming up
+    assert clock.time_progress(t, 3) == 0.0 and clock.warmup_end_s == 10.0
+    clock.seconds = 35.0
+    assert clock.time_progress(t, 4) == pytest.approx(25.0 / 50.0)
+    assert clock.budget_spent(t, 10) == pytest.approx(35.0 / 60.0)  # the clock is further along
+    assert clock.budget_spent(t, 90) == pytest.approx(0.9)  # the steps are
+    no_budget = TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=3, max_steps=100)
+    assert ScheduleClock(35.0).time_progress(no_budget, 50) == 0.0
+    assert ScheduleClock(35.0).budget_spent(no_budget, 50) == 0.5
