@@ -10,7 +10,14 @@ import torch
 import transformer
 from transformer.cli import build_parser
 from transformer.cli.common import UserError, check_flags
-from transformer.config import ConfigError, DecodeConfig, ServeConfig, cpu_tiny, load_config, settings_of
+from transformer.config import (
+    ConfigError,
+    DecodeConfig,
+    ServeConfig,
+    cpu_tiny,
+    load_config,
+    settings_of,
+)
 from transformer.data.tokenizer import train_bpe
 
 # setting -> (values every interface accepts, values every interface refuses); within the server's caps

@@ -100,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model_dir")
     defaults = ServeConfig()
-    for name in settings_of(ServeConfig):
+    first = ("host", "port")  # where it listens, then its limits
+    for name in [*first, *(n for n in settings_of(ServeConfig) if n not in first)]:
         default = getattr(defaults, name)
         add_setting(
             p,
