@@ -14,16 +14,8 @@ from .heads import MaskedLMHead, PooledClassifier
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
 from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
-from .transformer import (
-    Decoder,
-    DecoderOnly,
-    Embeddings,
-    Encoder,
-    EncoderDecoder,
-    EncoderOnly,
-    ImageEncoder,
-    Model,
-)
+from .stacks import Decoder, Embeddings, Encoder, ImageEncoder
+from .transformer import DecoderOnly, EncoderDecoder, EncoderOnly, Model
 
 
 def build_model(cfg: ModelConfig) -> Model:
