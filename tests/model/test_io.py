@@ -86,3 +86,15 @@ def test_missing_directory_or_weights(saved, tmp_path):
 def test_save_leaves_no_temporary_files(saved):
     transformer.save_model(transformer.load_model(saved), saved)
     assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_save_model_and_load_model_sit_together_in_model_dir(tmp_path):
+    """model_dir.py reads and writes a whole model directory; model/io.py only its config and weights."""
+    import transformer.model.io as io
+    import transformer.model_dir as model_dir
+
+    assert transformer.save_model is model_dir.save_model and transformer.load_model is model_dir.load_model
+    assert not hasattr(io, "load_model") and not hasattr(io, "save_model")
+    model = transformer.build_model(cpu_tiny(vocab_size=40)).eval()
+    io.save_weights(model, tmp_path / "m")
+    assert io.load_weights(tmp_path / "m").config == model.config
