@@ -84,7 +84,7 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
 
 def flops_per_image(config: ModelConfig) -> dict[str, int]:
     """Forward and training FLOPs per image of an image encoder (config.vision): the patch
-    projection, the encoder over [CLS] + the patches (attention over all 1 + N positions), and the
+    projection, the encoder over [CLS] + the patches (attention over all 1 + P positions), and the
     classifier."""
     v = config.vision
     if v is None:
