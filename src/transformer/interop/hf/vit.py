@@ -226,7 +226,8 @@ def from_hf(hf_model) -> EncoderOnly:
     theirs = weights_of(hf_model)
     prefix = _prefix(hf_model)
     tensors = {ours: theirs[name] for ours, name in _pairs(cfg, prefix, _layout(theirs, prefix))}
-    conv = theirs[f"{prefix}embeddings.patch_embeddings.projection.weight"]  # (D, C, P, P)
+    # (C, channels, patch, patch) -> (C, channels * patch * patch), as model/patches.py says
+    conv = theirs[f"{prefix}embeddings.patch_embeddings.projection.weight"]
     tensors[PROJECTION] = conv.reshape(conv.size(0), -1)
     model = build_model(cfg)
     load_weights(model, tensors, "ViT -> EncoderOnly")
@@ -252,6 +253,6 @@ def to_hf(model: EncoderOnly):
     v = cfg.vision
     tensors[f"{prefix}embeddings.patch_embeddings.projection.weight"] = ours[PROJECTION].reshape(
         cfg.d_model, v.channels, v.patch_size, v.patch_size
-    )
+    )  # (C, channels, patch, patch)
     load_weights(hf_model, tensors, "EncoderOnly -> ViT")
     return hf_model.eval()
