@@ -37,179 +37,8 @@ def cmd_data_copy(args: argparse.Namespace) -> None:
     print(f"wrote {', '.join(sorted(p.name for p in files.values()))} into {args.out}")
 
 
-def cmd_data_prepare(args: argparse.Namespace) -> None:
-    """Tokenize a config's training data once into the corpus cache, as train would on first use."""
-    from ..config import load_config
-    from ..training.corpora import prepare_only
-
-    config = load_config(args.config, args.set or [])
-    if config.objective == "classify":
-        raise UserError(
-            "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
-            "train_tsv is read whole when training starts (nothing to prepare)"
-        )
-    corpus = prepare_only(config, say=print)
-    dropped = corpus.dropped
-    print(
-        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) "
-        f"in {corpus.path}; dropped {dropped['empty']:,} with an empty side and "
-        f"{dropped['too_long']:,} longer than data.max_len={config.data.max_len}"
-    )
-
-
-def cmd_data_bible(args: argparse.Namespace) -> None:
-    """Build aligned train/valid/test files from two SWORD Bible modules."""
-    from ..data.bible import build_bible_corpus
-
-    report = build_bible_corpus(
-        args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target)
-    )
-    pairs = report["pairs"]
-    added = "".join(
-        f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items()
-    )
-    print(
-        f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test "
-        f"{pairs['test']:,} verse pairs ({args.src} -> {args.tgt}); dropped "
-        f"{len(report['dropped_chapters'])} misaligned chapters, {report['misaligned_verses']} "
-        f"misaligned verses and {report['dropped_verses']} one-sided verses (see "
-        f"{args.out}/PROVENANCE.md)"
-    )
-
-
-def cmd_data_bible_genre(args: argparse.Namespace) -> None:
-    """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD
-    module."""
-    from ..data.bible import GENRES, build_genre_corpus
-
-    report = build_genre_corpus(args.lang, args.out, args.sword_dir)
-    verses, skipped = report["verses"], report["skipped_books"]
-    print(
-        f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test "
-        f"{verses['test']:,} verses ({args.lang}, {len(GENRES)} genres); dropped "
-        f"{report['empty_verses']} empty verses and {sum(skipped.values()):,} verses of "
-        f"{len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)"
-    )
-
-
-def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
-    """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre
-    task."""
-    from ..data.bible import build_t2t_corpus
-
-    report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
-    counts = report["examples"]
-    per_task = ", ".join(f"{task} {counts['train'][task]:,}" for task in report["prefixes"])
-    print(
-        f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
-        f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} "
-        f"input<TAB>target lines (see {args.out}/PROVENANCE.md)"
-    )
-
-
-def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
-    """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see
-    transformer.data.images)."""
-    from ..data.images import build_fashion_mnist
-
-    counts = build_fashion_mnist(args.out, args.source, args.valid, args.seed)
-    print(
-        f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed "
-        f"{args.seed}), test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see "
-        f"{args.out}/README.md)"
-    )
-
-
-def cmd_tokenize(args: argparse.Namespace) -> None:
-    """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
-    from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
-
-    if args.compare:
-        return _compare_tokenizers(args)
-    if not args.tokenizer or not args.text:
-        raise UserError(
-            "give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)"
-        )
-    path = Path(args.tokenizer)
-    if path.is_dir():
-        source, target = load_tokenizers(path)
-        tok = source if args.side == "source" else target
-    else:
-        tok = Tokenizer.load(path)
-    for text in args.text:
-        ids = tok.encode(text)
-        unk = sum(i == UNK_ID for i in ids)
-        print(
-            f"{text}\n{len(ids)} token(s), {unk} <unk> ({tok.kind}, vocabulary {tok.vocab_size:,})"
-        )
-        for i in ids:
-            print(
-                f"{i:>8}  {tok.id_to_token(i)}"
-                + (
-                    ""
-                    if tok.kind in ("word", "char")
-                    else f"  {tok.tokenizer.decode([i], skip_special_tokens=False)!r}"
-                )
-            )
-
-
-def _compare_tokenizers(args: argparse.Namespace) -> None:
-    """A table of tokens per sentence and <unk> rates of the four tokenizer kinds on a config's
-    data."""
-    from ..config import load_config
-    from ..training.corpora import compare_tokenizers
-
-    if args.tokenizer or args.text:
-        raise UserError(
-            "--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it"
-        )
-    config = load_config(args.compare, args.set or [])
-    rows = compare_tokenizers(config, args.sample, say=lambda m: print(m, file=sys.stderr))
-    sides = [side for side in ("source", "target") if f"{side}_tokens" in rows[0]]
-    print(
-        "| tokenizer | vocabulary | "
-        + " | ".join(f"{s} tokens/sentence | {s} <unk>" for s in sides)
-        + " |"
-    )
-    print("|---|---:|" + "---:|---:|" * len(sides))
-    for r in rows:
-        print(
-            f"| {r['tokenizer']} | {r['vocab_size']:,} | "
-            + " | ".join(f"{r[f'{s}_tokens']:.1f} | {r[f'{s}_unk']:.2%}" for s in sides)
-            + " |"
-        )
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """`data ...` and `tokenize`."""
-    data = sub.add_parser("data", help="build datasets").add_subparsers(
-        dest="dataset", required=True, metavar="DATASET"
-    )
-    _register_bibles(data)
-
-    p = data.add_parser(
-        "fashion-mnist",
-        help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) "
-        "as train/valid/test.safetensors",
-    )
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument(
-        "--source",
-        default=None,
-        help="folder of the four IDX files (default /usr/share/datasets/fashion-mnist)",
-    )
-    add_flag(
-        p,
-        "--valid",
-        type=int,
-        default=5000,
-        bounds=Bounds(ge=10, lt=60000),
-        give="a number of validation images between 10 and 59,999",
-        help="training images held out for validation, stratified (default 5000)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the validation draw (default 0)")
-    p.set_defaults(func=cmd_data_fashion_mnist)
-
+def add_copy_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data copy`."""
     p = data.add_parser("copy", help="the synthetic copy task: aligned files where target = source")
     p.add_argument("--out", required=True, help="directory for {train,valid,test}.{src,tgt}")
     for flag, default, low, what in (
@@ -248,6 +77,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.set_defaults(func=cmd_data_copy)
 
+
+def cmd_data_prepare(args: argparse.Namespace) -> None:
+    """Tokenize a config's training data once into the corpus cache, as train would on first use."""
+    from ..config import load_config
+    from ..training.corpora import prepare_only
+
+    config = load_config(args.config, args.set or [])
+    if config.objective == "classify":
+        raise UserError(
+            "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
+            "train_tsv is read whole when training starts (nothing to prepare)"
+        )
+    corpus = prepare_only(config, say=print)
+    dropped = corpus.dropped
+    print(
+        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) "
+        f"in {corpus.path}; dropped {dropped['empty']:,} with an empty side and "
+        f"{dropped['too_long']:,} longer than data.max_len={config.data.max_len}"
+    )
+
+
+def add_prepare_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data prepare`."""
     p = data.add_parser(
         "prepare",
         help="tokenize a config's training data into the corpus cache (train does "
@@ -262,6 +114,194 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_data_prepare)
 
+
+def cmd_data_bible(args: argparse.Namespace) -> None:
+    """Build aligned train/valid/test files from two SWORD Bible modules."""
+    from ..data.bible import build_bible_corpus
+
+    report = build_bible_corpus(
+        args.src, args.tgt, args.out, args.sword_dir, add_targets=tuple(args.add_target)
+    )
+    pairs = report["pairs"]
+    added = "".join(
+        f" + {extra['pairs']:,} {code} (tagged <{code}>)" for code, extra in report["added"].items()
+    )
+    print(
+        f"wrote {args.out}: train {pairs['train']:,}{added}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} verse pairs ({args.src} -> {args.tgt}); dropped "
+        f"{len(report['dropped_chapters'])} misaligned chapters, {report['misaligned_verses']} "
+        f"misaligned verses and {report['dropped_verses']} one-sided verses (see "
+        f"{args.out}/PROVENANCE.md)"
+    )
+
+
+def add_bible_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data bible`."""
+    p = data.add_parser(
+        "bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)"
+    )
+    p.add_argument(
+        "--src",
+        default="spa",
+        choices=BIBLES,
+        help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)",
+    )
+    p.add_argument("--tgt", default="eng", choices=BIBLES, help="target text (same codes)")
+    p.add_argument(
+        "--add-target",
+        action="append",
+        default=[],
+        choices=BIBLES,
+        metavar="CODE",
+        help="also train on this text as a second target (repeatable): its training-chapter pairs "
+        "follow the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
+    p.set_defaults(func=cmd_data_bible)
+
+
+def cmd_data_bible_genre(args: argparse.Namespace) -> None:
+    """Build train/valid/test.tsv of verses labelled with their book's genre, from one SWORD
+    module."""
+    from ..data.bible import GENRES, build_genre_corpus
+
+    report = build_genre_corpus(args.lang, args.out, args.sword_dir)
+    verses, skipped = report["verses"], report["skipped_books"]
+    print(
+        f"wrote {args.out}: train {verses['train']:,}, valid {verses['valid']:,}, test "
+        f"{verses['test']:,} verses ({args.lang}, {len(GENRES)} genres); dropped "
+        f"{report['empty_verses']} empty verses and {sum(skipped.values()):,} verses of "
+        f"{len(skipped)} books outside the 66 (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_bible_genre_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data bible-genre`."""
+    p = data.add_parser(
+        "bible-genre",
+        help="verses labelled with their book's genre (8 classes), from one SWORD Bible module",
+    )
+    p.add_argument(
+        "--lang",
+        default="eng",
+        choices=BIBLES,
+        help="the text: eng (World English Bible, default), "
+        "kjv (King James), spa (Reina-Valera 1909)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
+    p.set_defaults(func=cmd_data_bible_genre)
+
+
+def cmd_data_bible_t2t(args: argparse.Namespace) -> None:
+    """Build train/valid/test.tsv of a text-to-text mixture: translation both ways and the genre
+    task."""
+    from ..data.bible import build_t2t_corpus
+
+    report = build_t2t_corpus(args.src, args.tgt, args.out, args.sword_dir)
+    counts = report["examples"]
+    per_task = ", ".join(f"{task} {counts['train'][task]:,}" for task in report["prefixes"])
+    print(
+        f"wrote {args.out}: train {sum(counts['train'].values()):,} ({per_task}), valid "
+        f"{sum(counts['valid'].values()):,}, test {sum(counts['test'].values()):,} "
+        f"input<TAB>target lines (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_bible_t2t_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data bible-t2t`."""
+    p = data.add_parser(
+        "bible-t2t",
+        help="a text-to-text mixture (input<TAB>target): translation both ways "
+        "and the genre task, each input starting with its task's prefix",
+    )
+    p.add_argument("--src", default="spa", choices=BIBLES, help="one language (default spa)")
+    p.add_argument(
+        "--tgt",
+        default="eng",
+        choices=BIBLES,
+        help="the other (default eng; its verses make the genre task)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
+    p.set_defaults(func=cmd_data_bible_t2t)
+
+
+def cmd_data_fashion_mnist(args: argparse.Namespace) -> None:
+    """Fashion-MNIST from its IDX files into train/valid/test.safetensors (see
+    transformer.data.images)."""
+    from ..data.images import build_fashion_mnist
+
+    counts = build_fashion_mnist(args.out, args.source, args.valid, args.seed)
+    print(
+        f"wrote {args.out}: train {counts['train']:,}, valid {counts['valid']:,} (stratified, seed "
+        f"{args.seed}), test {counts['test']:,} images, 28 x 28 grayscale, 10 classes (see "
+        f"{args.out}/README.md)"
+    )
+
+
+def add_fashion_mnist_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data fashion-mnist`."""
+    p = data.add_parser(
+        "fashion-mnist",
+        help="Fashion-MNIST images (apt-get install -y dataset-fashion-mnist) "
+        "as train/valid/test.safetensors",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--source",
+        default=None,
+        help="folder of the four IDX files (default /usr/share/datasets/fashion-mnist)",
+    )
+    add_flag(
+        p,
+        "--valid",
+        type=int,
+        default=5000,
+        bounds=Bounds(ge=10, lt=60000),
+        give="a number of validation images between 10 and 59,999",
+        help="training images held out for validation, stratified (default 5000)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the validation draw (default 0)")
+    p.set_defaults(func=cmd_data_fashion_mnist)
+
+
+def cmd_tokenize(args: argparse.Namespace) -> None:
+    """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
+    from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
+
+    if args.compare:
+        return _compare_tokenizers(args)
+    if not args.tokenizer or not args.text:
+        raise UserError(
+            "give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)"
+        )
+    path = Path(args.tokenizer)
+    if path.is_dir():
+        source, target = load_tokenizers(path)
+        tok = source if args.side == "source" else target
+    else:
+        tok = Tokenizer.load(path)
+    for text in args.text:
+        ids = tok.encode(text)
+        unk = sum(i == UNK_ID for i in ids)
+        print(
+            f"{text}\n{len(ids)} token(s), {unk} <unk> ({tok.kind}, vocabulary {tok.vocab_size:,})"
+        )
+        for i in ids:
+            print(
+                f"{i:>8}  {tok.id_to_token(i)}"
+                + (
+                    ""
+                    if tok.kind in ("word", "char")
+                    else f"  {tok.tokenizer.decode([i], skip_special_tokens=False)!r}"
+                )
+            )
+
+
+def add_tokenize_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer tokenize`."""
     p = sub.add_parser(
         "tokenize",
         help="show the tokens and ids of a text, or compare word/char/BPE/Unigram on a config",
@@ -297,57 +337,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_tokenize)
 
 
-def _register_bibles(data: argparse._SubParsersAction) -> None:
-    p = data.add_parser(
-        "bible", help="a parallel corpus from the SWORD Bible modules (spa, eng, kjv)"
-    )
-    p.add_argument(
-        "--src",
-        default="spa",
-        choices=BIBLES,
-        help="source text: spa (Reina-Valera 1909), eng (World English Bible), kjv (King James)",
-    )
-    p.add_argument("--tgt", default="eng", choices=BIBLES, help="target text (same codes)")
-    p.add_argument(
-        "--add-target",
-        action="append",
-        default=[],
-        choices=BIBLES,
-        metavar="CODE",
-        help="also train on this text as a second target (repeatable): its training-chapter pairs "
-        "follow the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone",
-    )
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
-    p.set_defaults(func=cmd_data_bible)
+def _compare_tokenizers(args: argparse.Namespace) -> None:
+    """A table of tokens per sentence and <unk> rates of the four tokenizer kinds on a config's
+    data."""
+    from ..config import load_config
+    from ..training.corpora import compare_tokenizers
 
-    p = data.add_parser(
-        "bible-genre",
-        help="verses labelled with their book's genre (8 classes), from one SWORD Bible module",
+    if args.tokenizer or args.text:
+        raise UserError(
+            "--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with it"
+        )
+    config = load_config(args.compare, args.set or [])
+    rows = compare_tokenizers(config, args.sample, say=lambda m: print(m, file=sys.stderr))
+    sides = [side for side in ("source", "target") if f"{side}_tokens" in rows[0]]
+    print(
+        "| tokenizer | vocabulary | "
+        + " | ".join(f"{s} tokens/sentence | {s} <unk>" for s in sides)
+        + " |"
     )
-    p.add_argument(
-        "--lang",
-        default="eng",
-        choices=BIBLES,
-        help="the text: eng (World English Bible, default), "
-        "kjv (King James), spa (Reina-Valera 1909)",
-    )
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
-    p.set_defaults(func=cmd_data_bible_genre)
+    print("|---|---:|" + "---:|---:|" * len(sides))
+    for r in rows:
+        print(
+            f"| {r['tokenizer']} | {r['vocab_size']:,} | "
+            + " | ".join(f"{r[f'{s}_tokens']:.1f} | {r[f'{s}_unk']:.2%}" for s in sides)
+            + " |"
+        )
 
-    p = data.add_parser(
-        "bible-t2t",
-        help="a text-to-text mixture (input<TAB>target): translation both ways "
-        "and the genre task, each input starting with its task's prefix",
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`data ...` (one parser per dataset) and `tokenize`."""
+    data = sub.add_parser("data", help="build datasets").add_subparsers(
+        dest="dataset", required=True, metavar="DATASET"
     )
-    p.add_argument("--src", default="spa", choices=BIBLES, help="one language (default spa)")
-    p.add_argument(
-        "--tgt",
-        default="eng",
-        choices=BIBLES,
-        help="the other (default eng; its verses make the genre task)",
-    )
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
-    p.set_defaults(func=cmd_data_bible_t2t)
+    add_bible_parser(data)
+    add_bible_genre_parser(data)
+    add_bible_t2t_parser(data)
+    add_fashion_mnist_parser(data)
+    add_copy_parser(data)
+    add_prepare_parser(data)
+    add_tokenize_parser(sub)

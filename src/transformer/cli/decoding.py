@@ -118,6 +118,32 @@ def cmd_translate(args: argparse.Namespace) -> None:
         note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
 
 
+def add_translate_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer translate`."""
+    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
+    p.add_argument("model_dir")
+    add_decode_args(p, TRANSLATE)
+    p.add_argument("--input", help="file of source lines (default: standard input)")
+    p.add_argument("--output", help="file for the translations (default: standard output)")
+    add_flag(
+        p,
+        "--batch-tokens",
+        type=int,
+        default=4000,
+        bounds=POSITIVE,
+        give="a positive number of tokens",
+        help="source tokens per batch (default 4000)",
+    )
+    p.add_argument(
+        "--prefix",
+        help="put this before every input line: a text-to-text model's task, e.g. "
+        "'translate Spanish to English: '",
+    )
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_translate)
+
+
 def cmd_generate(args: argparse.Namespace) -> None:
     """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
     (text-to-text) model answers it as translate would, after --prefix."""
@@ -157,6 +183,33 @@ def cmd_generate(args: argparse.Namespace) -> None:
             on_truncate=lambda message: note("generate", message),
         )
     )
+
+
+def add_generate_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer generate`."""
+    p = sub.add_parser(
+        "generate",
+        help="continue a prompt with a language model directory (or answer it "
+        "with a text-to-text model)",
+    )
+    p.add_argument("model_dir")
+    p.add_argument(
+        "--prompt", required=True, help="the text to continue (or the question, with --chat)"
+    )
+    p.add_argument(
+        "--prefix",
+        help="an encoder-decoder (text-to-text) model: put this task prefix before the prompt",
+    )
+    p.add_argument(
+        "--chat", action="store_true", help="apply the model's chat template (imported chat models)"
+    )
+    add_decode_args(
+        p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"}
+    )
+    p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_generate)
 
 
 def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list:
@@ -199,50 +252,8 @@ def cmd_classify(args: argparse.Namespace) -> None:
     write_text(args.output, ["" if r is None else pairs(r) for r in results])
 
 
-def image_files(paths: list[str]) -> list[str]:
-    """Image files named, and those inside named folders (recursively, sorted)."""
-    from ..data.images import IMAGE_SUFFIXES
-
-    files = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
-            if not found:
-                raise UserError(f"--input {name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
-            files += found
-        elif path.is_file():
-            files.append(name)
-        else:
-            raise UserError(f"--input {name} not found")
-    return files
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """`translate`, `classify` and `generate`."""
-    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
-    p.add_argument("model_dir")
-    add_decode_args(p, TRANSLATE)
-    p.add_argument("--input", help="file of source lines (default: standard input)")
-    p.add_argument("--output", help="file for the translations (default: standard output)")
-    add_flag(
-        p,
-        "--batch-tokens",
-        type=int,
-        default=4000,
-        bounds=POSITIVE,
-        give="a positive number of tokens",
-        help="source tokens per batch (default 4000)",
-    )
-    p.add_argument(
-        "--prefix",
-        help="put this before every input line: a text-to-text model's task, e.g. "
-        "'translate Spanish to English: '",
-    )
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_translate)
-
+def add_classify_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer classify`."""
     p = sub.add_parser(
         "classify", help="label lines of text with an encoder classifier's model directory"
     )
@@ -272,26 +283,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_precision_arg(p)
     p.set_defaults(func=cmd_classify)
 
-    p = sub.add_parser(
-        "generate",
-        help="continue a prompt with a language model directory (or answer it "
-        "with a text-to-text model)",
-    )
-    p.add_argument("model_dir")
-    p.add_argument(
-        "--prompt", required=True, help="the text to continue (or the question, with --chat)"
-    )
-    p.add_argument(
-        "--prefix",
-        help="an encoder-decoder (text-to-text) model: put this task prefix before the prompt",
-    )
-    p.add_argument(
-        "--chat", action="store_true", help="apply the model's chat template (imported chat models)"
-    )
-    add_decode_args(
-        p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"}
-    )
-    p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_generate)
+
+def image_files(paths: list[str]) -> list[str]:
+    """Image files named, and those inside named folders (recursively, sorted)."""
+    from ..data.images import IMAGE_SUFFIXES
+
+    files = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            if not found:
+                raise UserError(f"--input {name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
+            files += found
+        elif path.is_file():
+            files.append(name)
+        else:
+            raise UserError(f"--input {name} not found")
+    return files
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`translate`, `classify` and `generate`."""
+    add_translate_parser(sub)
+    add_classify_parser(sub)
+    add_generate_parser(sub)

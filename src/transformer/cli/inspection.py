@@ -48,6 +48,22 @@ def cmd_info(args: argparse.Namespace) -> None:
     )
 
 
+def add_info_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer info`."""
+    p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
+    p.add_argument("model_dir")
+    add_flag(
+        p,
+        "--seq-len",
+        type=int,
+        default=128,
+        bounds=POSITIVE,
+        give="a positive sequence length",
+        help="sequence length for the FLOP count (default 128; an image model counts per image)",
+    )
+    p.set_defaults(func=cmd_info)
+
+
 def cmd_attention(args: argparse.Namespace) -> None:
     """Decode one text and plot one layer's attention weights as a heatmap (last layer, mean over
     heads by default), or an image encoder's [CLS] attention."""
@@ -87,6 +103,39 @@ def cmd_attention(args: argparse.Namespace) -> None:
         print(f"output: {m.output_text}")
 
 
+def add_attention_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer attention`."""
+    p = sub.add_parser(
+        "attention", help="plot a heatmap of the attention weights while decoding a text"
+    )
+    p.add_argument("model_dir")
+    p.add_argument("--text", help="the sentence to translate (or the prompt, for a language model)")
+    p.add_argument(
+        "--image",
+        help="an image file, for an image encoder: [CLS] attention per head and the rollout",
+    )
+    p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
+    p.add_argument(
+        "--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)"
+    )
+    p.add_argument(
+        "--head",
+        default="mean",
+        help="head number (from 0), mean or all (one panel per head; default mean)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=list(ATTENTION_KINDS),
+        help="cross: output over source (default for translation); self: decoder over its inputs "
+        "(the only kind for language models); encoder: source over source",
+    )
+    add_decode_args(
+        p, ("beam_size",), note="default: decode.json for translation, greedy for language models"
+    )
+    add_device_args(p)
+    p.set_defaults(func=cmd_attention)
+
+
 def _image_attention(args: argparse.Namespace, pipeline) -> None:
     """An image encoder's [CLS] attention per head of one layer, and the rollout over all layers."""
     import torch
@@ -118,45 +167,5 @@ def _image_attention(args: argparse.Namespace, pipeline) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`info` and `attention`."""
-    p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
-    p.add_argument("model_dir")
-    add_flag(
-        p,
-        "--seq-len",
-        type=int,
-        default=128,
-        bounds=POSITIVE,
-        give="a positive sequence length",
-        help="sequence length for the FLOP count (default 128; an image model counts per image)",
-    )
-    p.set_defaults(func=cmd_info)
-
-    p = sub.add_parser(
-        "attention", help="plot a heatmap of the attention weights while decoding a text"
-    )
-    p.add_argument("model_dir")
-    p.add_argument("--text", help="the sentence to translate (or the prompt, for a language model)")
-    p.add_argument(
-        "--image",
-        help="an image file, for an image encoder: [CLS] attention per head and the rollout",
-    )
-    p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
-    p.add_argument(
-        "--layer", type=int, default=-1, help="layer, counted from 0 (default -1: the last)"
-    )
-    p.add_argument(
-        "--head",
-        default="mean",
-        help="head number (from 0), mean or all (one panel per head; default mean)",
-    )
-    p.add_argument(
-        "--kind",
-        choices=list(ATTENTION_KINDS),
-        help="cross: output over source (default for translation); self: decoder over its inputs "
-        "(the only kind for language models); encoder: source over source",
-    )
-    add_decode_args(
-        p, ("beam_size",), note="default: decode.json for translation, greedy for language models"
-    )
-    add_device_args(p)
-    p.set_defaults(func=cmd_attention)
+    add_info_parser(sub)
+    add_attention_parser(sub)

@@ -22,12 +22,49 @@ def cmd_import_hf(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}: {', '.join(result.files)}")
 
 
+def add_import_hf_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer import-hf`."""
+    p = sub.add_parser(
+        "import-hf",
+        help="convert a Hugging Face model (directory or .gguf file) into a model directory",
+    )
+    p.add_argument(
+        "path", help="a Hugging Face model directory (config.json + weights) or a .gguf file"
+    )
+    p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
+    p.set_defaults(func=cmd_import_hf)
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     """Write a model directory as a CTranslate2 (--to ct2) or Hugging Face (--to hf) model."""
     from ..export import export_model
 
     out = export_model(args.model_dir, args.to, args.out, quantization=args.quantization)
     print(f"wrote {out} ({args.to}): see {out}/README.md for how to run it")
+
+
+def add_export_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer export`."""
+    p = sub.add_parser(
+        "export", help="write a model directory as a CTranslate2 or Hugging Face model"
+    )
+    p.add_argument("model_dir")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=["ct2", "hf"],
+        help="ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); "
+        "hf: Hugging Face transformers (Marian, GPT-2, Llama or BERT layouts)",
+    )
+    p.add_argument(
+        "--out", required=True, help="the directory to write (must not exist, or be empty)"
+    )
+    p.add_argument(
+        "--quantization",
+        help="ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, "
+        "... (default float32)",
+    )
+    p.set_defaults(func=cmd_export)
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -53,47 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         raise SystemExit(status)
 
 
-def serve_config(args: argparse.Namespace) -> ServeConfig:
-    """ServeConfig from serve's flags; the API key from the environment when --api-key is not
-    given."""
-    values = {name: getattr(args, name) for name in settings_of(ServeConfig)}
-    values["api_key"] = args.api_key or os.environ.get(API_KEY_ENV) or None
-    return ServeConfig(**values)
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """`import-hf`, `export` and `serve`."""
-    p = sub.add_parser(
-        "import-hf",
-        help="convert a Hugging Face model (directory or .gguf file) into a model directory",
-    )
-    p.add_argument(
-        "path", help="a Hugging Face model directory (config.json + weights) or a .gguf file"
-    )
-    p.add_argument("--out", required=True, metavar="MODEL_DIR", help="the model directory to write")
-    p.set_defaults(func=cmd_import_hf)
-
-    p = sub.add_parser(
-        "export", help="write a model directory as a CTranslate2 or Hugging Face model"
-    )
-    p.add_argument("model_dir")
-    p.add_argument(
-        "--to",
-        required=True,
-        choices=["ct2", "hf"],
-        help="ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); "
-        "hf: Hugging Face transformers (Marian, GPT-2, Llama or BERT layouts)",
-    )
-    p.add_argument(
-        "--out", required=True, help="the directory to write (must not exist, or be empty)"
-    )
-    p.add_argument(
-        "--quantization",
-        help="ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, "
-        "... (default float32)",
-    )
-    p.set_defaults(func=cmd_export)
-
+def add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer serve` (its flags derived from ServeConfig's settings)."""
     p = sub.add_parser(
         "serve",
         help="serve a model directory over HTTP (JSON API, streaming, a page with the attention)",
@@ -113,3 +111,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device_args(p)
     add_precision_arg(p)
     p.set_defaults(func=cmd_serve)
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    """ServeConfig from serve's flags; the API key from the environment when --api-key is not
+    given."""
+    values = {name: getattr(args, name) for name in settings_of(ServeConfig)}
+    values["api_key"] = args.api_key or os.environ.get(API_KEY_ENV) or None
+    return ServeConfig(**values)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`import-hf`, `export` and `serve`."""
+    add_import_hf_parser(sub)
+    add_export_parser(sub)
+    add_serve_parser(sub)

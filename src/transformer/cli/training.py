@@ -22,6 +22,18 @@ def cmd_train(args: argparse.Namespace) -> None:
     train(config, out, resume=args.resume)
 
 
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer train`."""
+    p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
+    p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help=SET_HELP)
+    p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
+    )
+    p.set_defaults(func=cmd_train)
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     """Train each variant of a grid for the same budget, one after another, and score them
     (transformer.workflows.sweep)."""
@@ -49,76 +61,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     print(f"{len(rows)} runs scored: {Path(args.out) / 'results.md'}, results.csv, results.png")
 
 
-def cmd_average(args: argparse.Namespace) -> None:
-    """Average checkpoints' parameters into a model directory (§6.1)."""
-    from ..training.checkpoint import average_into, step_dirs
-
-    if args.last is not None:
-        if len(args.checkpoints) != 1:
-            raise UserError(
-                "--last N takes one run directory: transformer average --last 5 RUN_DIR --out "
-                "MODEL_DIR"
-            )
-        found = step_dirs(args.checkpoints[0])
-        if not found:
-            raise UserError(
-                f"{args.checkpoints[0]} has no checkpoints/step-* directories: pass a run directory"
-            )
-        paths = found[-args.last :]
-        if len(paths) < args.last:
-            note("average", f"the run has only {len(paths)} checkpoint(s); averaging those")
-    else:
-        paths = args.checkpoints
-    average_into(paths, args.out)
-    print(
-        f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}"
-    )
-
-
-def cmd_demo(args: argparse.Namespace) -> None:
-    """Spanish -> English on the Bible, end to end (see transformer.workflows.demo)."""
-    from ..workflows.demo import DemoError, run_demo
-
-    try:
-        run_demo(
-            minutes=args.minutes,
-            data_dir=args.data,
-            run_dir=args.out,
-            overrides=tuple(args.set or ()),
-        )
-    except DemoError as e:
-        raise UserError(str(e)) from None
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """`demo`, `train`, `sweep` and `average`."""
-    p = sub.add_parser(
-        "demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes"
-    )
-    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
-    p.add_argument(
-        "--data",
-        default="data/bible",
-        help="corpus directory (built when missing; default data/bible)",
-    )
-    p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value (repeatable)",
-    )
-    p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
-    p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help=SET_HELP)
-    p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
-    p.add_argument(
-        "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
-    )
-    p.set_defaults(func=cmd_train)
-
+def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer sweep`."""
     p = sub.add_parser(
         "sweep",
         help="train each variant of a grid of config changes for the same budget, and score them",
@@ -184,6 +128,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_sweep)
 
+
+def cmd_average(args: argparse.Namespace) -> None:
+    """Average checkpoints' parameters into a model directory (§6.1)."""
+    from ..training.checkpoint import average_into, step_dirs
+
+    if args.last is not None:
+        if len(args.checkpoints) != 1:
+            raise UserError(
+                "--last N takes one run directory: transformer average --last 5 RUN_DIR --out "
+                "MODEL_DIR"
+            )
+        found = step_dirs(args.checkpoints[0])
+        if not found:
+            raise UserError(
+                f"{args.checkpoints[0]} has no checkpoints/step-* directories: pass a run directory"
+            )
+        paths = found[-args.last :]
+        if len(paths) < args.last:
+            note("average", f"the run has only {len(paths)} checkpoint(s); averaging those")
+    else:
+        paths = args.checkpoints
+    average_into(paths, args.out)
+    print(
+        f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {args.out}"
+    )
+
+
+def add_average_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer average`."""
     p = sub.add_parser(
         "average", help="average checkpoints into a model directory (the paper: last 5 or 20)"
     )
@@ -204,3 +177,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, help="model directory to write")
     p.set_defaults(func=cmd_average)
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Spanish -> English on the Bible, end to end (see transformer.workflows.demo)."""
+    from ..workflows.demo import DemoError, run_demo
+
+    try:
+        run_demo(
+            minutes=args.minutes,
+            data_dir=args.data,
+            run_dir=args.out,
+            overrides=tuple(args.set or ()),
+        )
+    except DemoError as e:
+        raise UserError(str(e)) from None
+
+
+def add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer demo`."""
+    p = sub.add_parser(
+        "demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes"
+    )
+    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
+    p.add_argument(
+        "--data",
+        default="data/bible",
+        help="corpus directory (built when missing; default data/bible)",
+    )
+    p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value (repeatable)",
+    )
+    p.set_defaults(func=cmd_demo)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`demo`, `train`, `sweep` and `average`."""
+    add_demo_parser(sub)
+    add_train_parser(sub)
+    add_sweep_parser(sub)
+    add_average_parser(sub)
