@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import DEVICES, Bounds, ConfigError, settings_of
+from ..config import DEVICES, Bounds, ConfigError, DecodeConfig, settings_of
 from ..config.checks import field_docs, field_kind
 from ..model.io import ModelFileError
 from .lines import LineError, format_lines, read_lines, stream_lines
@@ -112,8 +112,6 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_precision_arg(p: argparse.ArgumentParser) -> None:
-    from ..config import DecodeConfig
-
     add_setting(
         p, DecodeConfig, "precision", note="default from the model's decode.json, fp32 unless set"
     )
@@ -126,8 +124,6 @@ def add_decode_args(
     notes: dict[str, str] | None = None,
 ) -> None:
     """The flags of these DecodeConfig settings (each derived from its definition)."""
-    from ..config import DecodeConfig
-
     for name in names:
         add_setting(p, DecodeConfig, name, note=(notes or {}).get(name, note))
 
