@@ -3,20 +3,15 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
-from hf_common import (  # noqa: E402
+from tests.interop.hf_common import (
     assert_rel_close,
     perturb,
     right_padded,
     transformers,
 )
-
 from transformer.interop.hf import HFConversionError, from_hf, to_hf  # noqa: E402
 
 

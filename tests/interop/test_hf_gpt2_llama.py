@@ -4,14 +4,10 @@ round trip, RoPE's row permutation, greedy generation, refused fields.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
-from hf_common import (  # noqa: E402
+from tests.interop.hf_common import (
     assert_rel_close,
     gpt2_model,
     greedy,
@@ -19,7 +15,6 @@ from hf_common import (  # noqa: E402
     lm_logits,
     right_padded,
 )
-
 from transformer.interop.hf import HFConversionError, from_hf, to_hf  # noqa: E402
 
 DECODERS = {

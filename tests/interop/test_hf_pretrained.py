@@ -4,19 +4,16 @@ all-MiniLM-L6-v2 (BERT) and SmolLM2 read from its GGUF file.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
-from hf_common import (  # noqa: E402
+import transformer  # noqa: E402
+from tests.interop.hf_common import (
     assert_rel_close,
     greedy,
 )
-
-import transformer  # noqa: E402
 from transformer.interop.hf import from_hf  # noqa: E402
 
 
@@ -32,7 +29,6 @@ def package_folder(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def minilm():
-    from pathlib import Path
 
     from transformer.interop.hf.loading import load_hf
 
@@ -44,7 +40,6 @@ def minilm():
 @pytest.fixture(scope="module")
 def smollm2():
     import importlib.util
-    from pathlib import Path
 
     from transformer.interop.hf.loading import load_hf
 

@@ -5,21 +5,16 @@ round trip, greedy and beam search, an imported T5 with its tokenizer.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
-from hf_common import (  # noqa: E402
+import transformer  # noqa: E402
+from tests.interop.hf_common import (
     assert_rel_close,
     marian_logits,
     right_padded,
     transformers,
 )
-
-import transformer  # noqa: E402
 from transformer.interop.hf import HFConversionError, from_hf, to_hf  # noqa: E402
 
 T5_SMALL = dict(d_model=512, d_kv=64, d_ff=2048, num_layers=2, num_heads=8)  # t5-small's widths, 2 layers

@@ -4,13 +4,9 @@ a model directory of ours with the same outputs.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # hf_common.py, beside this file
-from hf_common import (  # noqa: E402
+from tests.interop.hf_common import (
     assert_rel_close,
     gpt2_model,
     llama_model,
@@ -18,7 +14,6 @@ from hf_common import (  # noqa: E402
     right_padded,
     transformers,
 )
-
 from transformer.interop.hf import from_hf  # noqa: E402
 
 
