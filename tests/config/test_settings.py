@@ -38,7 +38,12 @@ DECODE = {
 }
 COMPANIONS = {"n_best": {"beam_size": 4}}
 """Settings given with the one under test (n_best needs a beam at least as wide)."""
-COMMANDS = {"temperature": "generate", "top_k": "generate", "top_p": "generate", "max_new_tokens": "generate"}
+COMMANDS = {
+    "temperature": "generate",
+    "top_k": "generate",
+    "top_p": "generate",
+    "max_new_tokens": "generate",
+}
 """The command whose flag is tried (translate unless named)."""
 
 SERVE = {
@@ -57,8 +62,12 @@ SERVE = {
 
 
 def test_every_setting_is_walked():
-    assert set(DECODE) == set(settings_of(DecodeConfig)), "add the new decoding setting's values to DECODE"
-    assert set(SERVE) == set(settings_of(ServeConfig)), "add the new serve setting's values to SERVE"
+    assert set(DECODE) == set(settings_of(DecodeConfig)), (
+        "add the new decoding setting's values to DECODE"
+    )
+    assert set(SERVE) == set(settings_of(ServeConfig)), (
+        "add the new serve setting's values to SERVE"
+    )
 
 
 def toml(value) -> str:
@@ -72,8 +81,11 @@ def toml(value) -> str:
 def config_accepts(tmp_path, name, value) -> bool:
     decode = {**COMPANIONS.get(name, {}), name: value}
     file = tmp_path / "c.toml"
-    file.write_text('[model]\narch = "decoder"\n[data]\ntrain_text = "t.txt"\n[decode]\n'
-                    + "".join(f"{k} = {toml(v)}\n" for k, v in decode.items()), encoding="utf-8")
+    file.write_text(
+        '[model]\narch = "decoder"\n[data]\ntrain_text = "t.txt"\n[decode]\n'
+        + "".join(f"{k} = {toml(v)}\n" for k, v in decode.items()),
+        encoding="utf-8",
+    )
     try:
         load_config(file)
     except ConfigError:
@@ -100,11 +112,17 @@ def cli_accepts(cls, command: list[str], name, value) -> bool | None:
 @pytest.mark.parametrize("name", list(DECODE))
 def test_the_cli_and_the_config_file_agree(tmp_path, capsys, name):
     accepted, refused = DECODE[name]
-    command = [COMMANDS.get(name, "translate"), "model"] + (["--prompt", "x"] if name in COMMANDS else [])
+    command = [COMMANDS.get(name, "translate"), "model"] + (
+        ["--prompt", "x"] if name in COMMANDS else []
+    )
     for values, ok in ((accepted, True), (refused, False)):
         for value in values:
             assert config_accepts(tmp_path, name, value) is ok, (name, value, "config")
-            assert cli_accepts(DecodeConfig, command, name, value) in (ok, None), (name, value, "cli")
+            assert cli_accepts(DecodeConfig, command, name, value) in (ok, None), (
+                name,
+                value,
+                "cli",
+            )
     capsys.readouterr()  # argparse's usage lines
 
 
@@ -122,9 +140,15 @@ def clients(tmp_path_factory):
     out = {}
     for arch in ("encoder-decoder", "decoder"):
         torch.manual_seed(0)
-        model = transformer.build_model(cpu_tiny(vocab_size=tok.vocab_size, arch=arch, max_positions=32))
-        path = transformer.save_model(model, tmp / arch, tokenizer=tok,
-                                      decode=DecodeConfig(beam_size=1, max_len_b=4, max_new_tokens=4))
+        model = transformer.build_model(
+            cpu_tiny(vocab_size=tok.vocab_size, arch=arch, max_positions=32)
+        )
+        path = transformer.save_model(
+            model,
+            tmp / arch,
+            tokenizer=tok,
+            decode=DecodeConfig(beam_size=1, max_len_b=4, max_new_tokens=4),
+        )
         out[arch] = TestClient(create_app(Pipeline.load(path), ServeConfig()))
         out[arch].__enter__()
     yield out
@@ -161,17 +185,25 @@ def test_the_server_adds_resource_caps_and_says_so(clients):
     from transformer.serve.schemas import SERVER_CAPS
 
     for name, cap in SERVER_CAPS.items():
-        assert DecodeConfig(**{name: cap * 2, **({"beam_size": cap * 2} if name == "n_best" else {})})
+        assert DecodeConfig(
+            **{name: cap * 2, **({"beam_size": cap * 2} if name == "n_best" else {})}
+        )
         too_much = cap + 1 if isinstance(cap, int) and name != "max_len_a" else cap * 2
         assert api_accepts(clients, name, too_much) is False, name
 
 
 def test_temperature_0_is_greedy_everywhere(clients):
     lm = clients["decoder"].app.state.serve.pipeline
-    greedy = transformer.greedy_search(lm.model, [lm.prompt_ids("the cat")], max_len_a=0, max_len_b=4)
+    greedy = transformer.greedy_search(
+        lm.model, [lm.prompt_ids("the cat")], max_len_a=0, max_len_b=4
+    )
     want = lm.target_tokenizer.decode(greedy[0].tolist())
     assert DecodeConfig(temperature=0).temperature == 0
-    assert lm.generate("the cat", temperature=0, seed=1) == lm.generate("the cat", temperature=0, seed=2) == want
+    assert (
+        lm.generate("the cat", temperature=0, seed=1)
+        == lm.generate("the cat", temperature=0, seed=2)
+        == want
+    )
     r = clients["decoder"].post("/v1/generate", json={"prompt": "the cat", "temperature": 0})
     assert r.json()["text"] == want
 
@@ -187,5 +219,44 @@ def test_serve_flags_and_serve_config_agree(capsys, name):
             except ConfigError:
                 config_ok = False
             assert config_ok is ok, (name, value, "ServeConfig")
-            assert cli_accepts(ServeConfig, ["serve", "model"], name, value) is ok, (name, value, "cli")
+            assert cli_accepts(ServeConfig, ["serve", "model"], name, value) is ok, (
+                name,
+                value,
+                "cli",
+            )
     capsys.readouterr()
+
+
+def test_flags_and_api_fields_carry_the_settings_doc():
+    """The doc is written once (the docstring under the field): the flag's help and the API field's
+    description are that text."""
+    from transformer.config.checks import field_docs
+    from transformer.serve.schemas import GenerateRequest, TranslateRequest
+
+    docs = field_docs(DecodeConfig)
+    translate = build_parser().parse_args(["translate", "model"]).parser  # the command's own parser
+    helps = {a.dest: a.help for a in translate._actions}
+    assert helps["length_penalty_kind"].startswith(docs["length_penalty_kind"].rstrip("."))
+    assert "((5 + |Y|) / 6)^alpha" in docs["length_penalty_kind"]
+    for model in (TranslateRequest, GenerateRequest):
+        for name, field in model.model_fields.items():
+            if name in docs:
+                assert field.description == docs[name], name
+
+
+def test_components_read_their_choice_lists_from_config():
+    import transformer.config as config
+    from transformer.data import tokenizer
+    from transformer.decoding import penalties
+    from transformer.model import quantize
+    from transformer.runtime import precision
+    from transformer.viz import attention
+
+    assert tokenizer.KINDS is config.TOKENIZER_KINDS
+    assert penalties.LENGTH_PENALTY_KINDS is config.LENGTH_PENALTY_KINDS
+    assert quantize.INFERENCE_PRECISIONS is config.INFERENCE_PRECISIONS
+    assert (
+        precision.ATTENTION_IMPLS is config.ATTENTION_IMPLS
+        and precision.PRECISIONS is config.PRECISIONS
+    )
+    assert attention.KINDS is config.ATTENTION_KINDS
