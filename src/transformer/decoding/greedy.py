@@ -17,8 +17,13 @@ from .step import SourceInput, Stepper, blocked_tokens, inference
 OnStep = Callable[[torch.Tensor, torch.Tensor], None]
 
 
-def pack_outputs(ids: torch.Tensor, scores: torch.Tensor, attention: dict | None,
-                 return_scores: bool, return_attention: bool):
+def pack_outputs(
+    ids: torch.Tensor,
+    scores: torch.Tensor,
+    attention: dict | None,
+    return_scores: bool,
+    return_attention: bool,
+):
     """ids alone, or the tuple (ids[, scores][, attention]) the caller asked for."""
     if not return_scores and not return_attention:
         return ids
@@ -31,14 +36,21 @@ def pack_outputs(ids: torch.Tensor, scores: torch.Tensor, attention: dict | None
 
 
 def self_key_count(stepper: Stepper, steps: int) -> int:
-    """Self-attention keys seen while predicting `steps` tokens: <s> + outputs, or the padded prompt + outputs."""
+    """Self-attention keys seen while predicting `steps` tokens: <s> + outputs, or the padded
+    prompt + outputs."""
     if steps == 0:
         return 0
     return stepper.src_ids.shape[1] + steps - 1 if stepper.decoder_only else steps
 
 
-def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.Tensor], max_new: torch.Tensor,
-                      min_len: int = 0, return_attention: bool = False, on_step: OnStep | None = None):
+def one_token_per_row(
+    stepper: Stepper,
+    choose: Callable[[torch.Tensor], torch.Tensor],
+    max_new: torch.Tensor,
+    min_len: int = 0,
+    return_attention: bool = False,
+    on_step: OnStep | None = None,
+):
     """The greedy/sampling loop. choose maps log-probs (N, V) to tokens (N,).
 
     on_step(rows, tokens), if given, is called after each step with the batch rows still decoding
@@ -59,8 +71,15 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
     history = None
     if return_attention:
         dec = stepper.model.decoder
-        history = AttentionHistory(b, len(dec.layers), cfg.n_heads, steps, self_key_count(stepper, steps),
-                                   None if stepper.decoder_only else stepper.src_ids.shape[1], device)
+        history = AttentionHistory(
+            b,
+            len(dec.layers),
+            cfg.n_heads,
+            steps,
+            self_key_count(stepper, steps),
+            None if stepper.decoder_only else stepper.src_ids.shape[1],
+            device,
+        )
     if steps > 0:
         alive = torch.arange(b, device=device)
         log_probs = stepper.start()  # (B, V)
@@ -69,7 +88,10 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
             stepper.reorder(keep)
             alive, log_probs = alive[keep], log_probs[keep]
             if stepper.weights is not None:
-                stepper.weights = {k: None if v is None else [w[keep] for w in v] for k, v in stepper.weights.items()}
+                stepper.weights = {
+                    k: None if v is None else [w[keep] for w in v]
+                    for k, v in stepper.weights.items()
+                }
         for t in range(steps):
             if history is not None:
                 history.write(t, stepper.weights, alive)
@@ -93,17 +115,29 @@ def one_token_per_row(stepper: Stepper, choose: Callable[[torch.Tensor], torch.T
     attention = None
     if history is not None:
         keys = self_key_count(stepper, width)
-        # Rows past a sentence's output are zero (the query that predicted </s> has no token, no row).
-        real = (torch.arange(width, device=device)[None] < lengths[:, None])[:, None, None, :, None]  # (B, 1, 1, T, 1)
-        attention = {"self": history.self[:, :, :, :width, :keys] * real,
-                     "cross": None if history.cross is None else history.cross[:, :, :, :width] * real}
+        # Rows past a sentence's output are zero (the query that predicted </s> has no token, no
+        # row).
+        real = (torch.arange(width, device=device)[None] < lengths[:, None])[
+            :, None, None, :, None
+        ]  # (B, 1, 1, T, 1)
+        attention = {
+            "self": history.self[:, :, :, :width, :keys] * real,
+            "cross": None if history.cross is None else history.cross[:, :, :, :width] * real,
+        }
     return out[:, :width], scores, attention
 
 
-def greedy_search(model: torch.nn.Module, src_ids: SourceInput, max_len_a: float = DecodeConfig.max_len_a,
-                  max_len_b: int = DecodeConfig.max_len_b, min_len: int = DecodeConfig.min_len,
-                  src_mask: torch.Tensor | None = None, return_scores: bool = False, return_attention: bool = False,
-                  on_step: OnStep | None = None):
+def greedy_search(
+    model: torch.nn.Module,
+    src_ids: SourceInput,
+    max_len_a: float = DecodeConfig.max_len_a,
+    max_len_b: int = DecodeConfig.max_len_b,
+    min_len: int = DecodeConfig.min_len,
+    src_mask: torch.Tensor | None = None,
+    return_scores: bool = False,
+    return_attention: bool = False,
+    on_step: OnStep | None = None,
+):
     """Greedy decoding for a batch: the argmax token at every step.
 
     src_ids: (B, S) ids right-padded with pad_id (or with an explicit src_mask), or a list of
@@ -112,12 +146,14 @@ def greedy_search(model: torch.nn.Module, src_ids: SourceInput, max_len_a: float
     (</s> included); </s> is blocked before min_len tokens.
     Returns ids (B, T) without <s>/</s>, right-padded with pad_id; with return_scores also the
     summed log-probabilities (B,) (</s> included); with return_attention also
-    {"self": (B, L, H, T, K), "cross": (B, L, H, T, S) or None}. on_step: see one_token_per_row.
+    {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None}. on_step: see
+    one_token_per_row.
     """
     DecodeConfig(max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len)  # validates the values
     with inference(model):
         stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention)
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
-        ids, scores, attention = one_token_per_row(stepper, lambda lp: lp.argmax(dim=-1), max_new, min_len,
-                                                   return_attention, on_step)
+        ids, scores, attention = one_token_per_row(
+            stepper, lambda lp: lp.argmax(dim=-1), max_new, min_len, return_attention, on_step
+        )
     return pack_outputs(ids, scores, attention, return_scores, return_attention)

@@ -1,7 +1,7 @@
 """The one interface every decoding strategy uses: encode the source once, then step one position.
 
-Legend: B batch (sentences or beam rows), S source / prompt length, V vocabulary,
-L decoder layers, H heads.
+Legend (model/__init__.py): B batch (sentences or beam rows), S source / prompt length, V
+vocabulary, H heads; spelled out: layers, keys (self-attention keys: the cache's columns).
 
 For an encoder-decoder model the source is encoded once and the decoder starts from the
 model's start token (`ModelConfig.start_id`). For a decoder-only model the source *is* the
@@ -25,7 +25,8 @@ SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
 
 @contextlib.contextmanager
 def inference(model: torch.nn.Module):
-    """Eval mode (no dropout) and inference mode (no autograd) for the duration; the model's mode is restored after."""
+    """Eval mode (no dropout) and inference mode (no autograd) for the duration; the model's mode
+    is restored after."""
     was_training = model.training
     model.eval()
     try:
@@ -40,20 +41,31 @@ def _rows(src_ids: SourceInput, src_mask: torch.Tensor | None, pad_id: int) -> l
     if isinstance(src_ids, torch.Tensor):
         ids = src_ids[None] if src_ids.dim() == 1 else src_ids
         if ids.dim() != 2:
-            raise ValueError(f"src_ids must be (batch, length) token ids; got a tensor of shape {tuple(src_ids.shape)}")
+            raise ValueError(
+                "src_ids must be (batch, length) token ids; got a tensor of shape "
+                f"{tuple(src_ids.shape)}"
+            )
         if ids.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
             raise ValueError(f"src_ids must hold integer token ids; got dtype {ids.dtype}")
         mask = ids != pad_id if src_mask is None else src_mask.to(torch.bool).reshape(ids.shape)
         return [row[m] for row, m in zip(ids.long(), mask, strict=True)]
     if src_mask is not None:
-        raise ValueError("src_mask is only for tensor input: a list of sequences has no padding to mask")
+        raise ValueError(
+            "src_mask is only for tensor input: a list of sequences has no padding to mask"
+        )
     if len(src_ids) == 0:
         raise ValueError("src_ids is empty: pass at least one sequence")
-    return [torch.as_tensor(list(r) if not isinstance(r, torch.Tensor) else r, dtype=torch.long).reshape(-1)
-            for r in src_ids]
+    return [
+        torch.as_tensor(
+            list(r) if not isinstance(r, torch.Tensor) else r, dtype=torch.long
+        ).reshape(-1)
+        for r in src_ids
+    ]
 
 
-def pad_rows(rows: list[torch.Tensor], pad_id: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_rows(
+    rows: list[torch.Tensor], pad_id: int, left: bool, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows of token ids -> (B, S) ids and (B, S) bool mask (True = real), padded right or left."""
     width = max((len(r) for r in rows), default=0)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
@@ -72,15 +84,22 @@ class Stepper:
     `start()` encodes the source (encoder-decoder) or reads the prompt (decoder-only) and
     returns the first next-token log-probabilities (B, V); `step(tokens)` feeds one token per
     row and returns the next (B', V); `reorder(index)` keeps/repeats/drops rows.
-    With need_weights, `weights` holds the last call's attention: {"self": [(B, H, K) per
+    With need_weights, `weights` holds the last call's attention: {"self": [(B, H, keys) per
     layer], "cross": [(B, H, S) per layer] or None} for the query that predicts the next token.
     """
 
-    def __init__(self, model: torch.nn.Module, src_ids: SourceInput, src_mask: torch.Tensor | None = None,
-                 need_weights: bool = False):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        src_ids: SourceInput,
+        src_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         if not isinstance(model, EncoderDecoder | DecoderOnly):
-            raise ValueError(f"{type(model).__name__} cannot generate text: decoding needs an encoder-decoder "
-                             "or decoder-only model (arch='encoder-decoder' or 'decoder')")
+            raise ValueError(
+                f"{type(model).__name__} cannot generate text: decoding needs an encoder-decoder "
+                "or decoder-only model (arch='encoder-decoder' or 'decoder')"
+            )
         self.model = model
         self.config = model.config
         self.decoder_only = isinstance(model, DecoderOnly)
@@ -90,9 +109,14 @@ class Stepper:
         if self.decoder_only:
             empty = [i for i, r in enumerate(rows) if len(r) == 0]
             if empty:
-                raise ValueError(f"prompt {empty[0]} is empty: a language model needs at least one token to "
-                                 f"continue (start prompts with <s>, id {self.config.bos_id}, if the model expects it)")
-        self.src_ids, self.src_mask = pad_rows(rows, self.config.pad_id, left=self.decoder_only, device=self.device)
+                raise ValueError(
+                    f"prompt {empty[0]} is empty: a language model needs at least one token to "
+                    f"continue (start prompts with <s>, id {self.config.bos_id}, if the model "
+                    "expects it)"
+                )
+        self.src_ids, self.src_mask = pad_rows(
+            rows, self.config.pad_id, left=self.decoder_only, device=self.device
+        )
         self.src_lengths = self.src_mask.sum(-1)  # (B,)
         self.batch_size = len(rows)
         self.cache = model.new_cache()
@@ -109,9 +133,14 @@ class Stepper:
         """(B,) per-row output bound floor(a * source_length + b), capped by the position table."""
         limit = torch.floor(a * self.src_lengths.double() + b).long().clamp(min=0)
         if self.max_positions is not None:
-            # Encoder-decoder: <s> takes position 0 and y_1..y_{T-1} the next ones, so T <= max_positions.
-            # Decoder-only: the prompt takes P positions and y_1..y_{N-1} the next ones, so N <= max_positions - P + 1.
-            room = self.max_positions - self.src_lengths + 1 if self.decoder_only else torch.full_like(limit, self.max_positions)
+            # Encoder-decoder: <s> takes position 0 and y_1..y_{T-1} the next ones, so T <=
+            # max_positions. Decoder-only: the prompt takes P positions and y_1..y_{N-1} the next
+            # ones, so N <= max_positions - P + 1.
+            room = (
+                self.max_positions - self.src_lengths + 1
+                if self.decoder_only
+                else torch.full_like(limit, self.max_positions)
+            )
             limit = torch.minimum(limit, room)
         return limit.clamp(min=0).cpu()
 
@@ -119,23 +148,33 @@ class Stepper:
         if self.need_weights:
             logits, weights = out
             self.weights = {
-                "self": [w[:, :, -1] for w in weights["self"]],  # (B, H, K)
-                "cross": None if self.decoder_only else [w[:, :, -1] for w in weights["cross"]],  # (B, H, S)
+                "self": [w[:, :, -1] for w in weights["self"]],  # (B, H, keys)
+                "cross": None
+                if self.decoder_only
+                else [w[:, :, -1] for w in weights["cross"]],  # (B, H, S)
             }
         else:
             logits = out
         logits = logits[:, -1] if last_only else logits[:, 0]
-        return torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # (B, V); a bf16 model's logits without a copy
+        return torch.log_softmax(
+            logits, dim=-1, dtype=torch.float32
+        )  # (B, V); a bf16 model's logits without a copy
 
     def start(self) -> torch.Tensor:
         """Run the source/prompt; return the first log-probabilities (B, V)."""
         if self.decoder_only:
             mask = None if bool(self.src_mask.all()) else self.src_mask
-            out = self.model(self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True)
+            out = self.model(
+                self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True
+            )
             return self._log_probs(out, last_only=True)
         memory, src_mask = self.model.encode(self.src_ids, self.src_mask)
-        start = torch.full((self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device)
-        out = self.model.decode(start, memory, src_mask, cache=self.cache, need_weights=self.need_weights)
+        start = torch.full(
+            (self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device
+        )
+        out = self.model.decode(
+            start, memory, src_mask, cache=self.cache, need_weights=self.need_weights
+        )
         return self._log_probs(out, last_only=True)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -144,20 +183,31 @@ class Stepper:
         if self.decoder_only:
             out = self.model(ids, None, cache=self.cache, need_weights=self.need_weights)
         else:
-            out = self.model.decode(ids, None, None, cache=self.cache, need_weights=self.need_weights)
+            out = self.model.decode(
+                ids, None, None, cache=self.cache, need_weights=self.need_weights
+            )
         return self._log_probs(out, last_only=False)
 
-    def reorder(self, index: torch.Tensor, group_size: int | None = None, sources: torch.Tensor | None = None) -> None:
+    def reorder(
+        self,
+        index: torch.Tensor,
+        group_size: int | None = None,
+        sources: torch.Tensor | None = None,
+    ) -> None:
         """Keep/reorder/repeat cache rows: index (B',) of current rows.
 
         Beam search passes group_size (beams per sentence) and sources (the sentences that stay,
-        None = all): the beams of a sentence share its cross-attention keys/values (KVCache.reorder).
+        None = all): the beams of a sentence share its cross-attention keys/values
+        (KVCache.reorder).
         """
-        self.cache.reorder(index.to(self.device), group_size, None if sources is None else sources.to(self.device))
+        self.cache.reorder(
+            index.to(self.device), group_size, None if sources is None else sources.to(self.device)
+        )
 
 
 def blocked_tokens(log_probs: torch.Tensor, config, step: int, min_len: int) -> torch.Tensor:
-    """Never generate padding (unless it is also </s>); block </s> before min_len tokens. In place; returns it."""
+    """Never generate padding (unless it is also </s>); block </s> before min_len tokens. In place;
+    returns it."""
     if config.pad_id != config.eos_id:
         log_probs[:, config.pad_id] = -float("inf")
     if step < min_len:
