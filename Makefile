@@ -59,6 +59,7 @@ test-quick: ready
 
 lint:
 	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m ruff format --check src
 
 bench:
 	$(PYTHON) benchmarks/decode.py

@@ -1,4 +1,5 @@
-"""transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as real software."""
+"""transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as real
+software."""
 
 from .config import ConfigError, DecodeConfig, ModelConfig
 from .decoding import beam_search, greedy_search, sample

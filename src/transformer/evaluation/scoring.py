@@ -14,8 +14,12 @@ from ..model.transformer import DecoderOnly, EncoderDecoder
 from .metrics import ClassificationScores, bleu, chrf, classification_scores, perplexity, task_name
 
 
-def model_nll(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
-              sources: Sequence[Sequence[int]] | None = None, batch_size: int = 32) -> tuple[float, int]:
+def model_nll(
+    model: torch.nn.Module,
+    sequences: Sequence[Sequence[int]],
+    sources: Sequence[Sequence[int]] | None = None,
+    batch_size: int = 32,
+) -> tuple[float, int]:
     """Summed NLL (nats) and predicted-token count of token sequences under a model, teacher-forced.
 
     Decoder-only: each sequence predicts its tokens after the first (start them with <s>).
@@ -23,8 +27,10 @@ def model_nll(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
     token and predicts every target token and then </s>.
     """
     if not isinstance(model, EncoderDecoder | DecoderOnly):
-        raise ValueError(f"{type(model).__name__} has no next-token distribution: perplexity needs an "
-                         "encoder-decoder or decoder-only model")
+        raise ValueError(
+            f"{type(model).__name__} has no next-token distribution: perplexity needs an "
+            "encoder-decoder or decoder-only model"
+        )
     cfg = model.config
     enc_dec = isinstance(model, EncoderDecoder)
     if enc_dec and (sources is None or len(sources) != len(sequences)):
@@ -33,7 +39,9 @@ def model_nll(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
     total, count = 0.0, 0
     with inference(model):
         for lo in range(0, len(sequences), batch_size):
-            rows = [torch.as_tensor(list(s), dtype=torch.long) for s in sequences[lo : lo + batch_size]]
+            rows = [
+                torch.as_tensor(list(s), dtype=torch.long) for s in sequences[lo : lo + batch_size]
+            ]
             if enc_dec:
                 start = torch.tensor([cfg.start_id])
                 eos = torch.tensor([cfg.eos_id])
@@ -52,25 +60,38 @@ def model_nll(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
                 logits = model(src, ids, src_mask, mask)
             else:
                 logits = model(ids, mask)
-            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None]).squeeze(-1)  # (B, T)
+            lp = (
+                torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt[..., None]).squeeze(-1)
+            )  # (B, T)
             total -= float(lp[mask].sum())
             count += int(mask.sum())
     return total, count
 
 
-def text_perplexity(model: torch.nn.Module, lines: Sequence[str], encode: Callable[[str], list[int]],
-                    batch_size: int = 32) -> float:
-    """Perplexity of a language model over lines of text; encode turns a line into ids (with <s> first)."""
-    nll, n = model_nll(model, [encode(line) for line in lines if line.strip()], batch_size=batch_size)
+def text_perplexity(
+    model: torch.nn.Module,
+    lines: Sequence[str],
+    encode: Callable[[str], list[int]],
+    batch_size: int = 32,
+) -> float:
+    """Perplexity of a language model over lines of text; encode turns a line into ids (with <s>
+    first)."""
+    nll, n = model_nll(
+        model, [encode(line) for line in lines if line.strip()], batch_size=batch_size
+    )
     return perplexity(nll, n)
 
 
-def score_classifier(pipeline, path, on_truncate: Callable[[list[int]], None] | None = None,
-                     ) -> tuple[ClassificationScores, list[int]]:
-    """A classifier's scores on labelled data, and its predicted label indices: a `label<TAB>text` file
-    for a text classifier, a prepared split or a folder of class folders for an image classifier.
-    A label the model does not know is a ValueError naming it (and the line, for text); texts longer
-    than the model takes are truncated, their file line numbers (1-based) given to on_truncate."""
+def score_classifier(
+    pipeline,
+    path,
+    on_truncate: Callable[[list[int]], None] | None = None,
+) -> tuple[ClassificationScores, list[int]]:
+    """A classifier's scores on labelled data, and its predicted label indices: a `label<TAB>text`
+    file for a text classifier, a prepared split or a folder of class folders for an image
+    classifier. A label the model does not know is a ValueError naming it (and the line, for text);
+    texts longer than the model takes are truncated, their file line numbers (1-based) given to
+    on_truncate."""
     from ..data.images import load_images
     from ..data.text import iter_labelled
 
@@ -78,13 +99,22 @@ def score_classifier(pipeline, path, on_truncate: Callable[[list[int]], None] | 
     labels = pipeline.labels
     if config.vision is None:
         if labels is None:
-            raise ValueError(f"the model has no labels.json: scoring {path} needs a classifier trained here")
+            raise ValueError(
+                f"the model has no labels.json: scoring {path} needs a classifier trained here"
+            )
         rows = list(iter_labelled(path))
         index = {label: i for i, label in enumerate(labels)}
         for line, label, _ in rows:
             if label not in index:
-                raise ValueError(f"{path} line {line + 1}: label {label!r} is not one of the model's ({', '.join(labels)})")
-        cut = None if on_truncate is None else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+                raise ValueError(
+                    f"{path} line {line + 1}: label {label!r} is not one of the model's "
+                    f"({', '.join(labels)})"
+                )
+        cut = (
+            None
+            if on_truncate is None
+            else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+        )
         results = pipeline.classify([text for _, _, text in rows], top_k=1, on_truncate=cut)
         gold = [index[label] for _, label, _ in rows]
     else:
@@ -93,23 +123,31 @@ def score_classifier(pipeline, path, on_truncate: Callable[[list[int]], None] | 
         index = {label: i for i, label in enumerate(labels)}
         unknown = [name for name in data.names if name not in index]
         if unknown:
-            raise ValueError(f"{path}: label {unknown[0]!r} is not one of the model's ({', '.join(labels)})")
+            raise ValueError(
+                f"{path}: label {unknown[0]!r} is not one of the model's ({', '.join(labels)})"
+            )
         gold = [index[data.names[i]] for i in data.labels.tolist()]
         results = pipeline.classify_images(data.images)
     predicted = [index[r[0][0]] for r in results]
     return classification_scores(predicted, gold, labels), predicted
 
 
-def score_pairs(pipeline, path, on_truncate: Callable[[list[int]], None] | None = None,
-                **decode) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input) and over
-    all lines: {task: {"lines", "bleu", "chrf", "exact"}} (exact: the share of outputs equal to the
-    target, the accuracy of a task whose targets are labels), and the outputs in file order.
-    Inputs longer than the model takes are truncated, their file line numbers (1-based) given to on_truncate."""
+def score_pairs(
+    pipeline, path, on_truncate: Callable[[list[int]], None] | None = None, **decode
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input) and
+    over all lines: {task: {"lines", "bleu", "chrf", "exact"}} (exact: the share of outputs equal
+    to the target, the accuracy of a task whose targets are labels), and the outputs in file order.
+    Inputs longer than the model takes are truncated, their file line numbers (1-based) given to
+    on_truncate."""
     from ..data.text import iter_pairs
 
     rows = list(iter_pairs(path))
-    cut = None if on_truncate is None else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+    cut = (
+        None
+        if on_truncate is None
+        else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
+    )
     outputs = pipeline.translate([x for _, x, _ in rows], on_truncate=cut, **decode)
     groups: dict[str, list[int]] = {}
     for i, (_, x, _) in enumerate(rows):
@@ -119,15 +157,27 @@ def score_pairs(pipeline, path, on_truncate: Callable[[list[int]], None] | None 
     scores = {}
     for task, indices in groups.items():
         hyps, refs = [outputs[i] for i in indices], [rows[i][2] for i in indices]
-        scores[task] = {"lines": len(indices), "bleu": bleu(hyps, refs).score, "chrf": chrf(hyps, refs).score,
-                        "exact": 100.0 * sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(indices)}
+        scores[task] = {
+            "lines": len(indices),
+            "bleu": bleu(hyps, refs).score,
+            "chrf": chrf(hyps, refs).score,
+            "exact": 100.0
+            * sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True))
+            / len(indices),
+        }
     return scores, outputs
 
 
 @torch.no_grad()
-def greedy_scores(model: torch.nn.Module, sources: Sequence[Sequence[int]], references: Sequence[str],
-                  decode: Callable[[list[int]], str], max_len_a: float, max_len_b: int,
-                  batch_tokens: int) -> tuple[float, float]:
+def greedy_scores(
+    model: torch.nn.Module,
+    sources: Sequence[Sequence[int]],
+    references: Sequence[str],
+    decode: Callable[[list[int]], str],
+    max_len_a: float,
+    max_len_b: int,
+    batch_tokens: int,
+) -> tuple[float, float]:
     """(corpus BLEU 0-100, share of outputs equal to their reference) of greedy output.
 
     sources: encoded source ids, no special tokens; references: one line each; decode turns output
@@ -138,8 +188,9 @@ def greedy_scores(model: torch.nn.Module, sources: Sequence[Sequence[int]], refe
     hypotheses = [""] * len(sources)
     for start in range(0, len(order), rows):
         batch = order[start : start + rows]
-        ids = greedy_search(model, [sources[i] for i in batch], max_len_a=max_len_a,
-                            max_len_b=max_len_b)  # (B, T), no <s>/</s>
+        ids = greedy_search(
+            model, [sources[i] for i in batch], max_len_a=max_len_a, max_len_b=max_len_b
+        )  # (B, T), no <s>/</s>
         for i, row in zip(batch, ids.tolist(), strict=True):
             hypotheses[i] = decode(row).strip()
     exact = sum(h == r.strip() for h, r in zip(hypotheses, references, strict=True)) / len(sources)

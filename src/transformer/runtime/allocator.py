@@ -67,7 +67,10 @@ def keep_freed_memory(device_type: str) -> AllocatorChoice:
     libc = _glibc()
     if libc is None:
         return AllocatorChoice(False, "not glibc")
-    if libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+    if (
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1
+        or libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1
+    ):
         return AllocatorChoice(False, "glibc refused the thresholds")
     return AllocatorChoice(True, "glibc mallopt; TRANSFORMER_MALLOC_TUNING=0 turns it off")
 

@@ -27,11 +27,12 @@ Rules:
 - Cache key: CPU model name (/proc/cpuinfo, else platform.processor()), torch version,
   torch.get_num_threads() and the shapes (d_model, d_ff, vocab_size, tokens). Any change
   re-measures; the cached speedup is judged against the current min_speedup.
-- Cache file: $TRANSFORMER_CACHE_DIR/precision.json, else $XDG_CACHE_HOME/transformer/precision.json,
-  else ~/.cache/transformer/precision.json: {key: {"speedup": float, "measured_at": ISO time}},
-  replaced atomically (transformer.files). A missing or corrupt file reads as empty; a cache that cannot be written is
-  skipped silently. TRANSFORMER_PRECISION_CACHE=0 turns reading and writing off; deleting
-  the file re-measures (e.g. after a measurement taken while the machine was busy).
+- Cache file: $TRANSFORMER_CACHE_DIR/precision.json, else
+$XDG_CACHE_HOME/transformer/precision.json, else ~/.cache/transformer/precision.json: {key:
+{"speedup": float, "measured_at": ISO time}}, replaced atomically (transformer.files). A missing or
+corrupt file reads as empty; a cache that cannot be written is skipped silently.
+TRANSFORMER_PRECISION_CACHE=0 turns reading and writing off; deleting the file re-measures (e.g.
+after a measurement taken while the machine was busy).
 """
 
 from __future__ import annotations
@@ -75,11 +76,18 @@ class PrecisionChoice:
         return f"{self.precision} ({self.reason})"
 
 
-def resolve_precision(requested: str, device: torch.device | str, d_model: int, d_ff: int,
-                      vocab_size: int, *, tokens: int = 1024,
-                      cache_file: str | os.PathLike | None = None,
-                      measure: Callable[..., float] | None = None,
-                      min_speedup: float | None = None) -> PrecisionChoice:
+def resolve_precision(
+    requested: str,
+    device: torch.device | str,
+    d_model: int,
+    d_ff: int,
+    vocab_size: int,
+    *,
+    tokens: int = 1024,
+    cache_file: str | os.PathLike | None = None,
+    measure: Callable[..., float] | None = None,
+    min_speedup: float | None = None,
+) -> PrecisionChoice:
     """Turn a configured precision ("auto" included) into the one to train in (rules above)."""
     if requested not in PRECISIONS:
         raise ValueError(f"unknown precision {requested!r}: use one of {', '.join(PRECISIONS)}")
@@ -91,13 +99,18 @@ def resolve_precision(requested: str, device: torch.device | str, d_model: int, 
             return PrecisionChoice("bf16", "CUDA GPU supports bf16")
         return PrecisionChoice("fp32", "CUDA GPU does not support bf16")
     if kind != "cpu":
-        return PrecisionChoice("fp32", f"bf16 speed is only measured on CPUs; fp32 is the safe choice on {kind}")
+        return PrecisionChoice(
+            "fp32", f"bf16 speed is only measured on CPUs; fp32 is the safe choice on {kind}"
+        )
 
     min_speedup = MIN_SPEEDUP if min_speedup is None else min_speedup
     measure = measure_bf16_speedup if measure is None else measure
     try:
-        speedup, prefix = _cached_or_measured(cache_key(d_model, d_ff, vocab_size, tokens), cache_file,
-                                              lambda: measure(d_model, d_ff, vocab_size, tokens))
+        speedup, prefix = _cached_or_measured(
+            cache_key(d_model, d_ff, vocab_size, tokens),
+            cache_file,
+            lambda: measure(d_model, d_ff, vocab_size, tokens),
+        )
     except RuntimeError as err:
         return PrecisionChoice("fp32", f"bf16 does not run on this CPU ({err})")
     if not _usable(speedup):
@@ -105,8 +118,11 @@ def resolve_precision(requested: str, device: torch.device | str, d_model: int, 
     return _judge(speedup, min_speedup, prefix)
 
 
-def _cached_or_measured(key: str, cache_file: str | os.PathLike | None, measure: Callable[[], float],
-                        ) -> tuple[float, str]:
+def _cached_or_measured(
+    key: str,
+    cache_file: str | os.PathLike | None,
+    measure: Callable[[], float],
+) -> tuple[float, str]:
     """(speedup, "cached: ") from the cache, else (measure(), "") with a usable result cached.
     RuntimeError from measure propagates."""
     use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
@@ -121,12 +137,16 @@ def _cached_or_measured(key: str, cache_file: str | os.PathLike | None, measure:
     return speedup, ""
 
 
-def inference_precision(requested: str, device: torch.device | str, d_model: int, d_ff: int,
-                        vocab_size: int) -> PrecisionChoice:
-    """The precision to decode in: fp32, bf16 or int8 as asked, or for "auto" bf16 where the measurement
-    above finds it faster (int8 is never chosen for the user: it changes outputs more than bf16)."""
+def inference_precision(
+    requested: str, device: torch.device | str, d_model: int, d_ff: int, vocab_size: int
+) -> PrecisionChoice:
+    """The precision to decode in: fp32, bf16 or int8 as asked, or for "auto" bf16 where the
+    measurement above finds it faster (int8 is never chosen for the user: it changes outputs more
+    than bf16)."""
     if requested not in (*INFERENCE_PRECISIONS, "auto"):
-        raise ValueError(f"unknown precision {requested!r}: use one of {', '.join(INFERENCE_PRECISIONS)}, auto")
+        raise ValueError(
+            f"unknown precision {requested!r}: use one of {', '.join(INFERENCE_PRECISIONS)}, auto"
+        )
     if requested != "auto":
         return PrecisionChoice(requested, "as asked")
     return resolve_precision("auto", device, d_model, d_ff, vocab_size)
@@ -134,16 +154,28 @@ def inference_precision(requested: str, device: torch.device | str, d_model: int
 
 def _judge(speedup: float, min_speedup: float, prefix: str) -> PrecisionChoice:
     precision = "bf16" if speedup >= min_speedup else "fp32"
-    return PrecisionChoice(precision, f"{prefix}bf16 measured {speedup:.2f}x fp32 on this CPU", speedup)
+    return PrecisionChoice(
+        precision, f"{prefix}bf16 measured {speedup:.2f}x fp32 on this CPU", speedup
+    )
 
 
 def _usable(speedup: object) -> bool:
-    return (isinstance(speedup, (int, float)) and not isinstance(speedup, bool)
-            and math.isfinite(speedup) and speedup > 0)
+    return (
+        isinstance(speedup, (int, float))
+        and not isinstance(speedup, bool)
+        and math.isfinite(speedup)
+        and speedup > 0
+    )
 
 
-def measure_bf16_speedup(d_model: int, d_ff: int, vocab_size: int, tokens: int = 1024,
-                         repeats: int = 5, budget_s: float = 0.5) -> float:
+def measure_bf16_speedup(
+    d_model: int,
+    d_ff: int,
+    vocab_size: int,
+    tokens: int = 1024,
+    repeats: int = 5,
+    budget_s: float = 0.5,
+) -> float:
     """fp32 time / bf16-autocast time of a feed-forward + output projection, forward and backward.
 
     Shapes (clipped as the module docstring says): x (T, C), W1 (C, d_ff), W2 (d_ff, C),
@@ -205,8 +237,10 @@ def cpu_name() -> str:
 
 def cache_key(d_model: int, d_ff: int, vocab_size: int, tokens: int) -> str:
     """One line naming everything the measured speedup depends on."""
-    return (f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"d_model={d_model} d_ff={d_ff} vocab={vocab_size} tokens={tokens}")
+    return (
+        f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+        f"d_model={d_model} d_ff={d_ff} vocab={vocab_size} tokens={tokens}"
+    )
 
 
 def _read_cache(path: Path) -> dict:
@@ -219,8 +253,10 @@ def _read_cache(path: Path) -> dict:
 
 def _write_cache(path: Path, key: str, speedup: float) -> None:
     data = _read_cache(path)  # re-read: keep what another process wrote meanwhile
-    data[key] = {"speedup": speedup,
-                 "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    data[key] = {
+        "speedup": speedup,
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -235,16 +271,16 @@ def _write_cache(path: Path, key: str, speedup: float) -> None:
 # in fp32, but its bf16 backward carries a fixed cost that short sequences cannot hide, so at short
 # lengths the written-out softmax(QK^T/sqrt(d))V trains faster and at long ones the fused kernel
 # does (benchmarks/attention_auto.py and benchmarks/vit_speed.py; the timings per shape are in
-# docs/benchmarks.md). The crossover depends on the CPU, the dtype and the shapes, so it is measured:
-# forward and backward of both paths at the run's (rows, heads, length, head dim) and dtype, with
-# a padding mask, interleaved after a warm-up, the fastest of each (as above). The textbook path
-# is chosen iff it is at least MIN_ATTENTION_SPEEDUP times faster (it holds the (T, S) weights in
-# memory, the fused kernel does not). Only training resolves "auto"; inference uses the fused
-# kernel, whose forward is never slower here. CUDA devices always get the fused kernel. Cached in
-# the same file as the precision measurement, under its own key.
+# docs/benchmarks.md). The crossover depends on the CPU, the dtype and the shapes, so it is
+# measured: forward and backward of both paths at the run's (rows, heads, length, head dim) and
+# dtype, with a padding mask, interleaved after a warm-up, the fastest of each (as above). The
+# textbook path is chosen iff it is at least MIN_ATTENTION_SPEEDUP times faster (it holds the (T,
+# S) weights in memory, the fused kernel does not). Only training resolves "auto"; inference uses
+# the fused kernel, whose forward is never slower here. CUDA devices always get the fused kernel.
+# Cached in the same file as the precision measurement, under its own key.
 
 MIN_ATTENTION_SPEEDUP = 1.2
-MAX_ATTENTION_ELEMENTS = 2 ** 24  # rows * heads * length^2 of one probe (~64 MB of fp32 scores)
+MAX_ATTENTION_ELEMENTS = 2**24  # rows * heads * length^2 of one probe (~64 MB of fp32 scores)
 
 
 @dataclass(frozen=True)
@@ -261,13 +297,25 @@ class AttentionChoice:
         return f"{self.impl} ({self.reason})"
 
 
-def resolve_attention(requested: str, device: torch.device | str, precision: str, n_heads: int, head_dim: int,
-                      length: int, rows: int, *, cache_file: str | os.PathLike | None = None,
-                      measure: Callable[..., float] | None = None,
-                      min_speedup: float = MIN_ATTENTION_SPEEDUP) -> AttentionChoice:
-    """Turn model.attention_impl ("auto" included) into the path a training run uses (rules above)."""
+def resolve_attention(
+    requested: str,
+    device: torch.device | str,
+    precision: str,
+    n_heads: int,
+    head_dim: int,
+    length: int,
+    rows: int,
+    *,
+    cache_file: str | os.PathLike | None = None,
+    measure: Callable[..., float] | None = None,
+    min_speedup: float = MIN_ATTENTION_SPEEDUP,
+) -> AttentionChoice:
+    """Turn model.attention_impl ("auto" included) into the path a training run uses (rules
+    above)."""
     if requested not in ATTENTION_IMPLS:
-        raise ValueError(f"unknown attention_impl {requested!r}: use one of {', '.join(ATTENTION_IMPLS)}")
+        raise ValueError(
+            f"unknown attention_impl {requested!r}: use one of {', '.join(ATTENTION_IMPLS)}"
+        )
     if requested != "auto":
         return AttentionChoice(requested, "set in the config")
     kind = torch.device(device).type
@@ -275,35 +323,58 @@ def resolve_attention(requested: str, device: torch.device | str, precision: str
         return AttentionChoice("fused", f"the fused kernel on {kind}")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     rows = max(1, min(rows, MAX_ATTENTION_ELEMENTS // max(1, n_heads * length * length)))
-    key = (f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | attention "
-           f"{str(dtype).removeprefix('torch.')} rows={rows} heads={n_heads} length={length} head_dim={head_dim}")
+    key = (
+        f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | attention "
+        f"{str(dtype).removeprefix('torch.')} rows={rows} heads={n_heads} length={length} "
+        f"head_dim={head_dim}"
+    )
     measure = measure_attention_speedup if measure is None else measure
     try:
-        speedup, prefix = _cached_or_measured(key, cache_file, lambda: measure(rows, n_heads, length, head_dim, dtype))
+        speedup, prefix = _cached_or_measured(
+            key, cache_file, lambda: measure(rows, n_heads, length, head_dim, dtype)
+        )
     except RuntimeError as err:
         return AttentionChoice("fused", f"the comparison did not run ({err})")
     if not _usable(speedup):
         return AttentionChoice("fused", f"the comparison gave no usable speedup ({speedup})")
     impl = "textbook" if speedup >= min_speedup else "fused"
-    return AttentionChoice(impl, f"{prefix}textbook measured {speedup:.2f}x fused's training speed at "
-                                 f"{length} positions on this CPU", speedup)
+    return AttentionChoice(
+        impl,
+        f"{prefix}textbook measured {speedup:.2f}x fused's training speed at "
+        f"{length} positions on this CPU",
+        speedup,
+    )
 
 
-def measure_attention_speedup(rows: int, n_heads: int, length: int, head_dim: int, dtype: torch.dtype,
-                              repeats: int = 5, budget_s: float = 0.5) -> float:
-    """Fused time / textbook time of attention forward and backward on (rows, heads, length, head_dim)
-    in `dtype`, with a padding mask hiding the last quarter of the keys of half the rows."""
+def measure_attention_speedup(
+    rows: int,
+    n_heads: int,
+    length: int,
+    head_dim: int,
+    dtype: torch.dtype,
+    repeats: int = 5,
+    budget_s: float = 0.5,
+) -> float:
+    """Fused time / textbook time of attention forward and backward on (rows, heads, length,
+    head_dim) in `dtype`, with a padding mask hiding the last quarter of the keys of half the
+    rows."""
     from ..model.attention import fused_attention, scaled_dot_product_attention
 
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(rows, n_heads, length, head_dim, generator=gen).to(dtype).requires_grad_()
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(rows, n_heads, length, head_dim, generator=gen).to(dtype).requires_grad_()
+        for _ in range(3)
+    )
     mask = torch.ones(rows, 1, 1, length, dtype=torch.bool)
-    mask[: rows // 2, ..., length - length // 4:] = False
+    mask[: rows // 2, ..., length - length // 4 :] = False
 
     def run(fused: bool) -> float:
         start = time.perf_counter()
-        out = fused_attention(q, k, v, mask) if fused else scaled_dot_product_attention(q, k, v, mask)[0]
+        out = (
+            fused_attention(q, k, v, mask)
+            if fused
+            else scaled_dot_product_attention(q, k, v, mask)[0]
+        )
         out.float().sum().backward()
         for x in (q, k, v):
             x.grad = None
