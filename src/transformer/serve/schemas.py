@@ -31,6 +31,7 @@ TRANSLATE_SETTINGS = (
     "n_best",
     "max_len_a",
     "max_len_b",
+    "min_len",
 )
 GENERATE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
 
