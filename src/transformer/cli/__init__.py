@@ -35,18 +35,37 @@ GROUPS = (training, inspection, models, data, decoding, evaluation)
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]
 
 
-def _versions() -> str:
+def versions() -> str:
+    """torch's and Python's versions, read without importing torch (its package metadata)."""
     import platform
+    from importlib import metadata
 
-    import torch
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:  # torch installed without metadata: ask it
+        import torch
 
-    return f"torch {torch.__version__}, Python {platform.python_version()}"
+        torch_version = torch.__version__
+    return f"torch {torch_version}, Python {platform.python_version()}"
+
+
+class VersionAction(argparse.Action):
+    """--version: the versions are looked up only when asked for (parsers are built every run)."""
+
+    def __init__(
+        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
+    ):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .. import __version__
+
+        print(f"{parser.prog} {__version__} ({versions()})")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `transformer` parser: each group registers its commands."""
-    from .. import __version__
-
     parser = argparse.ArgumentParser(
         prog="transformer",
         description=DESCRIPTION,
@@ -54,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__} ({_versions()})"
+        "--version", action=VersionAction, help="show the versions of transformer, torch and Python"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:

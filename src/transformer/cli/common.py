@@ -20,7 +20,6 @@ from typing import Any
 
 from ..config import DEVICES, Bounds, ConfigError, DecodeConfig, settings_of
 from ..config.checks import field_docs, field_kind
-from ..model.io import ModelFileError
 from .lines import LineError, format_lines, read_lines, stream_lines
 
 
@@ -28,7 +27,8 @@ class UserError(Exception):
     """An error caused by the user's input; printed as one line without a traceback."""
 
 
-USER_ERRORS = (UserError, ConfigError, ModelFileError, LineError, ValueError, OSError)
+USER_ERRORS = (UserError, ConfigError, LineError, ValueError, OSError)
+"""Errors printed as one line (a model directory's ModelFileError is a ValueError)."""
 TYPES = {"int": int, "float": float, "str": str}
 
 
@@ -261,9 +261,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     try:
         check_flags(args)
         args.func(args)
-    except (
-        BrokenPipeError
-    ):  # the reader went away (`transformer translate ... | head`): stop quietly
+    except BrokenPipeError:  # the reader went away (`transformer translate ... | head`): stop
         os.dup2(
             os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
         )  # no second error when Python flushes
