@@ -62,16 +62,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
             f"as many hypotheses as it keeps; give --beam {args.n_best} or more"
         )
     pipeline = load_pipeline(args, "translate")
-    if not isinstance(
-        pipeline.model, EncoderDecoder
-    ):  # before reading any input: stdin may be empty or slow
+    # checked before reading any input: stdin may be empty or slow
+    if not isinstance(pipeline.model, EncoderDecoder):
         raise UserError("this is a language model: use generate, not translate")
     decode = decode_overrides(args, TRANSLATE)
     n_best = decode.get("n_best", pipeline.decode.n_best)
     beam = decode.get("beam_size", pipeline.decode.beam_size)
-    if (
-        n_best > beam
-    ):  # both flags together were checked above: one of the two is the model's default
+    # both flags together were checked above: here one of the two is the model's default
+    if n_best > beam:
         if "n_best" in decode:
             raise UserError(
                 f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
@@ -96,9 +94,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
             on_truncate=lambda numbers: cut.extend(first + n for n in numbers),
         )
         done += len(lines)
-        if (
-            n_best > 1
-        ):  # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
+        # an empty line has no hypotheses: n_best empty ones keep n_best lines per line
+        if n_best > 1:
             return [
                 f"{first + i}\t{rank}\t{h}"
                 for i, hyps in enumerate(outputs)

@@ -130,9 +130,7 @@ def tokenizer_files(
         backend.post_processor = tokenizers.processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, cfg.bos_id)]
         )
-    elif (
-        cfg.arch == "encoder-decoder" and add_eos and eos is not None
-    ):  # sources end with </s> (T5, Marian)
+    elif cfg.arch == "encoder-decoder" and add_eos and eos is not None:  # sources end with </s>
         backend.post_processor = tokenizers.processors.TemplateProcessing(
             single=f"$A {eos}", pair=f"$A $B:1 {eos}", special_tokens=[(eos, cfg.eos_id)]
         )

@@ -228,9 +228,7 @@ class KVCache:
                 self.key_mask = pick(self.key_mask, index)
         self.positions = pick(self.positions, index)
         if group_size is None:
-            if (
-                self.group_size > 1
-            ):  # back to one source per row: row r reads source r // group_size
+            if self.group_size > 1:  # back to one source per row: row r reads r // group_size
                 index = torch.div(index, self.group_size, rounding_mode="floor")
             for layer in self.layers:
                 if layer.cross_kv is not None:

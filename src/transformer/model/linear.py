@@ -59,9 +59,7 @@ def _packed_weight(layer: nn.Linear) -> torch.Tensor:
     weight = layer.weight
     try:
         version = weight._version
-    except (
-        RuntimeError
-    ):  # an inference-mode tensor keeps no version counter: nothing to tag a copy with
+    except RuntimeError:  # an inference-mode tensor keeps no version counter: nothing to tag
         return weight
     entry = _packed.get(layer)
     if entry is not None and entry[0]() is weight and entry[1] == version:

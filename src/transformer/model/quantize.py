@@ -60,9 +60,8 @@ def quantize_linear_int8(model: nn.Module) -> nn.Module:
         ) from None
     if "x86" in torch.backends.quantized.supported_engines:
         torch.backends.quantized.engine = "x86"
-    with (
-        warnings.catch_warnings()
-    ):  # torch announces a move of this API to torchao; it works as documented
+    # torch announces a move of this API to torchao; it works as documented
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
         return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)

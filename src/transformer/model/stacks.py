@@ -46,9 +46,7 @@ class Embeddings(nn.Module):
         vocab = self.tokens.num_embeddings
         if ids.numel():
             low, high = (int(v) for v in torch.aminmax(ids))
-            if (
-                low < 0 or high >= vocab
-            ):  # a clear error instead of an index error deep inside torch
+            if low < 0 or high >= vocab:  # a clear error, not an index error deep inside torch
                 raise ValueError(
                     f"token id {low if low < 0 else high} is outside the vocabulary [0, {vocab}): "
                     "check that the tokenizer matches the model"

@@ -297,9 +297,8 @@ def to_hf(model: EncoderDecoder):
     cfg = model.config
     hf_model = T5ForConditionalGeneration(config_to_hf(cfg))
     hf_model.generation_config.decoder_start_token_id = cfg.start_id
-    if not cfg.tie_embeddings and _tied(
-        hf_model
-    ):  # transformers >= 5 ties T5's head unless both weights differ
+    # transformers >= 5 ties T5's head unless both weights differ
+    if not cfg.tie_embeddings and _tied(hf_model):
         hf_model.lm_head.weight = nn.Parameter(hf_model.lm_head.weight.detach().clone())
     ours = weights_of(model)
     load_weights(
