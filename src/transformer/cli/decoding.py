@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DecodeConfig, settings_of
+from ..config import SAMPLING_SETTINGS, TRANSLATE_SETTINGS, DecodeConfig, settings_of
 from .common import (
     AT_LEAST_0,
     POSITIVE,
@@ -28,19 +28,10 @@ from .common import (
 )
 from .lines import format_lines, read_lines, stream_lines
 
-TRANSLATE = (
-    "beam_size",
-    "length_penalty",
-    "length_penalty_kind",
-    "n_best",
-    "max_len_a",
-    "max_len_b",
-    "min_len",
-)
-"""The decoding settings translate takes."""
-GENERATE = ("max_new_tokens", "temperature", "top_k", "top_p", "beam_size")
+TRANSLATE = TRANSLATE_SETTINGS
+GENERATE = (*SAMPLING_SETTINGS, "beam_size")
 """The decoding settings generate takes (a language model samples unless --beam is given)."""
-SAMPLING = ("max_new_tokens", "temperature", "top_k", "top_p")
+SAMPLING = SAMPLING_SETTINGS
 
 
 def cmd_translate(args: argparse.Namespace) -> None:

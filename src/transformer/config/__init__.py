@@ -9,6 +9,8 @@ from .decode import (
     EARLY_STOPPING,
     INFERENCE_PRECISIONS,
     LENGTH_PENALTY_KINDS,
+    SAMPLING_SETTINGS,
+    TRANSLATE_SETTINGS,
     DecodeConfig,
 )
 from .model import (
@@ -54,6 +56,8 @@ __all__ = [
     "DEVICES",
     "DataConfig",
     "DecodeConfig",
+    "SAMPLING_SETTINGS",
+    "TRANSLATE_SETTINGS",
     "EARLY_STOPPING",
     "GATED_ACTIVATIONS",
     "INFERENCE_PRECISIONS",

@@ -89,3 +89,17 @@ class DecodeConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any], section: str = "decode") -> DecodeConfig:
         return from_values(cls, values, section)
+
+
+TRANSLATE_SETTINGS = (
+    "beam_size",
+    "length_penalty",
+    "length_penalty_kind",
+    "n_best",
+    "max_len_a",
+    "max_len_b",
+    "min_len",
+)
+"""The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
+SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
+"""The settings of sampling from a language model: generate's flags, /v1/generate's fields."""

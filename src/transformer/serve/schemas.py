@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..config import ATTENTION_KINDS, DecodeConfig, settings_of
+from ..config import (
+    ATTENTION_KINDS,
+    SAMPLING_SETTINGS,
+    TRANSLATE_SETTINGS,
+    DecodeConfig,
+    settings_of,
+)
 from ..config.checks import field_docs, field_kind
 
 SERVER_CAPS: dict[str, float] = {
@@ -24,16 +30,6 @@ SERVER_CAPS: dict[str, float] = {
 }
 """Resource limits of one request (upper bounds on top of each setting's own range): a beam of
 10,000 or a million new tokens would hold the worker for everyone else."""
-TRANSLATE_SETTINGS = (
-    "beam_size",
-    "length_penalty",
-    "length_penalty_kind",
-    "n_best",
-    "max_len_a",
-    "max_len_b",
-    "min_len",
-)
-GENERATE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
 
 
 def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, Any]:
@@ -95,7 +91,7 @@ GenerateRequest = create_model(
         bool,
         Field(False, description="apply the model's chat template to the prompt as a user message"),
     ),
-    **decode_fields(GENERATE_SETTINGS),
+    **decode_fields(SAMPLING_SETTINGS),
     seed=(int | None, Field(None, ge=0, le=2**63 - 1, description="for reproducible sampling")),
     stream=(
         bool,
