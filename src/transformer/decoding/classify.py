@@ -13,7 +13,7 @@ from ..config import ConfigError
 from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
 from ..model.transformer import EncoderOnly
-from .pipeline import Pipeline, PipelineError, _as_lines, _batches_by_tokens, truncation_note
+from .pipeline import Pipeline, PipelineError, as_lines, batches_by_tokens, truncation_note
 
 
 @torch.no_grad()
@@ -44,7 +44,7 @@ def classify_texts(
         )
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ConfigError(f"top_k={top_k!r} is not valid: give a number of labels (0 = all)")
-    lines = _as_lines(lines)
+    lines = as_lines(lines)
     tokens = EncoderTokens(pipeline.source_tokenizer, pipeline.special_tokens)
     limit = None if model.config.positional in ("none", "rope") else model.config.max_positions - 2
     encoded = pipeline.source_tokenizer.encode_batch(lines)
@@ -64,7 +64,7 @@ def classify_texts(
     k = len(labels) if top_k == 0 else min(top_k, len(labels))
     out: list = [None] * len(rows)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-    for batch in _batches_by_tokens(order, [len(r) for r in rows], batch_tokens):
+    for batch in batches_by_tokens(order, [len(r) for r in rows], batch_tokens):
         ids, mask = pad_rows([rows[i] for i in batch], tokens.pad)
         probs = model.classify(ids.to(device), mask.to(device)).float().softmax(-1)
         values, indices = probs.topk(k, dim=-1)

@@ -117,7 +117,7 @@ class Pipeline:
         self, lines: list[str], truncate: bool = True
     ) -> tuple[list[list[int]], list[int]]:
         """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
-        encoded = self.source_tokenizer.encode_batch(_as_lines(lines))
+        encoded = self.source_tokenizer.encode_batch(as_lines(lines))
         eos = (
             [self.model.config.eos_id] if self.decode.add_eos else []
         )  # T5 and Marian end each source with </s>
@@ -154,7 +154,7 @@ class Pipeline:
         the model takes are truncated (see the module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
-        lines = _as_lines(lines)
+        lines = as_lines(lines)
         settings = self.settings(**decode)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise ConfigError(
@@ -168,7 +168,7 @@ class Pipeline:
             warnings.warn(truncation_note(cut, len(lines), self.max_source_tokens), stacklevel=2)
         outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-        for batch in _batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
+        for batch in batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
             ids = self.search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
             for row, i in zip(ids.tolist(), batch, strict=True):
                 if settings.n_best > 1:
@@ -362,7 +362,7 @@ class Pipeline:
         return self.target_tokenizer.decode(out[0].tolist())
 
 
-def _as_lines(lines: Iterable[str]) -> list[str]:
+def as_lines(lines: Iterable[str]) -> list[str]:
     """A list of str from any iterable of str; one bare str is a TypeError, not a list of its
     characters."""
     if isinstance(lines, (str, bytes)):
@@ -391,7 +391,7 @@ def truncation_note(numbers: list[int], total: int, limit: int | None, shown: in
     )
 
 
-def _batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
+def batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
     """Consecutive groups of `order` (sorted by length) whose padded size stays within
     batch_tokens."""
     batch: list[int] = []
