@@ -44,7 +44,7 @@ from pathlib import Path
 import ctranslate2
 import torch
 
-from transformer.decoding.pipeline import Pipeline, _batches_by_tokens
+from transformer.decoding.pipeline import Pipeline, batches_by_tokens
 from transformer.evaluation.metrics import bleu, chrf
 from transformer.export import export_model
 
@@ -97,7 +97,7 @@ def hugging_face(pipe: Pipeline, hf, lines: list[str], beam: int, alpha: float, 
         encoded, _ = pipe.encode_sources(lines, True)
         outputs = [""] * len(lines)
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-        for batch in _batches_by_tokens(order, [len(ids) for ids in encoded], 4000):
+        for batch in batches_by_tokens(order, [len(ids) for ids in encoded], 4000):
             width = max(len(encoded[i]) for i in batch)
             src = torch.tensor([encoded[i] + [cfg.pad_id] * (width - len(encoded[i])) for i in batch])
             with torch.inference_mode():
