@@ -43,20 +43,32 @@ def from_values(cls: type, values: dict[str, Any], section: str) -> Any:
 
 
 def check_types(obj: Any, section: str | None) -> None:
-    """Check each field against its annotation (str, int, float, bool, optionally `| None`); section
-    prefixes the field's name in the message (None: the bare name)."""
+    """Check each field against its annotation (str, int, float, bool, a tuple of one of them,
+    optionally `| None`); section prefixes the field's name in the message (None: the bare name).
+    A tuple field takes a TOML list."""
     kinds = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
+
+    def fits(value: Any, kind: str) -> bool:
+        if kind.startswith("tuple[") and kind.endswith(", ...]"):
+            inner = kind[len("tuple[") : -len(", ...]")]
+            return isinstance(value, (list, tuple)) and all(fits(v, inner) for v in value)
+        allowed = kinds.get(kind, ())
+        return isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+
     for f in fields(obj):
         value = getattr(obj, f.name)
         parts = [p.strip() for p in str(f.type).split("|")]
         if value is None and "None" in parts:
             continue
-        allowed = tuple(t for p in parts if p in kinds for t in kinds[p])
-        if not allowed:  # a nested config (VisionConfig): it checks itself
+        known = [p for p in parts if p in kinds or p.startswith("tuple[")]
+        if not known:  # a nested config (VisionConfig): it checks itself
             continue
-        ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
-        if not ok:
-            want = " or ".join(p for p in parts if p != "None")
+        if not any(fits(value, p) for p in known):
+            want = " or ".join(
+                f"a list of {p[len('tuple[') : -len(', ...]')]}" if p.startswith("tuple[") else p
+                for p in parts
+                if p != "None"
+            )
             name = f"{section}.{f.name}" if section else f.name
             raise ConfigError(f"{name}={value!r} is not valid: it must be {want}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,13 +23,18 @@ MIN_BPE_VOCAB = 260
 class DataConfig:
     """Where the training text is and how to tokenize it (the `[data]` section)."""
 
-    train_src: str | None = None
-    """Source side of the aligned training files (translation), one sentence per line."""
-    train_tgt: str | None = None
-    """Target side of the aligned training files, line i translating train_src line i."""
-    valid_src: str | None = None
-    """Source side of the validation files (optional)."""
-    valid_tgt: str | None = None
+    train_src: str | tuple[str, ...] | None = None
+    """Source side of the aligned training files (translation), one sentence per line; a list of
+    files is a mixture of sources (see train_weights)."""
+    train_tgt: str | tuple[str, ...] | None = None
+    """Target side of the aligned training files, line i translating train_src line i (a list:
+    one file for each of train_src's)."""
+    train_weights: tuple[float, ...] | None = None
+    """A mixture's sampling weights, one per train_src file: an epoch holds weight x that source's
+    examples (2 = each twice, 0.5 = a random half, drawn anew each epoch); unset = 1 each."""
+    valid_src: str | tuple[str, ...] | None = None
+    """Source side of the validation files (optional; a list is read as one file)."""
+    valid_tgt: str | tuple[str, ...] | None = None
     """Target side of the validation files."""
     train_text: str | None = None
     """Training text of a language model (arch = "decoder"), one document or sentence per line."""
@@ -100,11 +106,21 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_types(self, "data")
+        for name in ("train_src", "train_tgt", "valid_src", "valid_tgt", "train_weights"):
+            value = getattr(self, name)
+            if isinstance(value, list):  # TOML's lists, kept as tuples (the config is frozen)
+                object.__setattr__(self, name, tuple(value))
         check_settings(self, "data")
+        self._check_mixture()
         if self.tokenizer == "bpe" and self.vocab_size < MIN_BPE_VOCAB:
             raise ConfigError(
                 f"data.vocab_size={self.vocab_size} is too small: a byte-level BPE needs at least "
                 f"{MIN_BPE_VOCAB} (256 bytes + 4 special tokens)"
+            )
+        if self.bpe_dropout and self.is_mixture:
+            raise ConfigError(
+                "data.bpe_dropout takes one training source, not a mixture (data.train_weights, "
+                "or several data.train_src files): set data.bpe_dropout = 0"
             )
         if self.bpe_dropout and self.tokenizer != "bpe":
             raise ConfigError(
@@ -160,10 +176,66 @@ class DataConfig:
                     "training data's kind"
                 )
 
+    def _check_mixture(self) -> None:
+        for train, valid in (("train_src", "train_tgt"), ("valid_src", "valid_tgt")):
+            a, b = getattr(self, train), getattr(self, valid)
+            if isinstance(a, tuple) or isinstance(b, tuple):
+                a, b = (a,) if isinstance(a, str) else a, (b,) if isinstance(b, str) else b
+                if a is not None and b is not None and len(a) != len(b):
+                    raise ConfigError(
+                        f"data.{train} has {len(a)} files but data.{valid} has {len(b)}: give one "
+                        f"{valid} file for each {train} file, in the same order"
+                    )
+                if a == () or b == ():
+                    raise ConfigError(f"data.{train}/{valid} is an empty list: give a file")
+        w = self.train_weights
+        if w is None:
+            return
+        w = tuple(float(x) for x in w)
+        object.__setattr__(self, "train_weights", w)
+        if self.train_src is None:
+            raise ConfigError(
+                "data.train_weights weighs the files of a mixture in data.train_src/train_tgt; "
+                "set those, or remove data.train_weights"
+            )
+        if len(w) != len(self.train_sources):
+            raise ConfigError(
+                f"data.train_weights has {len(w)} weights for {len(self.train_sources)} "
+                "data.train_src file(s): give one weight per file"
+            )
+        if any(not math.isfinite(x) or x < 0 for x in w) or not any(x > 0 for x in w):
+            raise ConfigError(
+                f"data.train_weights={list(w)} is not valid: weights are numbers >= 0, at least "
+                "one of them above 0"
+            )
+
+    @property
+    def train_sources(self) -> tuple[tuple[str, str], ...]:
+        """The (source, target) training files of a translation, one pair per mixture source."""
+        if self.train_src is None:
+            return ()
+        src, tgt = self.train_src, self.train_tgt
+        return tuple(zip(_as_tuple(src), _as_tuple(tgt), strict=True))
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """train_weights, or 1 for each training source."""
+        return self.train_weights or tuple(1.0 for _ in self.train_sources)
+
+    @property
+    def is_mixture(self) -> bool:
+        return len(self.train_sources) > 1 or (
+            self.train_weights is not None and self.train_weights != (1.0,)
+        )
+
     @property
     def is_translation(self) -> bool:
         """Source -> target pairs: aligned files or a text-to-text TSV."""
         return self.train_src is not None or self.train_pairs is not None
+
+
+def _as_tuple(value: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else value
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")

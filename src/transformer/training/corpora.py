@@ -28,19 +28,28 @@ from ..data.tokenizer import (
 from . import distributed as D
 
 
-def train_files(d: DataConfig) -> tuple[str, str | None]:
-    """(targets, sources) of the training data; sources None for a language model (for a
-    classifier, the TSV file: its texts are the targets; text-to-text pairs: the TSV's two
-    columns, data.text.TsvColumn)."""
+def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
+    """(targets, sources) of each training source: one, or one per file of a mixture
+    (data.train_weights); sources None for a language model (for a classifier, the TSV file: its
+    texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
     if d.train_pairs is not None:
-        return T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0)
+        return [(T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0))]
     if d.is_translation:
-        return d.train_tgt, d.train_src
-    return (d.train_text or d.train_tsv), None
+        return [(tgt, src) for src, tgt in d.train_sources]
+    return [((d.train_text or d.train_tsv), None)]
 
 
-def valid_files(d: DataConfig) -> tuple[str | None, str | None]:
-    """(targets, sources) of the validation data; targets None when there is none."""
+def train_files(d: DataConfig) -> tuple[str, str | None]:
+    """(targets, sources) of the training data when it is one source (see train_parts)."""
+    parts = train_parts(d)
+    if len(parts) > 1:
+        raise ValueError("a mixture of training files: use train_parts")
+    return parts[0]
+
+
+def valid_files(d: DataConfig) -> tuple[str | tuple[str, ...] | None, str | tuple | None]:
+    """(targets, sources) of the validation data; targets None when there is none. Translation
+    files may be lists, read one after the other (read_valid)."""
     if d.valid_pairs is not None:
         return T.TsvColumn(d.valid_pairs, 1), T.TsvColumn(d.valid_pairs, 0)
     if d.is_translation:
@@ -65,9 +74,14 @@ class TrainingData:
     segmentations: list[C.Corpus] = field(default_factory=list)
     """With data.bpe_dropout: the training corpus in several random segmentations, epoch e training
     on segmentations[e % len]; `train` is the first. Empty without BPE-dropout."""
+    mixture: C.Mixture | None = None
+    """With several training sources (data.train_weights): the examples each epoch draws from
+    them; `train` is epoch 0's."""
 
-    def corpus(self, epoch: int) -> C.Corpus:
+    def corpus(self, epoch: int) -> C.Corpus | C.CorpusView:
         """The training corpus epoch `epoch` reads."""
+        if self.mixture is not None:
+            return self.mixture.epoch(epoch)
         return (
             self.segmentations[epoch % len(self.segmentations)]
             if self.segmentations
@@ -138,12 +152,14 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
     key = {
         "format": C.FORMAT,
         "kind": d.tokenizer,
-        "files": [C.file_key(f) for f in train_files(d) if f],
+        "files": [C.file_key(f) for part in train_parts(d) for f in part if f],
         "vocab_size": d.vocab_size,
         "min_frequency": d.min_frequency,
         "shared": d.shared_vocab or not d.is_translation,
         "sample": d.tokenizer_sample,
     }
+    if d.is_mixture:
+        key["weights"] = list(d.weights)
     if special_tokens(config) != SPECIAL_TOKENS:
         key["specials"] = list(special_tokens(config))
     if d.train_tsv:
@@ -155,12 +171,13 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     """(source, target) tokenizers of this kind trained on the training stream: one object for a
     shared vocabulary (and for a language model, which has only targets)."""
     d = config.data
-    targets, sources = train_files(d)
+    parts = train_parts(d)
+    sources = parts[0][1]
     specials = special_tokens(config)
     if d.train_tsv:
         texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
     else:
-        texts = lambda side: T.tokenizer_texts(targets, sources, side, sample)  # noqa: E731
+        texts = lambda side: mixture_texts(parts, d.weights, side, sample)  # noqa: E731
     if sources is None or d.shared_vocab:
         tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency, specials)
         return tok, tok
@@ -168,6 +185,23 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
         train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
         train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials),
     )
+
+
+def mixture_texts(
+    parts: list[tuple[str, str | None]], weights: Sequence[float], side: str, sample: int
+) -> Iterator[str]:
+    """data.text.tokenizer_texts over each training source in turn; with sample > 0, each source
+    gives its share of the sample by weight x examples, so the vocabulary follows the mixture a
+    run trains on."""
+    if len(parts) == 1:
+        yield from T.tokenizer_texts(*parts[0], side, sample)
+        return
+    sizes = [sum(1 for _ in T.iter_examples(t, s)) for t, s in parts]
+    total = sum(w * n for w, n in zip(weights, sizes, strict=True))
+    for (targets, sources), w, n in zip(parts, weights, sizes, strict=True):
+        share = min(n, max(1, round(sample * w * n / total))) if sample else 0
+        if w > 0:
+            yield from T.tokenizer_texts(targets, sources, side, share)
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
@@ -192,27 +226,35 @@ def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tok
     return src_tok, tgt_tok
 
 
-def prepare_only(config: RunConfig, say: Callable[[str], None]) -> C.Corpus:
+def prepare_only(config: RunConfig, say: Callable[[str], None]) -> list[C.Corpus]:
     """`transformer data prepare`: what `train` would build before its first step (the tokenizer,
-    unless train.init_from gives one, and the training corpus's arrays), kept in the cache."""
+    unless train.init_from gives one, and the training corpus's arrays: one per source of a
+    mixture), kept in the cache."""
     src_tok, tgt_tok = (
         load_tokenizers(config.train.init_from)
         if config.train.init_from
         else train_tokenizers(config, say)
     )
-    return training_corpora(config, src_tok, tgt_tok, say)[0]
+    corpora = training_corpora(config, src_tok, tgt_tok, say)
+    return corpora if config.data.is_mixture else corpora[:1]
 
 
 def training_corpora(
     config: RunConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, say: Callable[[str], None]
 ) -> list[C.Corpus]:
     """The config's training files prepared with these tokenizers (built, or opened from the cache):
-    one corpus, or with data.bpe_dropout data.segmentations of them, each segmented anew with the
-    merges dropped at random (kept in the cache: a resumed run reads the same ones). A masked-LM
-    text takes [CLS] and [SEP] (one more than a language model's <s>): one less to its max_len."""
+    one corpus, one per source of a mixture, or with data.bpe_dropout data.segmentations of them,
+    each segmented anew with the merges dropped at random (kept in the cache: a resumed run reads
+    the same ones). A masked-LM text takes [CLS] and [SEP] (one more than a language model's <s>):
+    one less to its max_len."""
     d = config.data
-    targets, sources = train_files(d)
     max_len = d.max_len - (config.objective == "mlm")
+    if d.is_mixture:
+        return [
+            C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok, d.cache, say=say)
+            for targets, sources in train_parts(d)
+        ]
+    targets, sources = train_files(d)
     if not d.bpe_dropout:
         return [
             C.prepare_corpus(
@@ -251,7 +293,8 @@ def compare_tokenizers(
     """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
     training data with its vocab_size and min_frequency, measured on its validation text (the
     training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
-    targets, sources = train_files(config.data)
+    parts = train_parts(config.data)
+    targets, sources = parts[0]
     valid_targets, valid_sources = valid_files(config.data)
     eval_sources, eval_targets = (
         read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
@@ -281,7 +324,17 @@ def compare_tokenizers(
     return rows
 
 
-def read_valid(targets: str, sources: str | None) -> tuple[list[str] | None, list[str]]:
+def read_valid(
+    targets: str | tuple[str, ...], sources: str | tuple[str, ...] | None
+) -> tuple[list[str] | None, list[str]]:
+    """(sources, targets) of the validation files, a list of files read one after the other."""
+    if isinstance(targets, tuple):
+        pairs = zip(targets, sources or [None] * len(targets), strict=True)
+        read = [read_valid(t, s) for t, s in pairs]
+        return (
+            None if sources is None else [s for r in read for s in r[0]],
+            [t for r in read for t in r[1]],
+        )
     kept = list(T.iter_examples(targets, sources))
     return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
 
@@ -338,7 +391,10 @@ def prepare_data(
     if not dist.is_main:
         src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
         corpora = training_corpora(config, src_tok, tgt_tok, say=lambda _: None)
-    train = corpora[0]
+    mixture = C.Mixture(corpora, d.weights, t.seed) if d.is_mixture else None
+    train = corpora[0] if mixture is None else mixture.epoch(0)
+    if mixture is not None:
+        say(describe_mixture(mixture, [src for src, _ in d.train_sources]))
     dropped = train.dropped
     if dropped["empty"]:
         say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
@@ -371,4 +427,17 @@ def prepare_data(
         t.seed,
         list(valid_targets),
         corpora if d.bpe_dropout else [],
+        mixture,
     )
+
+
+def describe_mixture(mixture: C.Mixture, names: list[str]) -> str:
+    """The run's header line for a mixture: each source's examples, weight and share of an
+    epoch."""
+    counts = mixture.counts()
+    total = sum(counts) or 1
+    parts = [
+        f"{name} {len(part):,} x {weight:g} = {n:,} ({n / total:.0%})"
+        for name, part, weight, n in zip(names, mixture.parts, mixture.weights, counts, strict=True)
+    ]
+    return f"data: a mixture, per epoch: {'; '.join(parts)}"

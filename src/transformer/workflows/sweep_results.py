@@ -97,11 +97,17 @@ def score_run(
     return row
 
 
-def _translation_scores(pipeline, src: str, ref: str, split: str) -> dict[str, float]:
+def _translation_scores(
+    pipeline, src: str | tuple[str, ...], ref: str | tuple[str, ...], split: str
+) -> dict[str, float]:
+    """BLEU and chrF on aligned files (lists of them: read one after the other)."""
     from ..evaluation.metrics import bleu, chrf
 
-    sources = Path(src).read_text(encoding="utf-8").splitlines()
-    references = Path(ref).read_text(encoding="utf-8").splitlines()
+    def read(paths: str | tuple[str, ...]) -> list[str]:
+        paths = (paths,) if isinstance(paths, str) else paths
+        return [line for p in paths for line in Path(p).read_text(encoding="utf-8").splitlines()]
+
+    sources, references = read(src), read(ref)
     if len(sources) != len(references):
         raise SweepError(
             f"{src} has {len(sources):,} lines but {ref} has {len(references):,}: "
