@@ -11,6 +11,7 @@ import torch
 import transformer as T
 from transformer.config import cpu_tiny
 from transformer.evaluation import bleu, chrf, model_nll, perplexity, text_perplexity
+from transformer.evaluation.metrics import has_loop, loop_rate
 
 HYP = ["the cat sat on the mat", "a dog barked loudly at night"]
 REF = ["the cat sat on a mat", "the dog barked loudly at night"]
@@ -74,3 +75,45 @@ def test_model_nll_matches_summed_token_log_probs_with_padding():
             lp = torch.log_softmax(model(torch.tensor([s]), torch.tensor([[2] + t])), -1)[0]
         expect -= sum(float(lp[i, tok]) for i, tok in enumerate(t + [3]))
     assert n == 6 and nll == pytest.approx(expect, rel=1e-5)
+
+
+LOOPS = [
+    "Bllllllllll.",
+    "The gate is the gate of the gate.",
+    "What is the who is is is the who is is is is",
+    "He made the stororor of the winter of the storororororor.",
+    "the who is the who is the who is",
+    "No, no, no, no.",  # emphasis has three; four in a row is a loop
+    "And the Lord said to the Lord said to the Lord said to Moses.",  # a 4-word span, three times
+]
+NOT_LOOPS = [
+    "I said no, no, no.",  # emphasis: punctuation after each of the three
+    "Mississippi",
+    "www",
+    "The year 1000000 passed.",  # digits never count
+    "Joram his son, Ahaziah his son, Joash his son,",  # a list, not a loop
+    "Yahweh said to Moses, “Go in to Pharaoh, and tell him, ‘This is what Yahweh, the God of the "
+    "Hebrews, says: “Let my people go, that they may serve me. For if you refuse to let them go, and "
+    "hold them still, behold, Yahweh’s hand is on your livestock which are in the field, on the "
+    "horses, on the donkeys, on the camels, on the herds, and on the flocks with a very grievous "
+    "pestilence, and Yahweh will make a distinction between the livestock of Israel and the "
+    "livestock of Egypt; and nothing shall die of all that belongs to the children of Israel.”’”",
+    "There was a certain Jew in the citadel of Susa whose name was Mordecai, the son of Jair, the son "
+    "of Shimei, the son of Kish, a Benjamite,",  # "the son of" three times in a long verse
+    "",
+]
+
+
+@pytest.mark.parametrize("text", LOOPS)
+def test_degenerate_repetition_is_a_loop(text):
+    assert has_loop(text)
+
+
+@pytest.mark.parametrize("text", NOT_LOOPS)
+def test_ordinary_repetition_is_not_a_loop(text):
+    assert not has_loop(text)
+
+
+def test_loop_rate_is_the_share_of_looping_lines():
+    assert loop_rate(LOOPS[:2] + NOT_LOOPS[:2]) == 0.5
+    assert loop_rate([]) == 0.0

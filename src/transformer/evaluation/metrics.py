@@ -3,12 +3,15 @@ perplexity, and classification scores. No model here: evaluation.scoring drives 
 
 BLEU and chrF take detokenised hypotheses and references, one line each, and report the
 sacreBLEU signature so that a number can be reproduced (Post 2018). Perplexity is
-exp(summed negative log-likelihood / token count).
+exp(summed negative log-likelihood / token count). loop_rate is the share of hypotheses that
+repeat themselves as a degenerate decoder does (has_loop gives the rules).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -148,3 +151,89 @@ def task_name(text: str) -> str:
     English"), or "-" when there is none."""
     head, sep, _ = text.partition(": ")
     return head if sep else "-"
+
+
+# Loops: the degenerate repetition a translation model falls into ("Bllllllllll.", "the who is
+# the who is the who is"). The rules, and what they flag in reference text, are in has_loop's
+# docstring.
+
+_WORD_UNIT_REPEAT = re.compile(r"([^\W\d_]{1,3})\1{3,}")
+"""A unit of 1-3 letters (no digits) followed by three more copies of itself: 4+ in a row."""
+
+_TOKEN = re.compile(r"[\W_]*(.*?)([\W_]*)", re.DOTALL)
+"""A whitespace token: leading punctuation, the word, trailing punctuation (\\W: neither letter
+nor digit)."""
+
+
+def _loop_words(text: str) -> tuple[list[str], list[bool]]:
+    """The words of text (whitespace tokens, lowercased, punctuation stripped at their ends; a
+    token of punctuation alone is no word), and for each whether punctuation follows it."""
+    words: list[str] = []
+    punctuated: list[bool] = []
+    for token in text.split():
+        word, trailing = _TOKEN.fullmatch(token).groups()
+        if word:
+            words.append(word.lower())
+            punctuated.append(bool(trailing))
+        elif punctuated:  # "no , no , no": the comma stands alone
+            punctuated[-1] = True
+    return words, punctuated
+
+
+def _is_list(starts: list[int], n: int, punctuated: list[bool]) -> bool:
+    """Whether punctuation follows every occurrence but the last of the n-gram starting at each of
+    starts: a list or emphasis ("No, no, no", "Joram his son, Ahaziah his son, Joash his son")."""
+    return all(punctuated[i + n - 1] for i in starts[:-1])
+
+
+def has_loop(text: str) -> bool:
+    """Whether a hypothesis loops, as a degenerate decoder does.
+
+    Words are the whitespace tokens of text, lowercased, with punctuation stripped at their ends
+    (a token of punctuation alone is no word). Text loops when any of these holds:
+
+    (a) a span of 1-8 words occurs three times in a row ("is is is", "the who is the who is the
+        who is"); when punctuation follows each occurrence, four times: "No, no, no." and
+        "Yahweh's temple, Yahweh's temple, Yahweh's temple" are emphasis, not loops;
+    (b) a word 3-gram occurs three or more times anywhere, and at most 2/3 of the text's 3-grams
+        are distinct (repetition is much of the text: "the son of X, the son of Y, the son of Z"
+        in a long verse is not a loop);
+    (c) a word bigram occurs three or more times anywhere in a text of at most 12 words ("The gate
+        is the gate of the gate."), unless punctuation follows each occurrence but the last (a
+        list: "Joram his son, Ahaziah his son, Joash his son,");
+    (d) within a word, a unit of 1-3 letters (digits never count) occurs four or more times in a
+        row ("Bllllllllll", "storororororor"; not "Mississippi", "www", "1000000").
+
+    Set on the English references of data/bible (transformer data bible --src spa --tgt eng): they
+    flag none of the 1,689 lines of valid and test, and 42 of train's 28,819 (0.15%: genealogies
+    such as "the son of Michael, the son of Baaseiah, the son of Malchijah," and verses that
+    repeat a clause three times). (d) flags none of the 20,615 distinct words of train.eng and
+    Tiny Shakespeare.
+    """
+    words, punctuated = _loop_words(text)
+    if any(_WORD_UNIT_REPEAT.search(word) for word in words):  # (d)
+        return True
+    n_words = len(words)
+    for n in range(1, min(8, n_words // 3) + 1):  # (a)
+        for i in range(n_words - 3 * n + 1):
+            if words[i : i + n] == words[i + n : i + 2 * n] == words[i + 2 * n : i + 3 * n]:
+                if not _is_list([i, i + n, i + 2 * n], n, punctuated):
+                    return True
+                if words[i + 3 * n : i + 4 * n] == words[i : i + n]:
+                    return True
+    trigrams = Counter(tuple(words[i : i + 3]) for i in range(n_words - 2))
+    if trigrams and max(trigrams.values()) >= 3 and len(trigrams) <= 2 / 3 * (n_words - 2):  # (b)
+        return True
+    if n_words <= 12:  # (c)
+        starts: dict[tuple[str, ...], list[int]] = {}
+        for i in range(n_words - 1):
+            starts.setdefault(tuple(words[i : i + 2]), []).append(i)
+        if any(len(at) >= 3 and not _is_list(at, 2, punctuated) for at in starts.values()):
+            return True
+    return False
+
+
+def loop_rate(hypotheses: Sequence[str]) -> float:
+    """The share (0-1) of hypotheses that loop (has_loop); 0.0 for none."""
+    hypotheses = list(hypotheses)
+    return sum(map(has_loop, hypotheses)) / len(hypotheses) if hypotheses else 0.0
