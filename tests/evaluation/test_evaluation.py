@@ -85,12 +85,15 @@ LOOPS = [
     "the who is the who is the who is",
     "No, no, no, no.",  # emphasis has three; four in a row is a loop
     "And the Lord said to the Lord said to the Lord said to Moses.",  # a 4-word span, three times
+    "77777777777777777777",  # digits and punctuation: ten in a row
+    "“ “ “ “ “ “ “ “ “ “ “ “",
 ]
 NOT_LOOPS = [
     "I said no, no, no.",  # emphasis: punctuation after each of the three
     "Mississippi",
     "www",
-    "The year 1000000 passed.",  # digits never count
+    "The year 1000000 passed.",  # digits count only ten in a row
+    "Wait . . . what?",
     "Joram his son, Ahaziah his son, Joash his son,",  # a list, not a loop
     "Yahweh said to Moses, “Go in to Pharaoh, and tell him, ‘This is what Yahweh, the God of the "
     "Hebrews, says: “Let my people go, that they may serve me. For if you refuse to let them go, and "
