@@ -1,0 +1,64 @@
+"""Which Debian package installed a file, its version and its licence, for PROVENANCE.md: asked of
+dpkg-query and /usr/share/doc/PACKAGE/copyright, "unknown" where there is no dpkg (tests, other
+systems). Nothing here decides what goes into a corpus."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+UNKNOWN = "unknown"
+
+
+def _dpkg_query(*args: str) -> str:
+    """dpkg-query's standard output ("" without dpkg-query); unowned paths are not an error."""
+    if not shutil.which("dpkg-query"):
+        return ""
+    try:
+        done = subprocess.run(
+            ["dpkg-query", *args], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout
+
+
+def owners(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
+    """{path: the package that installed it} for the paths dpkg knows (`dpkg-query -S`)."""
+    wanted = [os.fspath(p) for p in paths]
+    found: dict[str, str] = {}
+    for line in _dpkg_query("-S", *wanted).splitlines() if wanted else []:
+        packages, sep, path = line.partition(": ")
+        if sep and not line.startswith("diversion "):
+            found[path.strip()] = packages.split(", ")[0].split(":")[0]
+    return found
+
+
+def versions(packages: Iterable[str]) -> dict[str, str]:
+    """{package: installed version} (`dpkg-query -W`)."""
+    wanted = sorted(set(packages) - {UNKNOWN})
+    found: dict[str, str] = {}
+    if wanted:
+        for line in _dpkg_query("-W", "-f=${Package}\t${Version}\n", *wanted).splitlines():
+            name, _, version = line.partition("\t")
+            found[name] = version
+    return found
+
+
+def licence(package: str, doc_root: str | os.PathLike = "/usr/share/doc") -> str:
+    """The licence of a package's `Files: *` stanza (or its first License: line) from its
+    machine-readable copyright file; otherwise where to read it."""
+    path = Path(doc_root) / package / "copyright"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return UNKNOWN
+    star = re.search(r"^Files:\s*\*\s*$(.*?)(?:^\s*$|\Z)", text, re.M | re.S)
+    match = re.search(r"^License:\s*(\S.*)$", star.group(1) if star else text, re.M)
+    if match is None and star:
+        match = re.search(r"^License:\s*(\S.*)$", text, re.M)
+    return match.group(1).strip() if match else f"see {path}"
