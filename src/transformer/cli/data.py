@@ -1,5 +1,6 @@
-"""`transformer data ...` (datasets: bible, bible-genre, bible-t2t, fashion-mnist, copy, prepare)
-and `transformer tokenize`: each command's parser beside its handler."""
+"""`transformer data ...` (datasets: bible, bible-genre, bible-t2t, ui-strings,
+debian-descriptions, dictionary, fashion-mnist, copy, prepare) and `transformer tokenize`: each
+command's parser beside its handler."""
 
 from __future__ import annotations
 
@@ -267,6 +268,89 @@ def add_fashion_mnist_parser(data: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data_fashion_mnist)
 
 
+# ---- Spanish -> English from installed packages (transformer.data.modern) ----
+
+
+def _report_modern(out: str, report: dict, unit: str) -> None:
+    pairs, dropped = report["pairs"], sum(report["dropped"].values())
+    print(
+        f"wrote {out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} {unit}; dropped {dropped:,} (see {out}/PROVENANCE.md)"
+    )
+
+
+def cmd_data_ui_strings(args: argparse.Namespace) -> None:
+    """Software messages from the system's Spanish gettext catalogs."""
+    from ..data.modern import build_ui_corpus
+
+    report = build_ui_corpus(args.out, args.locale_dir)
+    _report_modern(args.out, report, "message pairs")
+
+
+def add_ui_strings_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data ui-strings`."""
+    p = data.add_parser(
+        "ui-strings",
+        help="Spanish -> English software messages from the installed gettext catalogs (*.mo)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--locale-dir",
+        default=None,
+        help="directory holding es/LC_MESSAGES (default /usr/share/locale)",
+    )
+    p.set_defaults(func=cmd_data_ui_strings)
+
+
+def cmd_data_debian_descriptions(args: argparse.Namespace) -> None:
+    """Package descriptions from apt's Translation-es and Translation-en indexes."""
+    from ..data.modern import build_debian_corpus
+
+    report = build_debian_corpus(args.out, args.lists)
+    _report_modern(args.out, report, "segment pairs")
+
+
+def add_debian_descriptions_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data debian-descriptions`."""
+    p = data.add_parser(
+        "debian-descriptions",
+        help="Spanish -> English Debian package descriptions from apt's Translation-es index",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--lists",
+        default=None,
+        help="directory holding *_i18n_Translation-es and -en (default /var/lib/apt/lists)",
+    )
+    p.set_defaults(func=cmd_data_debian_descriptions)
+
+
+def cmd_data_dictionary(args: argparse.Namespace) -> None:
+    """Headword -> translation pairs from the FreeDict Spanish-English dictionary."""
+    from ..data.modern import build_dictionary_corpus
+
+    report = build_dictionary_corpus(args.out, args.dict)
+    print(
+        f"wrote {args.out}: train {report['pairs']:,} headword -> translation pairs from "
+        f"{report['headwords']:,} headwords, no valid or test (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_dictionary_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data dictionary`."""
+    p = data.add_parser(
+        "dictionary",
+        help="Spanish -> English word pairs from dict-freedict-spa-eng (training data only)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--dict",
+        default=None,
+        help="directory holding freedict-spa-eng.index and .dict.dz (default /usr/share/dictd)",
+    )
+    p.set_defaults(func=cmd_data_dictionary)
+
+
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
     from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
@@ -372,6 +456,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_bible_parser(data)
     add_bible_genre_parser(data)
     add_bible_t2t_parser(data)
+    add_ui_strings_parser(data)
+    add_debian_descriptions_parser(data)
+    add_dictionary_parser(data)
     add_fashion_mnist_parser(data)
     add_copy_parser(data)
     add_prepare_parser(data)
