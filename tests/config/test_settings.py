@@ -34,6 +34,8 @@ DECODE = {
     "top_k": ([0, 5], [-1]),
     "top_p": ([1.0, 0.5], [0.0, 1.5, -0.1]),
     "max_new_tokens": ([1, 3], [0, -5]),
+    "no_repeat_ngram_size": ([0, 1, 3], [-1]),
+    "repetition_penalty": ([1.0, 1.2, 0.8, 3], [0.0, -1.0, math.inf, math.nan]),
     "precision": (["fp32", "bf16", "int8", "auto"], ["fp16", "x"]),
 }
 COMPANIONS = {"n_best": {"beam_size": 4}}

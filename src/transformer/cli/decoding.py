@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..config import SAMPLING_SETTINGS, TRANSLATE_SETTINGS, DecodeConfig, settings_of
+from ..config.decode import REPETITION_SETTINGS
 from .common import (
     AT_LEAST_0,
     POSITIVE,
@@ -31,7 +32,8 @@ from .lines import format_lines, read_lines, stream_lines
 TRANSLATE = TRANSLATE_SETTINGS
 GENERATE = (*SAMPLING_SETTINGS, "beam_size")
 """The decoding settings generate takes (a language model samples unless --beam is given)."""
-SAMPLING = SAMPLING_SETTINGS
+SAMPLING = tuple(name for name in SAMPLING_SETTINGS if name not in REPETITION_SETTINGS)
+"""The settings only sampling takes (the repetition guards apply to beam search too)."""
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
@@ -153,7 +155,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         print(
             pipeline.translate(
                 [(args.prefix or "") + args.prompt],
-                **decode_overrides(args, ("beam_size",)),
+                **decode_overrides(args, ("beam_size", *REPETITION_SETTINGS)),
                 on_truncate=lambda _: note("generate", cut),
             )[0]
         )

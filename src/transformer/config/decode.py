@@ -60,6 +60,14 @@ class DecodeConfig:
         1.0, gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)"
     )
     """Sample from the smallest set of tokens whose probability reaches p (1 = all)."""
+    no_repeat_ngram_size: int = setting(
+        0, ge=0, flag="--no-repeat-ngram", give="a number of tokens >= 0 (0 = off)"
+    )
+    """Never repeat an n-gram of this size within an output (fairseq, CTranslate2); 0 = off."""
+    repetition_penalty: float = setting(
+        1.0, gt=0, finite=True, flag="--repetition-penalty", give="a number > 0 (1 = off)"
+    )
+    """Penalise tokens already output: logit / this, or * this if negative (CTRL); 1 = off."""
     max_new_tokens: int = setting(
         50, gt=0, flag="--max-new-tokens", give="a positive number of tokens"
     )
@@ -91,6 +99,9 @@ class DecodeConfig:
         return from_values(cls, values, section)
 
 
+REPETITION_SETTINGS = ("no_repeat_ngram_size", "repetition_penalty")
+"""The guards against repetition loops (transformer.decoding.repetition): every search takes
+them."""
 TRANSLATE_SETTINGS = (
     "beam_size",
     "length_penalty",
@@ -99,7 +110,8 @@ TRANSLATE_SETTINGS = (
     "max_len_a",
     "max_len_b",
     "min_len",
+    *REPETITION_SETTINGS,
 )
 """The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
-SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p")
+SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", *REPETITION_SETTINGS)
 """The settings of sampling from a language model: generate's flags, /v1/generate's fields."""

@@ -19,6 +19,8 @@ Conventions (also in docs):
   finished one, bounding a live beam by its log-probability over the most favourable length
   penalty it could still reach. False: Hugging Face's heuristic (the bound uses the current length).
 - A sentence that stops leaves the cache: finished sentences stop costing work.
+- Repetition guards (repetition.py) act on each hypothesis's own output, which follows it through
+  the reorders; the log-probabilities ranked above are those the guards leave.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..config import DecodeConfig
 from .greedy import pack_outputs, self_key_count
 from .history import AttentionHistory, stack_attention
 from .penalties import best_attainable, length_penalty
+from .repetition import RepetitionGuards
 from .step import SourceInput, Stepper, blocked_tokens, inference
 
 
@@ -85,6 +88,8 @@ def beam_search(
     src_mask: torch.Tensor | None = None,
     return_scores: bool = False,
     return_attention: bool = False,
+    no_repeat_ngram_size: int = DecodeConfig.no_repeat_ngram_size,
+    repetition_penalty: float = DecodeConfig.repetition_penalty,
 ):
     """Beam search for a batch of sources (or prompts, for a decoder-only model).
 
@@ -102,9 +107,12 @@ def beam_search(
         min_len=min_len,
         n_best=n_best,
         early_stopping=early_stopping,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
     )  # validates the values
+    guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
     with inference(model):
-        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention)
+        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention, guards=guards)
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
         finished = _search(
             stepper,

@@ -12,6 +12,7 @@ import torch
 
 from ..config import DecodeConfig
 from .history import AttentionHistory
+from .repetition import RepetitionGuards
 from .step import SourceInput, Stepper, blocked_tokens, inference
 
 OnStep = Callable[[torch.Tensor, torch.Tensor], None]
@@ -137,21 +138,32 @@ def greedy_search(
     return_scores: bool = False,
     return_attention: bool = False,
     on_step: OnStep | None = None,
+    no_repeat_ngram_size: int = DecodeConfig.no_repeat_ngram_size,
+    repetition_penalty: float = DecodeConfig.repetition_penalty,
 ):
     """Greedy decoding for a batch: the argmax token at every step.
 
     src_ids: (B, S) ids right-padded with pad_id (or with an explicit src_mask), or a list of
     sequences. For a decoder-only model they are prompts and the output is their continuation.
     At most floor(max_len_a * source_length + max_len_b) tokens are generated per row
-    (</s> included); </s> is blocked before min_len tokens.
+    (</s> included); </s> is blocked before min_len tokens; no_repeat_ngram_size and
+    repetition_penalty guard each row's output against repetition (repetition.py).
     Returns ids (B, T) without <s>/</s>, right-padded with pad_id; with return_scores also the
-    summed log-probabilities (B,) (</s> included); with return_attention also
+    summed log-probabilities (B,) (</s> included; with repetition_penalty, of the penalised
+    distribution); with return_attention also
     {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None}. on_step: see
     one_token_per_row.
     """
-    DecodeConfig(max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len)  # validates the values
+    DecodeConfig(
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        min_len=min_len,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
+    )  # validates the values
+    guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
     with inference(model):
-        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention)
+        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention, guards=guards)
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
         ids, scores, attention = one_token_per_row(
             stepper, lambda lp: lp.argmax(dim=-1), max_new, min_len, return_attention, on_step

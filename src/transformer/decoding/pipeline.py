@@ -149,9 +149,10 @@ class Pipeline:
     ) -> list[str] | list[list[str]]:
         """Translate each line (output in input order): a list (or any iterable) of str, each one
         line; one bare str is a TypeError. `decode` overrides the model's defaults (beam_size,
-        length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best); beam_size 1 is
-        greedy. With n_best > 1 each entry is a list of the n best, best first. Lines longer than
-        the model takes are truncated (see the module's rules)."""
+        length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best,
+        no_repeat_ngram_size, repetition_penalty); beam_size 1 is greedy. With n_best > 1 each
+        entry is a list of the n best, best first. Lines longer than the model takes are truncated
+        (see the module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
         lines = as_lines(lines)
@@ -215,6 +216,8 @@ class Pipeline:
                 max_len_b=s.max_len_b,
                 min_len=s.min_len,
                 return_attention=return_attention,
+                no_repeat_ngram_size=s.no_repeat_ngram_size,
+                repetition_penalty=s.repetition_penalty,
             )
         return beam_search(
             self.model,
@@ -228,6 +231,8 @@ class Pipeline:
             n_best=s.n_best,
             early_stopping=s.early_stopping,
             return_attention=return_attention,
+            no_repeat_ngram_size=s.no_repeat_ngram_size,
+            repetition_penalty=s.repetition_penalty,
         )
 
     def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
@@ -294,11 +299,12 @@ class Pipeline:
         **decode,
     ) -> str:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
-        (max_new_tokens, temperature, top_k, top_p; beam_size > 1 uses beam search, temperature 0 is
-        greedy: see transformer.decoding.sampling). Returns the new text only. An over-long prompt
-        keeps its end (see the module's rules). on_token(id) is called with each new token as it is
-        chosen (</s> not included), to stream the output; an exception it raises stops the decoding
-        and propagates. Beam search has no tokens to stream before it ends."""
+        (max_new_tokens, temperature, top_k, top_p, no_repeat_ngram_size, repetition_penalty;
+        beam_size > 1 uses beam search, temperature 0 is greedy: see transformer.decoding.sampling).
+        Returns the new text only. An over-long prompt keeps its end (see the module's rules).
+        on_token(id) is called with each new token as it is chosen (</s> not included), to stream
+        the output; an exception it raises stops the decoding and propagates. Beam search has no
+        tokens to stream before it ends."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
         if not isinstance(prompt, str):
@@ -342,6 +348,8 @@ class Pipeline:
                 length_penalty_kind=s.length_penalty_kind,
                 max_len_a=0,
                 max_len_b=s.max_new_tokens,
+                no_repeat_ngram_size=s.no_repeat_ngram_size,
+                repetition_penalty=s.repetition_penalty,
             )
         else:
             generator = torch.Generator(device=next(self.model.parameters()).device)
@@ -358,6 +366,8 @@ class Pipeline:
                 top_p=s.top_p,
                 generator=generator,
                 on_step=on_step,
+                no_repeat_ngram_size=s.no_repeat_ngram_size,
+                repetition_penalty=s.repetition_penalty,
             )
         return self.target_tokenizer.decode(out[0].tolist())
 

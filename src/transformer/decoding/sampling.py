@@ -15,6 +15,7 @@ import torch
 
 from ..config import DecodeConfig
 from .greedy import OnStep, one_token_per_row, pack_outputs
+from .repetition import RepetitionGuards
 from .step import SourceInput, Stepper, inference
 
 
@@ -52,15 +53,19 @@ def sample(
     return_scores: bool = False,
     return_attention: bool = False,
     on_step: OnStep | None = None,
+    no_repeat_ngram_size: int = DecodeConfig.no_repeat_ngram_size,
+    repetition_penalty: float = DecodeConfig.repetition_penalty,
 ):
     """Sample a continuation of each prompt (decoder-only) or a translation of each source (encoder-
     decoder).
 
     Each step draws from softmax(logits / temperature), restricted to the top_k tokens and then
     to the top_p nucleus; temperature 0 takes the most probable token (greedy search's output).
-    Returns ids (B, T) without </s>, right-padded with pad_id; with
-    return_scores also the summed log-probabilities of the drawn tokens under the model itself
-    (temperature 1, no filtering) (B,). on_step(rows, tokens) is called after each step
+    The repetition guards apply first, to the logits and log-probabilities before temperature
+    and filtering (repetition.py; Hugging Face's order). Returns ids (B, T) without </s>,
+    right-padded with pad_id; with return_scores also the summed log-probabilities of the drawn
+    tokens under the model itself (temperature 1, no filtering; with repetition_penalty, the
+    penalised distribution) (B,). on_step(rows, tokens) is called after each step
     (greedy.one_token_per_row).
     """
     DecodeConfig(
@@ -69,7 +74,10 @@ def sample(
         top_p=top_p,
         max_new_tokens=max_new_tokens,
         min_len=min_new_tokens,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        repetition_penalty=repetition_penalty,
     )  # validates the values
+    guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
         if temperature == 0:  # greedy: the limit T -> 0 (see the module's doc)
@@ -79,7 +87,9 @@ def sample(
         return torch.multinomial(lp.softmax(dim=-1), 1, generator=generator).squeeze(1)
 
     with inference(model):
-        stepper = Stepper(model, prompt_ids, prompt_mask, need_weights=return_attention)
+        stepper = Stepper(
+            model, prompt_ids, prompt_mask, need_weights=return_attention, guards=guards
+        )
         max_new = stepper.max_new_tokens(0.0, max_new_tokens)
         ids, scores, attention = one_token_per_row(
             stepper, choose, max_new, min_new_tokens, return_attention, on_step

@@ -1,14 +1,16 @@
 """The one interface every decoding strategy uses: encode the source once, then step one position.
 
-Legend (model/__init__.py): B batch (sentences or beam rows), S source / prompt length, V
-vocabulary, H heads; spelled out: layers, keys (self-attention keys: the cache's columns).
+Legend (model/__init__.py): B batch (sentences or beam rows), S source / prompt length, T tokens
+output so far, V vocabulary, H heads; spelled out: layers, keys (self-attention keys: the cache's
+columns).
 
 For an encoder-decoder model the source is encoded once and the decoder starts from the
 model's start token (`ModelConfig.start_id`). For a decoder-only model the source *is* the
 prompt: a batch of prompts is left-padded so every row's next token lands in the same
 column, and the model counts positions from each row's first real token. Either way a step
 feeds one token per row and costs one new position of work over the KV cache; rows can be
-reordered, repeated (beams) or dropped (finished sentences) with `reorder`.
+reordered, repeated (beams) or dropped (finished sentences) with `reorder`. With repetition guards
+(repetition.py) the Stepper also keeps each row's output so far, reordered with the rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from ..model.transformer import DecoderOnly, EncoderDecoder
+from .repetition import RepetitionGuards
 
 SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
 
@@ -86,6 +89,8 @@ class Stepper:
     row and returns the next (B', V); `reorder(index)` keeps/repeats/drops rows.
     With need_weights, `weights` holds the last call's attention: {"self": [(B, H, keys) per
     layer], "cross": [(B, H, S) per layer] or None} for the query that predicts the next token.
+    With guards, the log-probabilities are those the guards leave (repetition.py), and `output`
+    holds each row's tokens fed so far (B, T); without, `output` is None and nothing is kept.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class Stepper:
         src_ids: SourceInput,
         src_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        guards: RepetitionGuards | None = None,
     ):
         if not isinstance(model, EncoderDecoder | DecoderOnly):
             raise ValueError(
@@ -123,6 +129,12 @@ class Stepper:
         if need_weights:  # weights are per row: keep each beam's history in its own row
             self.cache.share_prefixes = False
         self.weights: dict | None = None
+        self.guards = guards
+        self.output = (
+            None
+            if guards is None
+            else torch.zeros(self.batch_size, 0, dtype=torch.long, device=self.device)
+        )  # (B, T): the tokens fed by step, the guards' history
 
     @property
     def max_positions(self) -> int | None:
@@ -156,6 +168,8 @@ class Stepper:
         else:
             logits = out
         logits = logits[:, -1] if last_only else logits[:, 0]
+        if self.guards is not None:
+            return self.guards.log_probs(logits, self.output)  # (B, V)
         return torch.log_softmax(
             logits, dim=-1, dtype=torch.float32
         )  # (B, V); a bf16 model's logits without a copy
@@ -180,6 +194,8 @@ class Stepper:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,) -> log-probabilities of the next (B, V)."""
         ids = tokens.to(self.device).view(-1, 1)  # (B, 1)
+        if self.output is not None:
+            self.output = torch.cat([self.output, ids], dim=1)  # (B, T + 1)
         if self.decoder_only:
             out = self.model(ids, None, cache=self.cache, need_weights=self.need_weights)
         else:
@@ -200,9 +216,10 @@ class Stepper:
         None = all): the beams of a sentence share its cross-attention keys/values
         (KVCache.reorder).
         """
-        self.cache.reorder(
-            index.to(self.device), group_size, None if sources is None else sources.to(self.device)
-        )
+        index = index.to(self.device)
+        self.cache.reorder(index, group_size, None if sources is None else sources.to(self.device))
+        if self.output is not None:
+            self.output = self.output[index]  # each row's history follows it
 
 
 def blocked_tokens(log_probs: torch.Tensor, config, step: int, min_len: int) -> torch.Tensor:

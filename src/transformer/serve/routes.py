@@ -14,6 +14,7 @@ import torch
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
+from ..config import SAMPLING_SETTINGS
 from ..decoding.pipeline import PipelineError
 from .errors import ApiError
 from .schemas import (
@@ -133,11 +134,7 @@ async def generate(body: GenerateRequest, request: Request):
     if body.chat and pipeline.chat is None:
         raise ApiError(422, "invalid_request", "chat: this model has no chat template")
     decode = {
-        k: v
-        for k, v in body.model_dump(
-            include={"max_new_tokens", "temperature", "top_k", "top_p"}
-        ).items()
-        if v is not None
+        k: v for k, v in body.model_dump(include=set(SAMPLING_SETTINGS)).items() if v is not None
     }
     try:
         s = pipeline.settings(**decode)  # temperature 0 is greedy: decoding.sampling's rule
