@@ -77,6 +77,8 @@ def find_indexes(lists_dir: str | os.PathLike | None, language: str) -> list[Pat
             f"--lists {lists_dir} does not exist: give the directory holding the "
             f"*_i18n_Translation-es files (default {LISTS_DIR})"
         )
+    if not root.is_dir():
+        return []  # the default directory on a system without apt
     name = re.compile(rf".*Translation-{language}(\.(gz|xz|bz2|lz4|zst))?")
     return sorted(p for p in root.iterdir() if p.is_file() and name.fullmatch(p.name))
 

@@ -172,8 +172,8 @@ def build_dictionary_corpus(
     respaced: dict[str, str] = {}
     pairs = []
     for headword, senses in entries:
-        if not any(senses):
-            dropped["headword without a translation"] += 1
+        if not headword or not any(senses):
+            dropped["entry without a headword or a translation"] += 1
             continue
         all_translations = sum(len(s) for s in senses)
         chosen = choose(senses)
