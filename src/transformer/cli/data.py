@@ -90,13 +90,13 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
             "train_tsv is read whole when training starts (nothing to prepare)"
         )
-    corpus = prepare_only(config, say=print)
-    dropped = corpus.dropped
-    print(
-        f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target tokens) "
-        f"in {corpus.path}; dropped {dropped['empty']:,} with an empty side and "
-        f"{dropped['too_long']:,} longer than data.max_len={config.data.max_len}"
-    )
+    for corpus in prepare_only(config, say=print):
+        dropped = corpus.dropped
+        print(
+            f"{len(corpus):,} training examples ({corpus.header['tokens']['target']:,} target "
+            f"tokens) in {corpus.path}; dropped {dropped['empty']:,} with an empty side and "
+            f"{dropped['too_long']:,} longer than data.max_len={config.data.max_len}"
+        )
 
 
 def add_prepare_parser(data: argparse._SubParsersAction) -> None:
