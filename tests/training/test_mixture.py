@@ -16,7 +16,6 @@ from transformer.data import corpus as C
 from transformer.training import distributed as D
 from transformer.training.corpora import mixture_texts, prepare_data, tokenizer_cache_key
 
-
 SOLO = D.DistInfo(0, 1, 0, torch.device("cpu"))
 
 

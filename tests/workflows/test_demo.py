@@ -1,4 +1,5 @@
-"""The demo path end to end on a tiny budget: train, average, score the test split, translate."""
+"""The demo path end to end on a tiny budget: train, average, score the test splits, translate; and
+the mixture it trains (configs/es-en.toml on the corpora it could build)."""
 
 from pathlib import Path
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from transformer.decoding.pipeline import Pipeline
-from transformer.evaluation.metrics import bleu, chrf
+from transformer.evaluation.metrics import bleu, chrf, loop_rate
 from transformer.model_dir import load_model
 from transformer.training.checkpoint import step_dirs
 from transformer.workflows.demo import EXAMPLES, run_demo
@@ -14,8 +15,9 @@ from transformer.workflows.demo import EXAMPLES, run_demo
 
 @pytest.mark.slow
 def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
-    data = tmp_path / "bible"
-    data.mkdir()
+    root = tmp_path / "data"
+    data = root / "bible"
+    data.mkdir(parents=True)
     spa = ["En el principio crió Dios los cielos y la tierra.", "Y dijo Dios: Sea la luz: y fué la luz.",
            "Y vió Dios que la luz era buena.", "Y llamó Dios á la luz Día."] * 30
     eng = ["In the beginning, God created the heavens and the earth.", "God said, “Let there be light,” and there was light.",
@@ -25,7 +27,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
         (data / f"{split}.eng").write_text("\n".join(eng[:n]) + "\n", encoding="utf-8")
     lines = []
     result = run_demo(
-        minutes=2, data_dir=data, run_dir=tmp_path / "run", average_last=2, log=lines.append,
+        minutes=2, data_dir=root, run_dir=tmp_path / "run", average_last=2, log=lines.append, sources=("bible",),
         overrides=("model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
                    "model.n_decoder_layers=1", "data.vocab_size=300", "train.max_steps=40", "train.warmup_steps=10",
                    "train.batch_tokens=400", "train.valid_every=20", "train.save_every=20", "train.log_every=20",
@@ -45,12 +47,15 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
     sources = (data / "test.spa").read_text(encoding="utf-8").splitlines()
     references = (data / "test.eng").read_text(encoding="utf-8").splitlines()
     hypotheses = pipeline.translate(sources)
-    scores = result["scores"]
+    scores = result["scores"]["bible"]
     assert scores["bleu"].score == bleu(hypotheses, references).score and "nrefs:1" in scores["bleu"].signature
     assert scores["chrf"].score == chrf(hypotheses, references).score
+    assert scores["loops"] == loop_rate(hypotheses) and scores["lines"] == 6
+    assert list(result["scores"]) == ["bible"]  # the one source it was given
     assert result["examples"] == dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     printed = "\n".join(lines)
-    assert "averaged the last 2 checkpoints" in printed and str(scores["bleu"]) in printed
+    assert "averaged the last 2 checkpoints" in printed and scores["bleu"].signature in printed
+    assert f"BLEU {scores['bleu'].score:5.1f}" in printed
     assert 'with model.dropout=0.0 train.schedule="inverse_sqrt" model.d_model=32' in printed  # the demo's, then the caller's
     assert load_model(model_dir).config.dropout == 0.0
     for source, translation in result["examples"].items():
@@ -62,7 +67,7 @@ def test_demo_reports_a_missing_config(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(demo, "REPO", tmp_path)
-    with pytest.raises(demo.DemoError, match="configs/bible-es-en.toml not found"):
+    with pytest.raises(demo.DemoError, match="configs/es-en.toml not found"):
         demo.config_path()
 
 
@@ -78,9 +83,11 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     config = demo_config(15, tmp_path)
     assert config.model.dropout == 0.0 and config.train.max_minutes == 15
     assert recipe.train.schedule == "cosine" and config.train.schedule == "inverse_sqrt"  # the demo averages a high rate
-    paths = {f"{side}_{part}": str(tmp_path / f"{side}.{lang}")
-             for side in ("train", "valid") for part, lang in (("src", "spa"), ("tgt", "eng"))}
+    # the recipe's corpora, each data/NAME/... moved under the demo's folder, with their weights
+    moved = lambda files: tuple(str(tmp_path / Path(f).relative_to("data")) for f in files)  # noqa: E731
+    paths = {k: moved(getattr(recipe.data, k)) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
     assert {k: getattr(config.data, k) for k in paths} == paths
+    assert config.data.train_weights == recipe.data.train_weights
     # nothing else differs from the recipe: the same model but for dropout, the same training but for the
     # budget and the schedule (whose peak is the same: 1.8e-3 at step 300)
     assert dataclasses.replace(config.model, dropout=recipe.model.dropout) == recipe.model
@@ -91,6 +98,35 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
     assert config.decode == recipe.decode
     assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
+
+
+def test_the_demo_leaves_out_the_sources_it_could_not_build(tmp_path):
+    """Only the sources given, each with its own weight; validation only from those."""
+    from transformer.config import load_config
+    from transformer.workflows.demo import config_path, demo_config
+
+    recipe = load_config(str(config_path())).data
+    weight = dict(zip((Path(s).parent.name for s, _ in recipe.train_sources), recipe.weights, strict=True))
+    config = demo_config(15, tmp_path, sources=("bible", "debian"))
+    assert config.data.train_src == (str(tmp_path / "bible/train.spa"), str(tmp_path / "debian/train.spa"))
+    assert config.data.train_weights == (weight["bible"], weight["debian"])
+    assert config.data.valid_tgt == (str(tmp_path / "bible/valid.eng"), str(tmp_path / "debian/valid.eng"))
+    assert demo_config(15, tmp_path, sources=("bible",)).data.train_tgt == (str(tmp_path / "bible/train.eng"),)
+
+
+def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_path, monkeypatch):
+    import transformer.data.modern as modern
+    import transformer.workflows.demo as demo
+    from transformer.data.text import DataError
+
+    def missing(out, *args):
+        raise DataError("no Translation-es index under /nowhere: run `sudo apt-get ...`")
+
+    monkeypatch.setattr(modern, "build_debian_corpus", missing)
+    monkeypatch.setattr(demo, "_root_command", lambda command: None)  # may not install
+    notes = []
+    assert demo.build_source("debian", tmp_path / "debian", notes.append) is False
+    assert notes == ["note: leaving out debian (no Translation-es index under /nowhere: run `sudo apt-get ...`)"]
 
 
 def test_demo_reports_a_bad_override(tmp_path):

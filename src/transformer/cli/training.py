@@ -180,7 +180,7 @@ def add_average_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Spanish -> English on the Bible, end to end (see transformer.workflows.demo)."""
+    """Spanish -> English, end to end (see transformer.workflows.demo)."""
     from ..workflows.demo import DemoError, run_demo
 
     try:
@@ -197,13 +197,16 @@ def cmd_demo(args: argparse.Namespace) -> None:
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
     """`transformer demo`."""
     p = sub.add_parser(
-        "demo", help="the main job: Spanish -> English on the Bible, trained here in ~15 minutes"
+        "demo",
+        help="the main job: a Spanish -> English translator (the Bible, software messages, package "
+        "descriptions, a word list), trained here in ~15 minutes",
     )
     p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
     p.add_argument(
         "--data",
-        default="data/bible",
-        help="corpus directory (built when missing; default data/bible)",
+        default="data",
+        help="folder of the corpora, one folder each: bible, ui, debian, dictionary (built when "
+        "missing; default data)",
     )
     p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
     p.add_argument(

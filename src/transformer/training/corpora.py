@@ -398,11 +398,12 @@ def prepare_data(
     dropped = train.dropped
     if dropped["empty"]:
         say(f"dropped {dropped['empty']:,} empty line(s) of the training data")
-    too_long = max(c.dropped["too_long"] for c in corpora)
+    longest = [c.dropped["too_long"] for c in corpora]
+    too_long = sum(longest) if mixture is not None else max(longest)
     if too_long:
         say(
             f"dropped {too_long:,} training example(s) longer than data.max_len={d.max_len} tokens"
-            + (" (the most of any segmentation)" if len(corpora) > 1 else "")
+            + (" (the most of any segmentation)" if d.bpe_dropout else "")
         )
 
     valid, valid_targets = [], []

@@ -1,12 +1,16 @@
-"""The main job end to end: Spanish -> English on the Bible, on a CPU, in about 15 minutes.
+"""The main job end to end: a Spanish -> English translator for everyday text, on a CPU, in about
+15 minutes.
 
-Install what is missing, build the corpus, train (configs/bible-es-en.toml), average the last
-checkpoints, score the test split with sacreBLEU, and translate a few sentences.
+Install what is missing, build the corpora (the Bible, software UI strings, Debian's package
+descriptions, a word list: each from a Debian package, see transformer.data), train their mixture
+(configs/es-en.toml), average the last checkpoints, score each held-out test split with sacreBLEU
+(and the share of outputs that loop), and translate everyday sentences.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -16,16 +20,21 @@ from pathlib import Path
 
 from ..config import ConfigError, load_config
 from ..data.bible import MODULES, BibleError, find_sword_dir
+from ..data.text import DataError
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = "configs/bible-es-en.toml"
+CONFIG = "configs/es-en.toml"
 EXAMPLES = [
-    "¿De quién es?",
+    "¿De quién es este libro?",
+    "La puerta está abierta.",
+    "No se pudo abrir el archivo.",
+    "Guardar los cambios antes de salir.",
     "En el principio era el Verbo.",
-    "Y dijo Dios: Sea la luz.",
     "El Señor es mi pastor; nada me faltará.",
-    "Bienaventurados los pacificadores.",
 ]
+OPTIONAL_SOURCES = ("ui", "debian", "dictionary")
+"""The config's sources besides the Bible: the demo builds each one it can and leaves out, with a
+note, one whose Debian package or index is missing and cannot be installed."""
 
 
 class DemoError(RuntimeError):
@@ -64,6 +73,46 @@ def ensure_requirements() -> None:
         raise DemoError(f"could not install the SWORD Bible modules: run  {' '.join(install)}")
 
 
+def _root_command(command: list[str]) -> list[str] | None:
+    """command as root (sudo when not root); None when that cannot be had."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
+        return command
+    return None if shutil.which("sudo") is None else ["sudo", *command]
+
+
+def build_source(name: str, out: Path, log=print) -> bool:
+    """Build one optional source into `out` (installing its Debian package, or fetching apt's
+    Spanish description index, when missing and we may); False, with a note, when it cannot be."""
+    from ..data.modern import build_debian_corpus, build_dictionary_corpus, build_ui_corpus
+
+    builders = {
+        "ui": (build_ui_corpus, None),
+        "debian": (
+            build_debian_corpus,
+            ["apt-get", "-o", "Acquire::Languages=es,en", "update"],
+        ),
+        "dictionary": (
+            build_dictionary_corpus,
+            ["apt-get", "install", "-y", "dict-freedict-spa-eng"],
+        ),
+    }
+    build, install = builders[name]
+    try:
+        build(out)
+        return True
+    except DataError as e:
+        reason = str(e)
+    command = _root_command(install) if install else None
+    if command and shutil.which("apt-get") and _run(command):
+        try:
+            build(out)
+            return True
+        except DataError as e:
+            reason = str(e)
+    log(f"note: leaving out {name} ({reason})")
+    return False
+
+
 def config_path() -> Path:
     for candidate in (Path(CONFIG), REPO / CONFIG):
         if candidate.is_file():
@@ -82,15 +131,37 @@ def config_path() -> Path:
 DEMO_SETTINGS = ("model.dropout=0.0", 'train.schedule="inverse_sqrt"')
 
 
-def demo_config(minutes: float, data_dir: Path, overrides: tuple[str, ...] = ()):
-    """configs/bible-es-en.toml on the corpus in `data_dir`, for `minutes`, with DEMO_SETTINGS,
-    then `overrides`."""
-    settings = [
-        f'data.{side}_{part}="{data_dir / (split + "." + lang)}"'
-        for side, split in (("train", "train"), ("valid", "valid"))
-        for part, lang in (("src", "spa"), ("tgt", "eng"))
-    ]
+def _toml_list(items) -> str:
+    return "[" + ", ".join(json.dumps(str(i)) for i in items) + "]"
+
+
+def demo_config(
+    minutes: float,
+    data_dir: Path,
+    overrides: tuple[str, ...] = (),
+    sources: tuple[str, ...] | None = None,
+):
+    """configs/es-en.toml with its corpora under `data_dir` (the config's data/NAME/... become
+    data_dir/NAME/...), only those of `sources` (None: all), for `minutes`, with DEMO_SETTINGS, then
+    `overrides`."""
     try:
+        recipe = load_config(str(config_path())).data
+        train = [
+            (Path(src), Path(tgt), w)
+            for (src, tgt), w in zip(recipe.train_sources, recipe.weights, strict=True)
+        ]
+        valid = list(zip(_as_list(recipe.valid_src), _as_list(recipe.valid_tgt), strict=True))
+        kept = lambda path: sources is None or Path(path).parent.name in sources  # noqa: E731
+        moved = lambda path: data_dir / Path(path).relative_to("data")  # noqa: E731
+        train = [(moved(s), moved(t), w) for s, t, w in train if kept(s)]
+        valid = [(moved(s), moved(t)) for s, t in valid if kept(s)]
+        settings = [
+            f"data.train_src={_toml_list(s for s, _, _ in train)}",
+            f"data.train_tgt={_toml_list(t for _, t, _ in train)}",
+            f"data.train_weights=[{', '.join(repr(float(w)) for _, _, w in train)}]",
+            f"data.valid_src={_toml_list(s for s, _ in valid)}",
+            f"data.valid_tgt={_toml_list(t for _, t in valid)}",
+        ]
         return load_config(
             str(config_path()),
             [*settings, f"train.max_minutes={minutes}", *DEMO_SETTINGS, *overrides],
@@ -99,34 +170,49 @@ def demo_config(minutes: float, data_dir: Path, overrides: tuple[str, ...] = ())
         raise DemoError(str(e)) from None
 
 
+def _as_list(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
 def run_demo(
     minutes: float = 15.0,
-    data_dir: str | os.PathLike = "data/bible",
+    data_dir: str | os.PathLike = "data",
     run_dir: str | os.PathLike = "runs/demo",
     overrides: tuple[str, ...] = (),
     average_last: int = 3,
     test_lines: int | None = None,
+    sources: tuple[str, ...] = ("bible", *OPTIONAL_SOURCES),
     log=print,
 ) -> dict:
-    """Build, train, average, evaluate, translate. Returns the scores and sample translations."""
+    """Build, train, average, evaluate, translate. Returns the scores and sample translations.
+
+    `data_dir` holds one folder per source (bible, ui, debian, dictionary); a missing one is
+    built; the Bible is required, the others are left out (with a note) when they cannot be."""
     from ..data.bible import build_bible_corpus
     from ..decoding.pipeline import Pipeline
-    from ..evaluation.metrics import bleu, chrf
+    from ..evaluation.metrics import bleu, chrf, loop_rate
     from ..training.checkpoint import average_into, step_dirs
     from ..training.trainer import train
 
     started = time.time()
     data_dir, run_dir = Path(data_dir), Path(run_dir)
-    if not (data_dir / "train.spa").is_file():
+    bible = data_dir / "bible"
+    if not (bible / "train.spa").is_file():
         ensure_requirements()
-        report = build_bible_corpus("spa", "eng", data_dir)
+        report = build_bible_corpus("spa", "eng", bible)
         pairs = report["pairs"]
         log(
             f"corpus: {pairs['train']:,} training, {pairs['valid']:,} validation and "
             f"{pairs['test']:,} test verse pairs "
-            f"in {data_dir} (see {data_dir}/PROVENANCE.md)"
+            f"in {bible} (see {bible}/PROVENANCE.md)"
         )
-    config = demo_config(minutes, data_dir, overrides)
+    have = ["bible"]
+    for name in sources:
+        if name == "bible":
+            continue
+        if (data_dir / name / "train.spa").is_file() or build_source(name, data_dir / name, log):
+            have.append(name)
+    config = demo_config(minutes, data_dir, overrides, tuple(have))
     if run_dir.exists():
         shutil.rmtree(run_dir)  # the demo always starts fresh
     log(
@@ -140,20 +226,34 @@ def run_demo(
     log(f"averaged the last {len(checkpoints)} checkpoints into {model_dir}")
 
     pipeline = Pipeline.load(model_dir)
-    sources = (data_dir / "test.spa").read_text(encoding="utf-8").splitlines()[:test_lines]
-    references = (data_dir / "test.eng").read_text(encoding="utf-8").splitlines()[:test_lines]
-    hypotheses = pipeline.translate(sources)
-    scores = {"bleu": bleu(hypotheses, references), "chrf": chrf(hypotheses, references)}
-    examples = dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
+    decode = pipeline.decode
     log(
-        f"\ntest split ({len(sources):,} verses, beam {pipeline.decode.beam_size}, "
-        f"length penalty {pipeline.decode.length_penalty} ({pipeline.decode.length_penalty_kind})):"
+        f"\ntest splits (beam {decode.beam_size}, length penalty {decode.length_penalty} "
+        f"({decode.length_penalty_kind})):"
     )
-    for score in scores.values():
-        log(f"  {score}")
+    scores = {}
+    for name in have:
+        test = data_dir / name / "test.spa"
+        if not test.is_file():
+            continue
+        sources_ = test.read_text(encoding="utf-8").splitlines()[:test_lines]
+        references = (data_dir / name / "test.eng").read_text(encoding="utf-8")
+        references = references.splitlines()[:test_lines]
+        hypotheses = pipeline.translate(sources_)
+        scores[name] = {
+            "bleu": bleu(hypotheses, references),
+            "chrf": chrf(hypotheses, references),
+            "loops": loop_rate(hypotheses),
+            "lines": len(sources_),
+        }
+        s = scores[name]
+        log(
+            f"  {name:<8} {s['lines']:>6,} lines  BLEU {s['bleu'].score:5.1f}  "
+            f"chrF {s['chrf'].score:5.1f}  loops {s['loops']:.1%}"
+        )
+    log(f"  ({next(iter(scores.values()))['bleu'].signature if scores else ''})")
+    examples = dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     log("\ntranslations:")
-    for i in range(3):
-        log(f"  {sources[i]}\n    -> {hypotheses[i]}\n    reference: {references[i]}")
     for source, translation in examples.items():
         log(f"  {source}\n    -> {translation}")
     log(
