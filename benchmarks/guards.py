@@ -5,7 +5,7 @@ each pair of no_repeat_ngram_size x repetition_penalty, with the decoding time.
     python benchmarks/guards.py MODEL --ngram 0,3,4 --penalty 1.0,1.2 --lines 600 --json out.json
 
 Each split's valid.spa is translated (beam 4 unless --beam; the model's other decoding settings)
-under every combination; --lines takes the first N lines of a split (the UI split's validation
+under every combination; --lines takes N evenly spaced lines of a split (the UI split's validation
 catalogs are large). The last column sums the splits' decoding seconds: the guards' cost. Run it with
 the machine to itself. The CPU is printed with the table.
 """
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--penalty", default="1.0,1.2", help="repetition_penalty values (1 = off)")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument(
-        "--lines", type=int, default=0, help="first N lines of each split (0 = all)"
+        "--lines", type=int, default=0, help="N evenly spaced lines of each split (0 = all)"
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's)")
     parser.add_argument("--json", help="write the rows here")
@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         lines = src.read_text(encoding="utf-8").splitlines()
         refs = ref.read_text(encoding="utf-8").splitlines()
-        if args.lines:
-            lines, refs = lines[: args.lines], refs[: args.lines]
+        if args.lines and len(lines) > args.lines:  # evenly spaced: every catalog or book
+            step = len(lines) / args.lines
+            keep = [int(i * step) for i in range(args.lines)]
+            lines, refs = [lines[i] for i in keep], [refs[i] for i in keep]
         data[name] = (lines, refs)
     pipeline = Pipeline.load(args.model)
     rows = []

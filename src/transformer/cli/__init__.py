@@ -2,10 +2,10 @@
 
 One module per command group, each holding its parsers beside its handlers (`register(sub)`):
 data.py (data ..., tokenize), training.py (train, sweep, average, demo), decoding.py
-(translate, generate, classify), evaluation.py (evaluate), inspection.py (info, attention),
-models.py (import-hf, export, serve); common.py holds what they share (UserError, the one way
-flags are checked, device and files). Errors a user can fix are printed as one line and exit
-with status 2; an unknown flag prints the command's usage with the closest flag it has.
+(translate, generate, classify, backtranslate), evaluation.py (evaluate), inspection.py (info,
+attention), models.py (import-hf, export, serve); common.py holds what they share (UserError,
+the one way flags are checked, device and files). Errors a user can fix are printed as one line
+and exit with status 2; an unknown flag prints the command's usage with the closest flag it has.
 """
 
 from __future__ import annotations
