@@ -114,6 +114,20 @@ def test_cache_hit_skips_the_measurement(tmp_path):
     assert entry["speedup"] == 1.8 and "T" in entry["measured_at"]
 
 
+@pytest.mark.parametrize("limit", ["ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"])
+def test_a_capped_instruction_set_measures_again(tmp_path, monkeypatch, limit):
+    """The same CPU limited to AVX2 (as a typical laptop's) is another machine to the cache."""
+    for name in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    cache = tmp_path / "p.json"
+    measure = FakeMeasure(1.8)
+    auto(measure, cache)
+    monkeypatch.setenv(limit, "AVX2")
+    assert not auto(measure, cache).reason.startswith("cached") and len(measure.calls) == 2
+    assert auto(measure, cache).reason.startswith("cached")  # and is cached under its own key
+    assert len(json.loads(cache.read_text())) == 2
+
+
 def test_default_cache_location_follows_the_environment(tmp_path, monkeypatch):
     assert default_cache_file() == tmp_path / "default-cache" / "precision.json"
     monkeypatch.delenv("TRANSFORMER_CACHE_DIR")

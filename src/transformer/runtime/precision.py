@@ -24,8 +24,9 @@ Rules:
   and bf16 also costs accuracy, so there fp32 is chosen.
 - Not measured: an explicit precision ("fp32", "bf16", "fp16") is used as set; a CUDA device
   gets bf16 when torch.cuda.is_bf16_supported(), else fp32; other devices (mps...) get fp32.
-- Cache key: CPU model name (/proc/cpuinfo, else platform.processor()), torch version,
-  torch.get_num_threads() and the shapes (d_model, d_ff, vocab_size, tokens). Any change
+- Cache key: CPU model name (/proc/cpuinfo, else platform.processor()), the instruction set the
+  kernels may use (torch's CPU capability and ISA_LIMITS), torch version, torch.get_num_threads()
+  and the shapes (d_model, d_ff, vocab_size, tokens). Any change
   re-measures; the cached speedup is judged against the current min_speedup.
 - Cache file: $TRANSFORMER_CACHE_DIR/precision.json, else
 $XDG_CACHE_HOME/transformer/precision.json, else ~/.cache/transformer/precision.json: {key:
@@ -235,12 +236,22 @@ def cpu_name() -> str:
     return platform.processor() or "unknown-cpu"
 
 
+ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+"""Environment variables that cap the instruction set torch's, MKL's and oneDNN's kernels use (an
+AVX-512 machine set to AVX2 measures as an AVX2 one): part of every cache key."""
+
+
+def machine_key() -> str:
+    """The CPU, the kernels' instruction set (torch's CPU capability and any ISA_LIMITS set),
+    torch's version and threads: what every measured choice depends on besides its shapes."""
+    limits = [f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name)]
+    isa = " ".join([torch.backends.cpu.get_cpu_capability(), *limits])
+    return f"{cpu_name()} ({isa}) | torch {torch.__version__} | {torch.get_num_threads()} threads"
+
+
 def cache_key(d_model: int, d_ff: int, vocab_size: int, tokens: int) -> str:
     """One line naming everything the measured speedup depends on."""
-    return (
-        f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-        f"d_model={d_model} d_ff={d_ff} vocab={vocab_size} tokens={tokens}"
-    )
+    return f"{machine_key()} | d_model={d_model} d_ff={d_ff} vocab={vocab_size} tokens={tokens}"
 
 
 def _read_cache(path: Path) -> dict:
@@ -324,7 +335,7 @@ def resolve_attention(
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     rows = max(1, min(rows, MAX_ATTENTION_ELEMENTS // max(1, n_heads * length * length)))
     key = (
-        f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | attention "
+        f"{machine_key()} | attention "
         f"{str(dtype).removeprefix('torch.')} rows={rows} heads={n_heads} length={length} "
         f"head_dim={head_dim}"
     )
