@@ -7,13 +7,12 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 import transformer as T
-from transformer.config import ModelConfig, cpu_tiny
+from tests.decoding.scripted import ScriptedModel
+from transformer.config import cpu_tiny
 from transformer.decoding.penalties import best_attainable, length_penalty
 from transformer.decoding.sampling import top_k_filter, top_p_filter
-from transformer.model.cache import KVCache
 
 PAD, EOS, START = 0, 3, 2
 
@@ -28,42 +27,19 @@ def tiny(arch="encoder-decoder", vocab=24, seed=0, **kw):
 # A fake model that emits scripted per-step distributions (the prefix decides them).
 
 
-class Scripted(T.EncoderDecoder):
-    """Next-token probabilities from table[(sentence, prefix)]; sentence = the source's first token.
-
-    The prefix rides in the cache's self-attention slot so that beam reordering moves it too.
-    """
+class Scripted(ScriptedModel):
+    """Next-token probabilities from table[(sentence, prefix)] (tests/decoding/scripted.py)."""
 
     def __init__(self, table: dict, vocab: int = 6):
-        nn.Module.__init__(self)
-        self.config = ModelConfig(vocab_size=vocab, d_model=8, n_heads=1, d_ff=8)
+        super().__init__(vocab)
         self.table = table
-        self.anchor = nn.Parameter(torch.zeros(1))
 
-    def new_cache(self):
-        return KVCache.empty(1)
-
-    def encode(self, src_ids, src_mask=None, need_weights=False):
-        return src_ids[:, :1].float(), src_ids != PAD
-
-    def decode(self, tgt_ids, memory, src_mask, tgt_mask=None, cache=None, need_weights=False):
-        layer = cache.layers[0]
-        if memory is not None:
-            layer.cross_kv = (memory, memory)
-            prefix = torch.zeros(len(tgt_ids), 0)
-        else:
-            prefix = torch.cat([layer.self_kv[0], tgt_ids.float()], dim=1)
-        layer.self_kv = (prefix, prefix)
-        rows = []
-        sentences = layer.cross_kv[0][:, 0].long().repeat_interleave(cache.group_size)  # beams share a source
-        for sent, pre in zip(sentences.tolist(), prefix.long().tolist(), strict=True):
-            probs = self.table.get((sent, tuple(pre)), {EOS: 1.0})
-            row = torch.full((self.config.vocab_size,), 1e-30)
-            for tok, p in probs.items():
-                row[tok] = p
-            rows.append(row.log())
-        return torch.stack(rows)[:, None]  # (B, 1, V)
-
+    def row(self, sentence, prefix):
+        probs = self.table.get((sentence, prefix), {EOS: 1.0})
+        row = torch.full((self.config.vocab_size,), 1e-30)
+        for tok, p in probs.items():
+            row[tok] = p
+        return row.log()
 
 # Sentence 1: "4 </s>" has P = .4*.9 = .36 at |Y| = 2; "5 4 </s>" has .6*.5*1.0 = .30 at |Y| = 3;
 # "5 5 </s>" has .6*.5*.8 = .24; the greedy path is 5, then 4 or 5 (tie broken by rank), ...

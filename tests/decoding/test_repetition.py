@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import transformer as T
+from tests.decoding.scripted import ScriptedModel
 from transformer.config import DecodeConfig, ModelConfig, cpu_tiny
 from transformer.decoding.penalties import length_penalty
 from transformer.decoding.repetition import (
@@ -71,35 +72,15 @@ def guarded(logits: torch.Tensor, history: list[int], n: int, p: float) -> torch
 # reordering moves it as it moves real keys and values.
 
 
-class Scripted(T.EncoderDecoder):
-    """script(sentence, prefix) -> {token: logit}; sentence = the source's first token."""
+class Scripted(ScriptedModel):
+    """script(sentence, prefix) -> {token: logit} (tests/decoding/scripted.py)."""
 
     def __init__(self, script, vocab: int = 10):
-        nn.Module.__init__(self)
-        self.config = ModelConfig(vocab_size=vocab, d_model=8, n_heads=1, d_ff=8)
+        super().__init__(vocab)
         self.script = script
-        self.anchor = nn.Parameter(torch.zeros(1))
 
-    def new_cache(self):
-        return KVCache.empty(1)
-
-    def encode(self, src_ids, src_mask=None, need_weights=False):
-        return src_ids[:, :1].float(), src_ids != PAD
-
-    def decode(self, tgt_ids, memory, src_mask, tgt_mask=None, cache=None, need_weights=False):
-        layer = cache.layers[0]
-        if memory is not None:
-            layer.cross_kv = (memory, memory)
-            prefix = torch.zeros(len(tgt_ids), 0)
-        else:
-            prefix = torch.cat([layer.self_kv[0], tgt_ids.float()], dim=1)
-        layer.self_kv = (prefix, prefix)
-        sentences = layer.cross_kv[0][:, 0].long().repeat_interleave(cache.group_size)
-        rows = [
-            logit_row(self.script(s, tuple(p)), self.config.vocab_size)
-            for s, p in zip(sentences.tolist(), prefix.long().tolist(), strict=True)
-        ]
-        return torch.stack(rows)[:, None]  # (B, 1, V)
+    def row(self, sentence, prefix):
+        return logit_row(self.script(sentence, prefix), self.config.vocab_size)
 
 
 class ScriptedLM(T.DecoderOnly):

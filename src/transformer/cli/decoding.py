@@ -109,13 +109,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
         note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
 
 
-def add_translate_parser(sub: argparse._SubParsersAction) -> None:
-    """`transformer translate`."""
-    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
-    p.add_argument("model_dir")
-    add_decode_args(p, TRANSLATE)
-    p.add_argument("--input", help="file of source lines (default: standard input)")
-    p.add_argument("--output", help="file for the translations (default: standard output)")
+def add_batch_tokens_arg(p: argparse.ArgumentParser) -> None:
+    """--batch-tokens of the commands that translate a file (translate, backtranslate)."""
     add_flag(
         p,
         "--batch-tokens",
@@ -125,6 +120,16 @@ def add_translate_parser(sub: argparse._SubParsersAction) -> None:
         give="a positive number of tokens",
         help="source tokens per batch (default 4000)",
     )
+
+
+def add_translate_parser(sub: argparse._SubParsersAction) -> None:
+    """`transformer translate`."""
+    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
+    p.add_argument("model_dir")
+    add_decode_args(p, TRANSLATE)
+    p.add_argument("--input", help="file of source lines (default: standard input)")
+    p.add_argument("--output", help="file for the translations (default: standard output)")
+    add_batch_tokens_arg(p)
     p.add_argument(
         "--prefix",
         help="put this before every input line: a text-to-text model's task, e.g. "
@@ -389,15 +394,7 @@ def add_backtranslate_parser(sub: argparse._SubParsersAction) -> None:
             },
         },
     )
-    add_flag(
-        p,
-        "--batch-tokens",
-        type=int,
-        default=4000,
-        bounds=POSITIVE,
-        give="a positive number of tokens",
-        help="source tokens per batch (default 4000)",
-    )
+    add_batch_tokens_arg(p)
     add_flag(
         p,
         "--limit",

@@ -328,10 +328,11 @@ class Mixture:
 
     def counts(self) -> list[int]:
         """Examples each part gives an epoch."""
-        return [
-            _whole_and_share(len(p), w)[0] * len(p) + _whole_and_share(len(p), w)[1]
-            for p, w in zip(self.parts, self.weights, strict=True)
-        ]
+        counts = []
+        for part, weight in zip(self.parts, self.weights, strict=True):
+            whole, share = _whole_and_share(len(part), weight)
+            counts.append(whole * len(part) + share)
+        return counts
 
     def epoch(self, epoch: int) -> CorpusView:
         if self._cached is None or self._cached[0] != epoch:
