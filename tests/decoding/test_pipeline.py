@@ -10,7 +10,7 @@ import torch
 
 import transformer
 from transformer.cli import main
-from transformer.config import DecodeConfig, cpu_tiny
+from transformer.config import ConfigError, DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.evaluation.metrics import bleu, chrf
@@ -85,6 +85,24 @@ def test_translate_truncates_over_long_lines_and_rejects_language_models(tmp_pat
     lm = Pipeline.load(model_dir(tmp_path, tokenizer, "decoder"))
     with pytest.raises(PipelineError, match="use generate"):
         lm.translate(["hello"])
+
+
+def test_translate_samples_with_a_generator(tmp_path, tokenizer):
+    """With a generator each line is one sampled translation: decoding.sample on the line's
+    source ids with the search's length limit; n_best > 1 is refused."""
+    pipe = Pipeline.load(model_dir(tmp_path, tokenizer, "encoder-decoder"))
+    lines = ["the cat sat", "a dog"]
+    sampled = pipe.translate(lines, generator=torch.Generator().manual_seed(3), temperature=1.5)
+    s = pipe.decode
+    assert len(sampled) == 2 and all(isinstance(out, str) for out in sampled)
+    for line in lines:  # one line alone: the same draws as sample's
+        ids = pipe.encode_sources([line])[0]
+        drawn = transformer.sample(pipe.model, ids, max_new_tokens=int(s.max_len_a * len(ids[0]) + s.max_len_b),
+                                   temperature=1.5, generator=torch.Generator().manual_seed(3))
+        one = pipe.translate([line], generator=torch.Generator().manual_seed(3), temperature=1.5)
+        assert one == [tokenizer.decode(drawn[0].tolist()).strip()]
+    with pytest.raises(ConfigError, match="sampling gives one translation"):
+        pipe.translate(lines, generator=torch.Generator(), beam_size=2, n_best=2)
 
 
 def test_generate_greedy_sampling_and_chat(tmp_path, tokenizer):

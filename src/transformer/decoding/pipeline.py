@@ -18,6 +18,7 @@ truncate=False raises PipelineError instead.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -145,14 +146,17 @@ class Pipeline:
         batch_tokens: int = 4000,
         truncate: bool = True,
         on_truncate: Callable[[list[int]], None] | None = None,
+        generator: torch.Generator | None = None,
         **decode,
     ) -> list[str] | list[list[str]]:
         """Translate each line (output in input order): a list (or any iterable) of str, each one
         line; one bare str is a TypeError. `decode` overrides the model's defaults (beam_size,
         length_penalty, length_penalty_kind, max_len_a, max_len_b, min_len, n_best,
         no_repeat_ngram_size, repetition_penalty); beam_size 1 is greedy. With n_best > 1 each
-        entry is a list of the n best, best first. Lines longer than the model takes are truncated
-        (see the module's rules)."""
+        entry is a list of the n best, best first. With a generator each translation is sampled
+        instead (temperature, top_k, top_p; up to max_len_a x the batch's longest source +
+        max_len_b tokens), one per line. Lines longer than the model takes are truncated (see the
+        module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
         lines = as_lines(lines)
@@ -167,10 +171,17 @@ class Pipeline:
             on_truncate(cut)
         elif cut:
             warnings.warn(truncation_note(cut, len(lines), self.max_source_tokens), stacklevel=2)
+        if generator is not None and settings.n_best > 1:
+            raise ConfigError(f"n_best={settings.n_best}: sampling gives one translation a line")
         outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
         for batch in batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
-            ids = self.search([encoded[i] for i in batch], settings)  # (B, T) or (B, n, T)
+            sources = [encoded[i] for i in batch]
+            ids = (  # (B, T) or (B, n, T)
+                self.search(sources, settings)
+                if generator is None
+                else self._sample_translations(sources, settings, generator)
+            )
             for row, i in zip(ids.tolist(), batch, strict=True):
                 if settings.n_best > 1:
                     outputs[i] = [self.target_tokenizer.decode(h).strip() for h in row]
@@ -231,6 +242,24 @@ class Pipeline:
             n_best=s.n_best,
             early_stopping=s.early_stopping,
             return_attention=return_attention,
+            no_repeat_ngram_size=s.no_repeat_ngram_size,
+            repetition_penalty=s.repetition_penalty,
+        )
+
+    def _sample_translations(
+        self, sources: list[list[int]], s: DecodeConfig, generator: torch.Generator
+    ) -> torch.Tensor:
+        """One sampled translation (B, T) per source, as long as search would allow."""
+        longest = max(len(ids) for ids in sources)
+        return sample(
+            self.model,
+            sources,
+            max_new_tokens=max(1, math.floor(s.max_len_a * longest + s.max_len_b)),
+            temperature=s.temperature,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            generator=generator,
+            min_new_tokens=s.min_len,
             no_repeat_ngram_size=s.no_repeat_ngram_size,
             repetition_penalty=s.repetition_penalty,
         )

@@ -31,7 +31,6 @@ Rules:
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -42,8 +41,6 @@ from typing import TYPE_CHECKING
 from ..files import atomic_write
 
 if TYPE_CHECKING:  # torch is imported inside the functions that run a model: the checks don't
-    import torch
-
     from ..decoding.pipeline import Pipeline
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p")
@@ -100,45 +97,6 @@ def synthetic_source(translation: str, tag: str | None) -> str:
     return f"{tag} {line}" if tag and line else line
 
 
-def sample_translations(
-    pipeline: Pipeline,
-    lines: list[str],
-    generator: torch.Generator,
-    batch_tokens: int = 4000,
-    on_truncate: Callable[[list[int]], None] | None = None,
-    **decode,
-) -> list[str]:
-    """One sampled translation per line (input order; a blank line gives ""): Pipeline.translate
-    with sampling in place of search (the module's rules)."""
-    from ..decoding.pipeline import batches_by_tokens
-    from ..decoding.sampling import sample
-
-    s = pipeline.settings(**decode)
-    encoded, cut = pipeline.encode_sources(lines)
-    if cut and on_truncate is not None:
-        on_truncate(cut)
-    outputs = [""] * len(lines)
-    order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-    for batch in batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
-        sources = [encoded[i] for i in batch]
-        longest = max(len(ids) for ids in sources)
-        ids = sample(  # (B, T)
-            pipeline.model,
-            sources,
-            max_new_tokens=max(1, math.floor(s.max_len_a * longest + s.max_len_b)),
-            temperature=s.temperature,
-            top_k=s.top_k,
-            top_p=s.top_p,
-            generator=generator,
-            min_new_tokens=s.min_len,
-            no_repeat_ngram_size=s.no_repeat_ngram_size,
-            repetition_penalty=s.repetition_penalty,
-        )
-        for row, i in zip(ids.tolist(), batch, strict=True):
-            outputs[i] = pipeline.target_tokenizer.decode(row).strip()
-    return outputs
-
-
 def backtranslate_pairs(
     pipeline: Pipeline,
     lines: list[str],
@@ -169,12 +127,13 @@ def backtranslate_pairs(
     for first in range(0, len(lines), chunk_lines):
         chunk = lines[first : first + chunk_lines]
         texts = [line if line.strip() else "" for line in chunk]  # a blank line stays blank
-        if sampling:
-            outputs = sample_translations(pipeline, texts, generator, batch_tokens, cut, **decode)
-        else:
-            outputs = pipeline.translate(
-                texts, batch_tokens=batch_tokens, on_truncate=cut, **decode
-            )
+        outputs = pipeline.translate(
+            texts,
+            batch_tokens=batch_tokens,
+            on_truncate=cut,
+            generator=generator if sampling else None,
+            **decode,
+        )
         for line, output in zip(chunk, outputs, strict=True):
             source = synthetic_source(output, tag)
             report.blank += not line.strip()
