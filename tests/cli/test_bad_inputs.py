@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import transformer
+from tests.cli.common import run
 from transformer.cli import main
 from transformer.config import ConfigError, DecodeConfig, ModelConfig, cpu_tiny, load_config
 from transformer.data.tokenizer import train_bpe
@@ -41,16 +42,6 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 # ---- helpers ----
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `transformer ARGV`, run in this process."""
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
 
 def fails(argv, capsys, phrase: str, command: str | None = None) -> str:
     """The command exits 2 with one stderr line `transformer CMD: error: ...` containing phrase."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.cli import main
+from tests.cli.common import run as run_cli
 from transformer.data.bible.verse_align import LengthModel
 from transformer.data.modern import (
     Pair,
@@ -91,12 +91,6 @@ def write_dict(root: Path, entries: list[tuple[str, str]]) -> Path:
 
 def lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
-
-
-def run_cli(argv, capsys) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # ---- cleaning of UI strings ----

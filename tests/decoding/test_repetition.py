@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import transformer as T
+from tests.cli.common import run as run_cli
 from tests.decoding.scripted import ScriptedModel
 from transformer.config import DecodeConfig, ModelConfig, cpu_tiny
 from transformer.decoding.penalties import length_penalty
@@ -534,17 +535,6 @@ def test_pipeline_passes_the_guards_to_every_search(model_dirs):
     beam = T.beam_search(lm.model, ids, beam_size=2, max_len_a=0, max_len_b=12, repetition_penalty=1.5)
     assert lm.generate("the cat", beam_size=2, repetition_penalty=1.5) == lm.target_tokenizer.decode(
         beam[0].tolist())
-
-
-def run_cli(argv, capsys):
-    from transformer.cli import main
-
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_cli_flags(model_dirs, tmp_path, capsys):
