@@ -1,6 +1,6 @@
 """`transformer data ...` (datasets: bible, bible-genre, bible-t2t, ui-strings,
-debian-descriptions, dictionary, wiki-leads, fashion-mnist, copy, prepare) and `transformer
-tokenize`: each command's parser beside its handler."""
+debian-descriptions, dictionary, wiki-leads, fashion-mnist, copy, split-text, prepare) and
+`transformer tokenize`: each command's parser beside its handler."""
 
 from __future__ import annotations
 
@@ -77,6 +77,39 @@ def add_copy_parser(data: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, default=12, help="longest sequence (default 12)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.set_defaults(func=cmd_data_copy)
+
+
+def cmd_data_split_text(args: argparse.Namespace) -> None:
+    """Split a text file into train.txt and valid.txt by characters (nanoGPT's split)."""
+    from ..data.text import split_text
+
+    counts = split_text(args.file, args.out, args.valid_share)
+    print(
+        f"wrote train.txt ({counts['train.txt']:,} characters) and valid.txt "
+        f"({counts['valid.txt']:,}) into {args.out}"
+    )
+
+
+def add_split_text_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data split-text`."""
+    p = data.add_parser(
+        "split-text",
+        help="a language model's text: its first part for training, its end for validation",
+        description="Write OUT/train.txt (the first characters of FILE) and OUT/valid.txt (its "
+        "last --valid-share of the characters), as nanoGPT splits tiny Shakespeare.",
+    )
+    p.add_argument("file", help="a UTF-8 text file")
+    p.add_argument("--out", required=True, help="directory for train.txt and valid.txt")
+    add_flag(
+        p,
+        "--valid-share",
+        type=float,
+        default=0.1,
+        bounds=Bounds(gt=0, lt=1),
+        give="a share between 0 and 1, e.g. 0.1",
+        help="share of the characters kept for validation, from the end (default 0.1)",
+    )
+    p.set_defaults(func=cmd_data_split_text)
 
 
 def cmd_data_prepare(args: argparse.Namespace) -> None:
@@ -499,5 +532,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_wiki_leads_parser(data)
     add_fashion_mnist_parser(data)
     add_copy_parser(data)
+    add_split_text_parser(data)
     add_prepare_parser(data)
     add_tokenize_parser(sub)

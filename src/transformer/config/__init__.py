@@ -31,6 +31,7 @@ from .model import (
 )
 from .run import (
     DEVICES,
+    DOCUMENT_KINDS,
     MIN_BPE_VOCAB,
     OBJECTIVE_ARCHS,
     OBJECTIVES,
@@ -75,6 +76,7 @@ __all__ = [
     "SECTIONS",
     "ServeConfig",
     "TOKENIZER_KINDS",
+    "DOCUMENT_KINDS",
     "TrainConfig",
     "VISION_POSITIONS",
     "VisionConfig",

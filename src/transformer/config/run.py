@@ -14,6 +14,8 @@ from .decode import DecodeConfig
 from .model import ModelConfig
 
 TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
+DOCUMENT_KINDS = ("file", "paragraph", "line")
+"""What one document of a packed language-model text is (data.documents)."""
 """How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
 MIN_BPE_VOCAB = 260
 """The smallest byte-level BPE vocabulary: 256 bytes + 4 special tokens."""
@@ -37,7 +39,8 @@ class DataConfig:
     valid_tgt: str | tuple[str, ...] | None = None
     """Target side of the validation files."""
     train_text: str | None = None
-    """Training text of a language model (arch = "decoder"), one document or sentence per line."""
+    """Training text of a language model (arch = "decoder"): running text, packed into blocks (see
+    pack); masked-LM and span corruption read one example per line."""
     valid_text: str | None = None
     """Validation text of a language model or masked-LM (optional)."""
     train_tsv: str | None = None
@@ -55,6 +58,17 @@ class DataConfig:
     DIR/<label>/*.png|jpg."""
     valid_images: str | None = None
     """Labelled validation images (optional), as train_images; every label must occur there."""
+    pack: bool | None = None
+    """Language models: read the text as one token stream (each document <s> ... </s>, see
+    documents) cut into blocks of block_size tokens, as GPT-style trainers do, so context crosses
+    line breaks; false = one example per line (max_len). Unset: packed for objective lm."""
+    documents: str = setting("file", choices=DOCUMENT_KINDS)
+    """Packed text: what one document is, each <s> ... </s> in the stream: "file" (the whole file,
+    line breaks kept, as nanoGPT reads it), "paragraph" (lines up to a blank line, joined by line
+    breaks) or "line" (each non-empty line, as fairseq's language models read text)."""
+    block_size: int | None = setting(None, gt=0)
+    """Packed text: tokens of context per training row (each block predicts block_size tokens from
+    the ones before them, within the block); at most model.max_positions, unset = that."""
     random_crop: int = setting(0, ge=0)
     """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 =
     off)."""
@@ -75,7 +89,7 @@ class DataConfig:
     max_len: int = setting(256, gt=0)
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted.
     Tokens, not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same
-    sentences."""
+    sentences. Packed text has blocks instead (block_size)."""
     tokenizer_sample: int = setting(
         200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all"
     )
@@ -392,6 +406,15 @@ class RunConfig:
                 f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
                 "set data.bpe_dropout = 0"
             )
+        if d.pack and objective != "lm":
+            raise ConfigError(
+                f"data.pack is for language models (objective lm), not {objective!r}: remove it"
+            )
+        if self.packed and d.bpe_dropout:
+            raise ConfigError(
+                "data.bpe_dropout is not available on packed text: set data.bpe_dropout = 0, or "
+                "data.pack = false (one example per line)"
+            )
         if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
             raise ConfigError(
                 'train.freeze_encoder is for objective = "classify" with train.init_from '
@@ -404,7 +427,8 @@ class RunConfig:
                     f'{objective!r} (data.{needs[0]}): use arch = "{needs[1]}"'
                 )
             if (
-                self.data.max_len > self.model.max_positions
+                not self.packed
+                and self.data.max_len > self.model.max_positions
                 and self.model.positional in ("sinusoidal", "learned")
                 and self.model.vision is None
             ):
@@ -413,6 +437,17 @@ class RunConfig:
                     f"model.max_positions={self.model.max_positions}: lower data.max_len or raise "
                     "model.max_positions"
                 )
+            if self.packed and (self.data.block_size or 0) > self.model.max_positions:
+                raise ConfigError(
+                    f"data.block_size={self.data.block_size} exceeds "
+                    f"model.max_positions={self.model.max_positions}: lower data.block_size or "
+                    "raise model.max_positions"
+                )
+
+    @property
+    def packed(self) -> bool:
+        """A language model on packed text (data.pack, unset = packed for objective lm)."""
+        return self.objective == "lm" and self.data.pack is not False
 
     @property
     def objective(self) -> str:

@@ -89,7 +89,8 @@ def key_digest(key: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
 
 
-def _dtype(vocab_size: int) -> np.dtype:
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned dtype that holds ids below vocab_size (uint16 or uint32)."""
     return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.uint32)
 
 
@@ -203,7 +204,7 @@ def _build(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
-    dtypes = {side: _dtype(tok.vocab_size) for side, tok in sides.items()}
+    dtypes = {side: ids_dtype(tok.vocab_size) for side, tok in sides.items()}
     try:
         files = {
             name: open(tmp / name, "wb")

@@ -31,8 +31,9 @@ def check_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[str]:
-    """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings.
+def iter_lines(path: str | os.PathLike, keep_ends: bool = False) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings (with
+    keep_ends: each with its "\n", as the file has it, "\r\n" read as "\n").
 
     Same rules as transformer.cli.lines.split_lines: a BOM at the start is dropped, lines end at
     "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
@@ -52,7 +53,10 @@ def iter_lines(path: str | os.PathLike) -> Iterator[str]:
                         f"{path} line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): "
                         "convert the file to UTF-8, e.g. with iconv"
                     ) from None
-                yield line.removesuffix("\n").removesuffix("\r")
+                if keep_ends:
+                    yield line.replace("\r\n", "\n") if line.endswith("\r\n") else line
+                else:
+                    yield line.removesuffix("\n").removesuffix("\r")
     except (gzip.BadGzipFile, EOFError, OSError) as e:
         raise DataError(
             f"{path}: cannot be read after line {number} ({e}): "
@@ -215,3 +219,34 @@ def labelled_texts(path: str | os.PathLike, sample: int, seed: int = 0) -> Itera
     for i, (_, _, text) in enumerate(iter_labelled(path)):
         if keep is None or i in keep:
             yield text
+
+
+def split_text(
+    path: str | os.PathLike, out: str | os.PathLike, valid_share: float = 0.1
+) -> dict[str, int]:
+    """Write out/train.txt (the first 1 - valid_share of the file's characters) and out/valid.txt
+    (the rest), as nanoGPT splits a text for a language model; returns each file's characters.
+    The text is read whole, byte for byte (line endings as they are)."""
+    from ..files import atomic_write
+
+    path = check_file(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(
+            f"{path} line {line}: invalid UTF-8 (byte 0x{raw[e.start]:02x}): convert the file "
+            "to UTF-8, e.g. with iconv"
+        ) from None
+    cut = int(len(text) * (1 - valid_share))
+    if not text[:cut].strip() or not text[cut:].strip():
+        raise DataError(
+            f"{path} has {len(text):,} characters: too little text to keep {valid_share:.0%} of "
+            "it for validation and train on the rest"
+        )
+    Path(out).mkdir(parents=True, exist_ok=True)
+    parts = {"train.txt": text[:cut], "valid.txt": text[cut:]}
+    for name, part in parts.items():
+        atomic_write(Path(out) / name, lambda tmp, t=part: Path(tmp).write_bytes(t.encode("utf-8")))
+    return {name: len(part) for name, part in parts.items()}

@@ -239,7 +239,8 @@ def train_char(
     _check_vocab("char", vocab_size, len(specials) + 1)
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token=specials[1]))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    # every character its own piece, line breaks too (packed text keeps them)
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     seen = [0]
     tok.train_from_iterator(

@@ -14,6 +14,7 @@ from ..config import DataConfig, ModelConfig, RunConfig
 from ..data import corpus as C
 from ..data import text as T
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
+from ..data.stream import stream_texts
 from ..data.tokenizer import (
     ENCODER_SPECIALS,
     SPECIAL_TOKENS,
@@ -164,6 +165,8 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
         key["specials"] = list(special_tokens(config))
     if d.train_tsv:
         key["labelled"] = True
+    if config.packed:
+        key["documents"] = d.documents
     return key
 
 
@@ -176,6 +179,8 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     specials = special_tokens(config)
     if d.train_tsv:
         texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
+    elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
+        texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
     else:
         texts = lambda side: mixture_texts(parts, d.weights, side, sample)  # noqa: E731
     if sources is None or d.shared_vocab:

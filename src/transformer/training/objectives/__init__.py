@@ -1,8 +1,9 @@
 """What a run learns: each objective's data, batches, model, loss and validation, behind one
 interface (base.Objective) that the loop (trainer.py) drives. One module per family:
 
-- seq2seq.py: seq2seq (translation, text-to-text), lm (next token) and span_corruption (T5):
-  teacher forcing over target tokens; best/ by validation loss.
+- seq2seq.py: seq2seq (translation, text-to-text), lm on one example per line (data.pack = false)
+  and span_corruption (T5): teacher forcing over target tokens; best/ by validation loss.
+- lm.py: lm on packed text (the default): blocks of one token stream, GPT-style; best/ by loss.
 - encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.
 
@@ -21,6 +22,7 @@ from ..corpora import prepare_data
 from .base import Objective, StepSums
 from .classify import Classify, ImageClassify
 from .encoder import MaskedLM, encoder_model, init_dir
+from .lm import PackedLM
 from .seq2seq import Seq2Seq, SpanCorruption
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "ImageClassify",
     "MaskedLM",
     "Objective",
+    "PackedLM",
     "Seq2Seq",
     "SpanCorruption",
     "StepSums",
@@ -56,6 +59,8 @@ def prepare_objective(
         case "mlm":
             data = prepare_data(config, run_dir, dist, say, resume)
             return MaskedLM(config, data, init_dir(config, run_dir, resume))
+        case "lm" if config.packed:
+            return PackedLM(config, run_dir, dist, say, resume)
         case "seq2seq" | "lm":
             return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
         case other:
