@@ -120,3 +120,65 @@ def test_ordinary_repetition_is_not_a_loop(text):
 def test_loop_rate_is_the_share_of_looping_lines():
     assert loop_rate(LOOPS[:2] + NOT_LOOPS[:2]) == 0.5
     assert loop_rate([]) == 0.0
+
+
+def _by_hand(lm, ids, window, ignore=None):
+    """Each token after the first scored from the (up to) `window` tokens before it: summed NLL and
+    count, one forward pass per token."""
+    nll, n = 0.0, 0
+    for p in range(1, len(ids)):
+        if ids[p] == ignore:
+            continue
+        context = ids[max(0, p - window) : p] if p > window else ids[:p]
+        with torch.no_grad():
+            lp = torch.log_softmax(lm(torch.tensor([context])), -1)[0, -1]
+        nll, n = nll - float(lp[ids[p]]), n + 1
+    return nll, n
+
+
+@pytest.mark.parametrize("window,stride", [(6, 6), (6, 1), (6, 4), (40, 40)])
+def test_stream_nll_in_sliding_windows_by_hand(window, stride):
+    """A random language model over one stream: stride = window scores blocks side by side (each
+    token with the tokens before it in its block); stride 1 gives each token (after the first
+    window) the full window of context. Compared with each token scored alone from its context."""
+    from transformer.evaluation.scoring import stream_nll, windows
+
+    torch.manual_seed(0)
+    lm = T.build_model(cpu_tiny(vocab_size=16, arch="decoder")).eval()
+    ids = [2, 5, 6, 7, 8, 3, 2, 9, 11, 4, 4, 5, 12, 13, 3, 2, 6, 7, 3]
+    spans = windows(len(ids), window, stride)
+    scored = [p for b, e, first in spans for p in range(max(b, first) + 1, e + 1)]
+    assert scored == list(range(1, len(ids)))  # every token after the first, once, in order
+    nll, n = stream_nll(lm, ids, window, stride, ignore=2, batch_size=3)
+    if stride == 1 or window >= len(ids):  # each token from the whole window before it
+        expect = _by_hand(lm, ids, window, ignore=2)
+    else:  # each token from the tokens before it in the window that scores it
+        expect = (0.0, 0)
+        for b, e, first in spans:
+            for p in range(max(b, first) + 1, e + 1):
+                part = _by_hand(lm, ids[b : p + 1], window, ignore=2)
+                whole = _by_hand(lm, ids[b:p], window, ignore=2)
+                expect = (expect[0] + part[0] - whole[0], expect[1] + part[1] - whole[1])
+    assert n == expect[1] == len(ids) - 1 - ids[1:].count(2)
+    assert nll == pytest.approx(expect[0], rel=1e-5)
+
+
+def test_score_text_per_character_by_hand(tmp_path):
+    """Nats per character = the stream's summed NLL (its </s> included, <s> never a target) over
+    the characters of the text; bits = nats / ln 2."""
+    from transformer.data.tokenizer import train_char
+    from transformer.evaluation.scoring import score_text
+
+    text = "ab ba\nabba\n\nb a\n"
+    (tmp_path / "t.txt").write_text(text, encoding="utf-8")
+    tok = train_char([text], 16, min_frequency=1)
+    torch.manual_seed(1)
+    lm = T.build_model(cpu_tiny(vocab_size=16, arch="decoder", max_positions=64)).eval()
+    score = score_text(lm, tmp_path / "t.txt", tok)
+    ids = [2] + tok.encode(text) + [3]
+    nll, n = _by_hand(lm, ids, 64, ignore=2)
+    assert (score.tokens, score.chars) == (n, len(text)) == (len(text) + 1, 16)
+    assert score.nll == pytest.approx(nll, rel=1e-5)
+    assert score.nll_per_char == pytest.approx(nll / len(text), rel=1e-5)
+    assert score.bits_per_char == pytest.approx(nll / len(text) / math.log(2), rel=1e-5)
+    assert score.perplexity == pytest.approx(math.exp(nll / n), rel=1e-5)

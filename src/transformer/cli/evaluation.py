@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..config import DOCUMENT_KINDS, Bounds
+from ..data.text import DataError
 from .common import (
     UserError,
     add_decode_args,
     add_device_args,
+    add_flag,
     add_precision_arg,
     check_output,
     check_picture,
@@ -57,7 +60,6 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     model)."""
     from ..decoding.pipeline import truncation_note
     from ..evaluation.metrics import bleu, chrf
-    from ..evaluation.scoring import text_perplexity
     from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     if args.text and not isinstance(pipeline.model, DecoderOnly):
@@ -72,18 +74,7 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     if not args.text and not isinstance(pipeline.model, EncoderDecoder):
         raise UserError("this is a language model: use --text (perplexity), not --src and --ref")
     if args.text:
-        cfg = pipeline.model.config
-        tok = pipeline.target_tokenizer
-        lines = read_text(args.text, "--text")
-        if not any(line.strip() for line in lines):
-            raise UserError(
-                f"--text {args.text} has no non-empty line: give text to measure perplexity on"
-            )
-        ppl = text_perplexity(
-            pipeline.model, lines, lambda line: [cfg.bos_id] + tok.encode(line) + [cfg.eos_id]
-        )
-        print(f"perplexity {ppl:.3f} on {args.text} (per token, </s> included)")
-        return
+        return _evaluate_lm(args, pipeline)
     sources, references = read_text(args.src, "--src"), read_text(args.ref, "--ref")
     if len(sources) != len(references):
         raise UserError(
@@ -207,6 +198,58 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
         )
 
 
+def _evaluate_lm(args: argparse.Namespace, pipeline) -> None:
+    """A language model's loss on a text: per token and per character, the text read as one
+    stream in sliding windows, or with --per-line each line on its own."""
+    from ..evaluation.scoring import TextScore, model_nll, score_text
+
+    cfg = pipeline.model.config
+    tok = pipeline.target_tokenizer
+    if args.per_line:
+        if args.window or args.stride:
+            raise UserError(
+                "--window and --stride are for the stream: leave them out with --per-line"
+            )
+        lines = [line for line in read_text(args.text, "--text") if line.strip()]
+        if not lines:
+            raise UserError(
+                f"--text {args.text} has no non-empty line: give text to measure perplexity on"
+            )
+        nll, n = model_nll(
+            pipeline.model, [[cfg.bos_id] + tok.encode(line) + [cfg.eos_id] for line in lines]
+        )
+        score = TextScore(nll, n, sum(len(line) + 1 for line in lines))
+        how = f"{len(lines):,} lines each on its own, </s> scored as the line break"
+    else:
+        window = args.window or cfg.max_positions
+        if window > cfg.max_positions:
+            raise UserError(
+                f"--window {window} is longer than the model's max_positions={cfg.max_positions}: "
+                f"give --window {cfg.max_positions} or less"
+            )
+        stride = args.stride or window
+        if stride > window:
+            raise UserError(
+                f"--stride {stride} is longer than the window ({window}): give at most {window}"
+            )
+        try:
+            score = score_text(pipeline.model, args.text, tok, args.documents, window, stride)
+        except DataError as e:
+            raise UserError(str(e)) from None
+        context = (
+            "" if stride == window else f", each scoring its last {stride} with the rest as context"
+        )
+        how = (
+            f"one stream (documents: {args.documents}, each <s> ... </s>), windows of {window} "
+            f"tokens moved by {stride}{context}"
+        )
+    print(
+        f"perplexity {score.perplexity:.3f} on {args.text}: {score.nll_per_token:.4f} nats per "
+        f"token over {score.tokens:,} tokens; {score.nll_per_char:.4f} nats = "
+        f"{score.bits_per_char:.4f} bits per character over {score.chars:,} characters ({how})"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """`evaluate`."""
     p = sub.add_parser(
@@ -215,7 +258,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model_dir")
     p.add_argument("--src", help="source lines to translate")
     p.add_argument("--ref", help="reference translations, aligned with --src")
-    p.add_argument("--text", help="text for perplexity (language models)")
+    p.add_argument(
+        "--text",
+        help="text for a language model's loss and perplexity, per token and per character",
+    )
+    p.add_argument(
+        "--documents",
+        choices=DOCUMENT_KINDS,
+        default="file",
+        help="with --text: what a document of the stream is (default file: the whole text)",
+    )
+    add_flag(
+        p,
+        "--window",
+        type=int,
+        default=None,
+        bounds=Bounds(ge=1),
+        give="a number of tokens",
+        help="with --text: tokens of context per window (default: the model's max_positions)",
+    )
+    add_flag(
+        p,
+        "--stride",
+        type=int,
+        default=None,
+        bounds=Bounds(ge=1),
+        give="a number of tokens",
+        help="with --text: tokens each window moves and scores (default: the window, blocks side "
+        "by side; less gives each scored token more context)",
+    )
+    p.add_argument(
+        "--per-line",
+        action="store_true",
+        help="with --text: score each line on its own (a model trained with data.pack = false)",
+    )
     p.add_argument(
         "--tsv",
         help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, "

@@ -4,8 +4,11 @@ classifier's and a text-to-text model's scores run the Pipeline over a labelled 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..decoding.greedy import greedy_search
@@ -80,6 +83,110 @@ def text_perplexity(
         model, [encode(line) for line in lines if line.strip()], batch_size=batch_size
     )
     return perplexity(nll, n)
+
+
+@dataclass
+class TextScore:
+    """A language model's loss over a text: summed NLL (nats) over the predicted tokens, and the
+    characters of the text they stand for."""
+
+    nll: float
+    tokens: int
+    chars: int
+
+    @property
+    def nll_per_token(self) -> float:
+        return self.nll / max(self.tokens, 1)
+
+    @property
+    def perplexity(self) -> float:
+        return perplexity(self.nll, self.tokens)
+
+    @property
+    def nll_per_char(self) -> float:
+        """Nats per character (bits per character: divide by ln 2)."""
+        return self.nll / max(self.chars, 1)
+
+    @property
+    def bits_per_char(self) -> float:
+        return self.nll_per_char / math.log(2)
+
+
+def windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]:
+    """Sliding windows over a stream of n tokens: (begin, end, first scored) each, the window's
+    inputs ids[begin:end] predicting ids[begin + 1:end + 1], scored from position `first scored`
+    on. Each window moves `stride` positions and scores only what no earlier window did, so
+    every token after the first is scored once, with up to window - stride tokens of context
+    before the stride it scores (stride = window: blocks side by side)."""
+    if not 0 < stride <= window:
+        raise ValueError(f"stride {stride} must be in 1..window ({window})")
+    out, scored = [], 0
+    for begin in range(0, max(n - 1, 0), stride):
+        end = min(begin + window, n - 1)
+        out.append((begin, end, scored))
+        scored = end
+        if end == n - 1:
+            break
+    return out
+
+
+def stream_nll(
+    model: torch.nn.Module,
+    ids: Sequence[int],
+    window: int,
+    stride: int,
+    ignore: int | None = None,
+    batch_size: int = 16,
+) -> tuple[float, int]:
+    """Summed NLL (nats) and scored-token count of a decoder-only model over one token stream in
+    sliding windows (see `windows`); a target equal to `ignore` (<s>, which only begins a
+    document) is not scored."""
+    if not isinstance(model, DecoderOnly):
+        raise ValueError(f"{type(model).__name__} is not a language model (decoder-only)")
+    device = next(model.parameters()).device
+    ids_t = torch.as_tensor(list(ids), dtype=torch.long)
+    spans = windows(len(ids_t), window, stride)
+    total, count = 0.0, 0
+    with inference(model):
+        for lo in range(0, len(spans), batch_size):
+            group = spans[lo : lo + batch_size]
+            inputs = [ids_t[b:e] for b, e, _ in group]
+            targets = [ids_t[b + 1 : e + 1].clone() for b, e, _ in group]
+            for (b, _, first), t in zip(group, targets, strict=True):
+                t[: first - b] = -1  # scored by an earlier window
+                if ignore is not None:
+                    t[t == ignore] = -1
+            x, mask = pad_rows(inputs, 0, left=False, device=device)
+            y, _ = pad_rows(targets, -1, left=False, device=device)
+            logits = model(x, mask)
+            keep = y >= 0
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, y.clamp(min=0)[..., None])
+            total -= float(lp.squeeze(-1)[keep].sum())
+            count += int(keep.sum())
+    return total, count
+
+
+def score_text(
+    model: torch.nn.Module,
+    path,
+    tokenizer,
+    documents: str = "file",
+    window: int | None = None,
+    stride: int | None = None,
+    batch_size: int = 16,
+) -> TextScore:
+    """A language model's NLL over a text file read as one stream (data.stream: each document
+    <s> ... </s>), in windows of `window` tokens (default: the model's max_positions) moved by
+    `stride` (default: window); </s> is scored, <s> (a document's start) is not."""
+    from ..data.stream import encode_stream
+
+    cfg = model.config
+    chunks = list(encode_stream(path, tokenizer, documents, cfg.bos_id, cfg.eos_id))
+    ids = np.concatenate([c for c, _, _ in chunks])
+    chars = sum(n for _, n, _ in chunks)
+    window = window or cfg.max_positions
+    nll, n = stream_nll(model, ids, window, stride or window, cfg.bos_id, batch_size)
+    return TextScore(nll, n, chars)
 
 
 def score_classifier(
