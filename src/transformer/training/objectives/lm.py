@@ -70,15 +70,22 @@ class PackedLM(Objective):
             + (f"; validation {len(self.valid):,} tokens" if self.valid else "")
         )
         self._cache = BatchCache()
+        self._drawn: tuple[int, tuple[int, np.ndarray]] | None = None
 
     def _stream(self, path: str, say: Callable[[str], None]) -> S.TokenStream:
         d = self.config.data
         return S.prepare_stream(path, self.tokenizer, d.documents, self.bos, self.eos, d.cache, say)
 
     # data
+    def _epoch(self, epoch: int) -> tuple[int, np.ndarray]:
+        """(offset, order) of the epoch's blocks (data.stream.epoch_blocks), drawn once."""
+        if self._drawn is None or self._drawn[0] != epoch:
+            n, seed = len(self.train), self.config.train.seed
+            self._drawn = (epoch, S.epoch_blocks(n, self.block_size, seed, epoch))
+        return self._drawn[1]
+
     def batches(self, epoch):
-        _, order = S.epoch_blocks(len(self.train), self.block_size, self.config.train.seed, epoch)
-        return S.BlockBatches(order, self.rows)
+        return S.BlockBatches(self._epoch(epoch)[1], self.rows)
 
     def padding_share(self, batches):
         return 1 - len(self.train) / (len(batches.order) * self.block_size)
@@ -104,8 +111,7 @@ class PackedLM(Objective):
 
     def collate(self, indices, key):
         def make() -> Batch:
-            n = len(self.train)
-            offset, _ = S.epoch_blocks(n, self.block_size, self.config.train.seed, key[0])
+            n, offset = len(self.train), self._epoch(key[0])[0]
             spans = [S.block_span(n, self.block_size, offset, k) for k in indices]
             return self._batch(spans, self.train, ring=True)
 
