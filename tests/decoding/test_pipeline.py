@@ -265,3 +265,28 @@ def test_generate_streams_each_token_as_it_is_chosen(tmp_path, tokenizer):
         assert pipe.model.config.eos_id not in seen
     with pytest.raises(PipelineError, match="beam search cannot stream"):
         pipe.generate("the cat", beam_size=2, on_token=print)
+
+
+def test_sampling_goes_on_past_max_positions(tmp_path, tokenizer):
+    """A model of 8 positions asked for 30 tokens: when the context is full, sampling goes on from
+    its last 4 tokens with a new cache, the same generator drawing on; each stretch is what sample
+    gives for that context, and the streamed tokens are the output."""
+    torch.manual_seed(0)
+    model = transformer.build_model(cpu_tiny(vocab_size=tokenizer.vocab_size, arch="decoder", max_positions=8))
+    eos = model.config.eos_id
+    pipe = Pipeline.load(transformer.save_model(model, tmp_path / "lm8", tokenizer=tokenizer))
+    assert pipe.max_source_tokens == 8
+    s = pipe.settings(max_new_tokens=30)
+    streamed = []
+    ids = pipe._sample_long(pipe.prompt_ids("the"), s, torch.Generator().manual_seed(5),
+                            lambda rows, tokens: streamed.append(int(tokens[0])))
+    assert len(ids) == 30 and streamed == ids and eos not in ids  # (this seed draws no </s>)
+    generator, context, expect = torch.Generator().manual_seed(5), pipe.prompt_ids("the"), []
+    while len(expect) < 30:
+        room = min(30 - len(expect), 8 - len(context) + 1)
+        got = transformer.sample(pipe.model, [context], max_new_tokens=room, temperature=s.temperature,
+                                 top_k=s.top_k, top_p=s.top_p, generator=generator)[0].tolist()
+        expect += got
+        context = (context + got)[-4:]
+    assert ids == expect
+    assert pipe.generate("the", seed=5, max_new_tokens=30) == tokenizer.decode(ids)

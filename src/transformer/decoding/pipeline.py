@@ -330,7 +330,9 @@ class Pipeline:
         """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
         (max_new_tokens, temperature, top_k, top_p, no_repeat_ngram_size, repetition_penalty;
         beam_size > 1 uses beam search, temperature 0 is greedy: see transformer.decoding.sampling).
-        Returns the new text only. An over-long prompt keeps its end (see the module's rules).
+        Returns the new text only. An over-long prompt keeps its end (see the module's rules);
+        sampling goes on past max_positions from the last half of the context (_sample_long), beam
+        search stops there.
         on_token(id) is called with each new token as it is chosen (</s> not included), to stream
         the output; an exception it raises stops the decoding and propagates. Beam search has no
         tokens to stream before it ends."""
@@ -386,10 +388,23 @@ class Pipeline:
                 generator.seed()  # a fresh seed for this generator only; global RNG untouched
             else:
                 generator.manual_seed(seed)
+            return self.target_tokenizer.decode(self._sample_long(ids[0], s, generator, on_step))
+        return self.target_tokenizer.decode(out[0].tolist())
+
+    def _sample_long(self, context: list[int], s, generator, on_step) -> list[int]:
+        """Sampled new tokens of one prompt, as many as s.max_new_tokens asks even past the
+        model's max_positions: when the context is full, sampling goes on from its last half
+        (max_positions // 2 tokens, the KV cache filled anew), as nanoGPT's sampler crops its
+        context; the repetition guards see that window."""
+        limit = self.max_source_tokens
+        new: list[int] = []
+        while True:
+            want = s.max_new_tokens - len(new)
+            room = want if limit is None else min(want, limit - len(context) + 1)
             out = sample(
                 self.model,
-                ids,
-                max_new_tokens=s.max_new_tokens,
+                [context],
+                max_new_tokens=room,
                 temperature=s.temperature,
                 top_k=s.top_k,
                 top_p=s.top_p,
@@ -398,7 +413,11 @@ class Pipeline:
                 no_repeat_ngram_size=s.no_repeat_ngram_size,
                 repetition_penalty=s.repetition_penalty,
             )
-        return self.target_tokenizer.decode(out[0].tolist())
+            got = out[0].tolist()  # one row: no padding
+            new += got
+            if limit is None or len(got) < room or len(new) >= s.max_new_tokens:
+                return new  # </s>, or as many as asked
+            context = (context + got)[-max(1, limit // 2) :]
 
 
 def as_lines(lines: Iterable[str]) -> list[str]:
