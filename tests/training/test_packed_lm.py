@@ -107,3 +107,22 @@ def test_one_example_per_line_is_kept(texts, tmp_path):
     assert not cfg.packed
     task = prepare_objective(cfg, tmp_path / "run", SOLO, lambda _: None)
     assert not isinstance(task, PackedLM) and task.name == "lm"
+
+
+def test_each_validation_sees_the_weights_of_its_step(texts, tmp_path, runs):
+    """Validation's linear layers (64 x 1024: large enough for model.linear's packed copies) see
+    the weights the fused AdamW wrote: each in-run validation equals the checkpoint of its step
+    evaluated afresh. (The fused kernel does not bump version counters; before the loop did, the
+    second validation read the packed weights of the first.)"""
+    from transformer.model_dir import load_model
+
+    cfg = lm_config(texts, max_steps=6, valid_every=3, save_every=3, lr=1e-2)
+    cfg = build_run_config({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "d_model": 64, "d_ff": 1024}})
+    train(cfg, tmp_path / "run", log=lambda _: None)
+    task = prepare_objective(cfg, tmp_path / "again", SOLO, lambda _: None)
+    in_run = {r["step"]: r["valid_loss"] for r in runs.valid_records(tmp_path / "run")}
+    assert sorted(in_run) == [3, 6]
+    for step, loss in in_run.items():
+        model = load_model(tmp_path / "run" / "checkpoints" / f"step-{step:06d}")
+        task.bind(model)
+        assert task.validate(model, torch.device("cpu"))["valid_loss"] == pytest.approx(loss, rel=1e-5)

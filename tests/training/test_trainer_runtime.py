@@ -99,3 +99,26 @@ def test_cpu_training_keeps_freed_memory_and_gives_it_back_every_trim_steps_and_
     assert any(line.startswith("model: ") and line.endswith("; allocator keeps freed memory (glibc, in a test)")
                for line in lines)
     assert len(trims) == 3  # steps 4 and 8, then the end
+
+
+def test_fused_adamw_is_the_plain_update():
+    """The loop's AdamW takes the fused kernel on CPU floats: 20 steps of it on random parameters
+    and gradients land where torch's per-tensor AdamW does, to float rounding."""
+    from transformer.training.loop import fused_adam
+
+    torch.manual_seed(0)
+    shapes = [(68, 128), (384, 128), (128,), (512, 128)]
+    plain = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    fused = [torch.nn.Parameter(p.detach().clone()) for p in plain]
+    assert fused_adam(fused) and not fused_adam([]) and not fused_adam([torch.zeros(2, dtype=torch.long)])
+    settings = dict(lr=1e-3, betas=(0.9, 0.99), eps=1e-9, weight_decay=0.1)
+    a = torch.optim.AdamW(plain, foreach=False, **settings)
+    b = torch.optim.AdamW(fused, fused=True, **settings)
+    for _ in range(20):
+        for p, q in zip(plain, fused, strict=True):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        a.step()
+        b.step()
+    for p, q in zip(plain, fused, strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
