@@ -14,24 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from transformer.runtime.precision import cpu_name  # noqa: E402
+
 DEFAULT_SPLITS = {"bible": "data/bible", "ui": "data/ui", "debian": "data/debian"}
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def numbers(text: str, kind) -> list:

@@ -40,7 +40,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -58,6 +57,7 @@ import transformer as T  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.export import ExportError, export_model  # noqa: E402
 from transformer.export.ct2 import vocabulary  # noqa: E402
+from transformer.runtime.precision import cpu_name  # noqa: E402
 
 PROMPTS = [
     "The capital of France is",
@@ -83,14 +83,6 @@ class Output:
 Engine = Callable[[list[int]], Output]
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def smollm2_gguf() -> Path | None:

@@ -39,7 +39,6 @@ import argparse
 import json
 import os
 import pickle
-import platform
 import re
 import shutil
 import statistics
@@ -70,14 +69,6 @@ BABY = {
 WINDOW = 64
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def prepare_nanogpt(work: Path, text: str) -> None:
@@ -189,6 +180,8 @@ def main() -> None:
     if not PEER.is_dir() or not TEXT.is_file():
         raise SystemExit(f"needs nanoGPT at {PEER} and the text at {TEXT}")
     import torch
+
+    from transformer.runtime.precision import cpu_name
 
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

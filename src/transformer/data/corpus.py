@@ -26,8 +26,9 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,90 +184,43 @@ def prepare_corpus(
     """The prepared corpus of these files: opened if the cache holds a complete one for the same
     key, else built (streaming, CHUNK_LINES at a time) and then opened."""
     key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len, segmentation)
-    root = Path(cache) if cache else default_cache_root()
-    path = root / key_digest(key)
+    path = (Path(cache) if cache else default_cache_root()) / key_digest(key)
+    return open_cached(
+        path,
+        lambda: damage(path, key),
+        lambda tmp: _build(tmp, key, targets, tgt_tok, max_len, sources, src_tok),
+        Corpus,
+        "corpus",
+        f"{f'{sources} + ' if sources else ''}{targets}",
+        say,
+    )
+
+
+def open_cached(
+    path: Path,
+    damage: Callable[[], str | None],
+    build: Callable[[Path], None],
+    open_: Callable[[Path], Any],
+    kind: str,
+    what: str,
+    say: Callable[[str], None],
+):
+    """A prepared folder of the cache: opened when it is there and damage() finds nothing wrong,
+    else built whole (build(tmp) fills a temporary folder beside it, its files are synced, then it
+    is renamed into place; on any error the temporary folder is removed) and then opened."""
     if path.exists():
-        why = damage(path, key)
+        why = damage()
         if why is None:
-            say(f"data: prepared corpus {path}")
-            return Corpus(path)
-        say(f"data: the prepared corpus {path} cannot be used ({why}): building it again")
-    say(f"data: preparing {f'{sources} + ' if sources else ''}{targets} into {path}")
-    _build(path, key, targets, tgt_tok, max_len, sources, src_tok)
-    return Corpus(path)
-
-
-def _build(
-    path: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok
-) -> None:
+            say(f"data: prepared {kind} {path}")
+            return open_(path)
+        say(f"data: the prepared {kind} {path} cannot be used ({why}): building it again")
+    say(f"data: preparing {what} into {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
-    dtypes = {side: ids_dtype(tok.vocab_size) for side, tok in sides.items()}
     try:
-        files = {
-            name: open(tmp / name, "wb")
-            for name in ["lines"]
-            + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]
-        }
-        try:
-            counts, too_long, n = ReadCounts(), 0, 0
-            tokens = dict.fromkeys(sides, 0)
-            for side in sides:
-                files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
-            stream = iter_examples(targets, sources, counts)
-            while chunk := list(itertools.islice(stream, CHUNK_LINES)):
-                ids = {"target": tgt_tok.encode_batch([t for _, _, t in chunk])}
-                if sources:
-                    ids["source"] = src_tok.encode_batch([s for _, s, _ in chunk])
-                tgt_len = np.fromiter(map(len, ids["target"]), np.int64, len(chunk))
-                size = tgt_len + 1
-                ok = tgt_len > 0
-                if sources:
-                    src_len = np.fromiter(map(len, ids["source"]), np.int64, len(chunk))
-                    size = np.maximum(size, src_len)
-                    ok &= src_len > 0
-                ok &= size <= max_len
-                keep = np.flatnonzero(ok)
-                too_long += len(chunk) - len(keep)
-                files["lines"].write(
-                    np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes()
-                )
-                for side in sides:
-                    rows = [ids[side][i] for i in keep]
-                    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-                    flat = np.fromiter(
-                        itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum())
-                    )
-                    files[f"{side}.ids"].write(flat.tobytes())
-                    files[f"{side}.offsets"].write((tokens[side] + np.cumsum(lengths)).tobytes())
-                    tokens[side] += int(lengths.sum())
-                n += len(keep)
-        finally:
-            for f in files.values():
-                f.close()
-        if n == 0:
-            raise DataError(
-                f"no training example is at most data.max_len={max_len} tokens long: raise "
-                "data.max_len"
-                + (
-                    " (a character tokenizer makes ~5x more tokens than BPE)"
-                    if tgt_tok.kind == "char"
-                    else ""
-                )
-            )
-        header = {
-            "format": FORMAT,
-            "key": key,
-            "examples": n,
-            "tokens": tokens,
-            "dtype": {side: dt.name for side, dt in dtypes.items()},
-            "dropped": {"empty": counts.empty, "too_long": too_long},
-            "lines_read": counts.lines,
-        }
-        (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
+        build(tmp)
         for f in tmp.iterdir():  # on disk before the rename makes the folder visible
             with open(f, "rb") as handle:
                 os.fsync(handle.fileno())
@@ -276,6 +230,75 @@ def _build(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return open_(path)
+
+
+def _build(
+    tmp: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok
+) -> None:
+    """Write the corpus's files into the folder tmp (see open_cached)."""
+    sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
+    dtypes = {side: ids_dtype(tok.vocab_size) for side, tok in sides.items()}
+    files = {
+        name: open(tmp / name, "wb")
+        for name in ["lines"] + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]
+    }
+    try:
+        counts, too_long, n = ReadCounts(), 0, 0
+        tokens = dict.fromkeys(sides, 0)
+        for side in sides:
+            files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
+        stream = iter_examples(targets, sources, counts)
+        while chunk := list(itertools.islice(stream, CHUNK_LINES)):
+            ids = {"target": tgt_tok.encode_batch([t for _, _, t in chunk])}
+            if sources:
+                ids["source"] = src_tok.encode_batch([s for _, s, _ in chunk])
+            tgt_len = np.fromiter(map(len, ids["target"]), np.int64, len(chunk))
+            size = tgt_len + 1
+            ok = tgt_len > 0
+            if sources:
+                src_len = np.fromiter(map(len, ids["source"]), np.int64, len(chunk))
+                size = np.maximum(size, src_len)
+                ok &= src_len > 0
+            ok &= size <= max_len
+            keep = np.flatnonzero(ok)
+            too_long += len(chunk) - len(keep)
+            files["lines"].write(
+                np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes()
+            )
+            for side in sides:
+                rows = [ids[side][i] for i in keep]
+                lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+                flat = np.fromiter(
+                    itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum())
+                )
+                files[f"{side}.ids"].write(flat.tobytes())
+                files[f"{side}.offsets"].write((tokens[side] + np.cumsum(lengths)).tobytes())
+                tokens[side] += int(lengths.sum())
+            n += len(keep)
+    finally:
+        for f in files.values():
+            f.close()
+    if n == 0:
+        raise DataError(
+            f"no training example is at most data.max_len={max_len} tokens long: raise "
+            "data.max_len"
+            + (
+                " (a character tokenizer makes ~5x more tokens than BPE)"
+                if tgt_tok.kind == "char"
+                else ""
+            )
+        )
+    header = {
+        "format": FORMAT,
+        "key": key,
+        "examples": n,
+        "tokens": tokens,
+        "dtype": {side: dt.name for side, dt in dtypes.items()},
+        "dropped": {"empty": counts.empty, "too_long": too_long},
+        "lines_read": counts.lines,
+    }
+    (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
 
 
 class CorpusView(Sequence):

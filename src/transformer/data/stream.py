@@ -26,13 +26,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .corpus import FORMAT, default_cache_root, file_key, fingerprint, ids_dtype, key_digest
+from .corpus import (
+    FORMAT,
+    default_cache_root,
+    file_key,
+    fingerprint,
+    ids_dtype,
+    key_digest,
+    open_cached,
+)
 from .text import DataError, iter_lines
 from .tokenizer import Tokenizer
 
@@ -139,15 +146,15 @@ def prepare_stream(
         "bos_eos": [bos, eos],
     }
     folder = (Path(cache) if cache else default_cache_root()) / f"stream-{key_digest(key)}"
-    if folder.exists():
-        why = _damage(folder, key)
-        if why is None:
-            say(f"data: prepared stream {folder}")
-            return TokenStream(folder)
-        say(f"data: the prepared stream {folder} cannot be used ({why}): building it again")
-    say(f"data: preparing {path} as one token stream into {folder}")
-    _build(folder, key, path, tokenizer, documents, bos, eos)
-    return TokenStream(folder)
+    return open_cached(
+        folder,
+        lambda: _damage(folder, key),
+        lambda tmp: _build(tmp, key, path, tokenizer, documents, bos, eos),
+        TokenStream,
+        "stream",
+        f"{path} as one token stream",
+        say,
+    )
 
 
 def _damage(folder: Path, key: dict) -> str | None:
@@ -166,38 +173,26 @@ def _damage(folder: Path, key: dict) -> str | None:
     return None
 
 
-def _build(folder, key, path, tokenizer: Tokenizer, documents: str, bos: int, eos: int) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+def _build(tmp: Path, key, path, tokenizer: Tokenizer, documents: str, bos: int, eos: int) -> None:
+    """Write the stream's ids and header into the folder tmp (see corpus.open_cached)."""
     dtype = ids_dtype(tokenizer.vocab_size)
-    try:
-        tokens = chars = docs = 0
-        digest = hashlib.sha256()
-        with open(tmp / "ids", "wb") as f:
-            for ids, n_chars, end in encode_stream(path, tokenizer, documents, bos, eos):
-                data = ids.astype(dtype).tobytes()
-                f.write(data)
-                digest.update(data)
-                tokens, chars, docs = tokens + len(ids), chars + n_chars, docs + end
-            f.flush()
-            os.fsync(f.fileno())
-        header = {
-            "key": key,
-            "tokens": tokens,
-            "chars": chars,
-            "documents": docs,
-            "dtype": dtype.name,
-            "sha256": digest.hexdigest(),
-        }
-        (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.rename(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    tokens = chars = docs = 0
+    digest = hashlib.sha256()
+    with open(tmp / "ids", "wb") as f:
+        for ids, n_chars, end in encode_stream(path, tokenizer, documents, bos, eos):
+            data = ids.astype(dtype).tobytes()
+            f.write(data)
+            digest.update(data)
+            tokens, chars, docs = tokens + len(ids), chars + n_chars, docs + end
+    header = {
+        "key": key,
+        "tokens": tokens,
+        "chars": chars,
+        "documents": docs,
+        "dtype": dtype.name,
+        "sha256": digest.hexdigest(),
+    }
+    (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
 
 
 def epoch_blocks(n: int, block_size: int, seed: int, epoch: int) -> tuple[int, np.ndarray]:
