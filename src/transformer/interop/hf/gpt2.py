@@ -97,7 +97,6 @@ def config_to_hf(cfg: ModelConfig):
         family,
         "GPT-2 uses learned positions",
     )
-    require(cfg.bias, "bias", cfg.bias, family, "GPT-2's layers have biases")
     require(
         not cfg.output_bias,
         "output_bias",
@@ -194,11 +193,19 @@ def to_hf(model: DecoderOnly):
     cfg = model.config
     hf_model = GPT2LMHeadModel(config_to_hf(cfg))
     ours = weights_of(model)
+
+    def bias(name: str) -> torch.Tensor:
+        """Our layer's bias; zeros where it has none (bias = false): the same outputs in GPT-2's
+        layers, which always have one."""
+        if f"{name}.bias" in ours:
+            return ours[f"{name}.bias"]
+        return torch.zeros(ours[f"{name}.weight"].shape[0], dtype=ours[f"{name}.weight"].dtype)
+
     t = {
         "transformer.wte.weight": ours["decoder.embed.tokens.weight"],
         "transformer.wpe.weight": ours["decoder.embed.positions.weight"],
         "transformer.ln_f.weight": ours["decoder.final_norm.weight"],
-        "transformer.ln_f.bias": ours["decoder.final_norm.bias"],
+        "transformer.ln_f.bias": bias("decoder.final_norm"),
     }
     if not cfg.tie_embeddings:
         t["lm_head.weight"] = ours["lm_head.weight"]
@@ -206,12 +213,12 @@ def to_hf(model: DecoderOnly):
         mine, h = f"decoder.layers.{i}", f"transformer.h.{i}"
         attn = [f"{mine}.self_attn.{n}" for n in ("q_proj", "k_proj", "v_proj")]
         t[f"{h}.attn.c_attn.weight"] = torch.cat([ours[f"{a}.weight"].T for a in attn], dim=1)
-        t[f"{h}.attn.c_attn.bias"] = torch.cat([ours[f"{a}.bias"] for a in attn])
+        t[f"{h}.attn.c_attn.bias"] = torch.cat([bias(a) for a in attn])
         for ourname, conv in _CONV1D:
             t[f"{h}.{conv}.weight"] = ours[f"{mine}.{ourname}.weight"].T
-            t[f"{h}.{conv}.bias"] = ours[f"{mine}.{ourname}.bias"]
+            t[f"{h}.{conv}.bias"] = bias(f"{mine}.{ourname}")
         for ourname, norm in _NORMS:
-            for q in ("weight", "bias"):
-                t[f"{h}.{norm}.{q}"] = ours[f"{mine}.{ourname}.{q}"]
+            t[f"{h}.{norm}.weight"] = ours[f"{mine}.{ourname}.weight"]
+            t[f"{h}.{norm}.bias"] = bias(f"{mine}.{ourname}")
     load_weights(hf_model, {k: v.contiguous() for k, v in t.items()}, "DecoderOnly -> GPT-2")
     return hf_model.eval()
