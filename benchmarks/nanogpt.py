@@ -26,7 +26,9 @@ the </s>, of 111,540; a difference below 1e-4 nats). nanoGPT's own printed estim
 batches) is shown too.
 
 Speed: training tokens per second at the median step (nanoGPT: its printed time per iteration;
-ours: metrics.jsonl), and each run's wall-clock time from start to exit. Both run in fp32
+ours: metrics.jsonl), and each run's wall-clock time from start to exit; the baby runs are done
+--repeats times in pairs (nanoGPT's, then ours), and the table gives the medians and the median of
+the pairs' ratios (a 2-core VM's speed drifts by 10-20% from one minute to the next). Both run in fp32
 (nanoGPT: no autocast on CPU; ours: train.precision fp32 here, as `auto` chooses on CPUs without
 fast bf16; on a CPU with AMX, --precision auto lets ours take bf16 and the table says so).
 
@@ -174,6 +176,7 @@ def main() -> None:
     p.add_argument("--out", default="runs/nanogpt", help="folder for the runs (default runs/nanogpt)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both (default: all cores)")
     p.add_argument("--precision", default="fp32", help="ours: fp32 (default) or auto")
+    p.add_argument("--repeats", type=int, default=3, help="pairs of baby runs, nanoGPT's then ours; speeds are medians (default 3)")
     p.add_argument("--no-recipe", action="store_true", help="leave out our recipe at nanoGPT's wall-clock time")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
@@ -194,11 +197,21 @@ def main() -> None:
     prepare_nanogpt(work, text)
     print(f"CPU: {cpu_name()} ({torch.backends.cpu.get_cpu_capability()}), {args.threads} threads, torch {torch.__version__}")
     results = {"cpu": cpu_name(), "capability": torch.backends.cpu.get_cpu_capability(), "threads": args.threads}
-    print("nanoGPT baby run ...", flush=True)
-    results["nanogpt"] = run_nanogpt(work, args.threads)
+    pairs = []
+    for r in range(args.repeats):  # nanoGPT's run and ours, one after the other, each time
+        print(f"nanoGPT baby run ({r + 1}/{args.repeats}) ...", flush=True)
+        shutil.rmtree(work / "out-shakespeare-char", ignore_errors=True)
+        nano = run_nanogpt(work, args.threads)
+        print(f"ours at nanoGPT's settings ({r + 1}/{args.repeats}) ...", flush=True)
+        pairs.append((nano, run_ours(out / "baby", BABY, args.threads, args.precision)))
+    results["speed_ratio"] = statistics.median(b["tokens_per_s"] / a["tokens_per_s"] for a, b in pairs)
+    for key, k in (("nanogpt", 0), ("ours_baby", 1)):
+        results[key] = {
+            **pairs[-1][k],
+            **{f: statistics.median(pair[k][f] for pair in pairs) for f in ("wall_s", "tokens_per_s")},
+            "runs": [{f: pair[k][f] for f in ("wall_s", "tokens_per_s")} for pair in pairs],
+        }
     results["nanogpt"]["valid_loss"] = nanogpt_valid_loss(work)
-    print("ours at nanoGPT's settings ...", flush=True)
-    results["ours_baby"] = run_ours(out / "baby", BABY, args.threads, args.precision)
     if not args.no_recipe:
         baby = results["ours_baby"]
         start_up = baby["wall_s"] - baby["trained_s"]  # outside max_minutes: start-up, saving
@@ -213,8 +226,9 @@ def main() -> None:
     for key, name in (("ours_baby", "ours, nanoGPT's settings"), ("ours_recipe", "ours, shakespeare-char recipe")):
         if key in results:
             r = results[key]
+            ratio = results["speed_ratio"] if key == "ours_baby" else r["tokens_per_s"] / n["tokens_per_s"]
             print(f"| {name} ({r['precision']}) | {r['wall_s']:.0f} s | {r['steps']:,} | {r['tokens_per_s']:,.0f} "
-                  f"({r['tokens_per_s'] / n['tokens_per_s']:.2f}x) | {r['valid_loss']:.4f} ({r['valid_loss'] - n['valid_loss']:+.4f}) |")
+                  f"({ratio:.2f}x) | {r['valid_loss']:.4f} ({r['valid_loss'] - n['valid_loss']:+.4f}) |")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=1))
