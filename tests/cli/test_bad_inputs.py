@@ -340,7 +340,11 @@ def test_evaluate_the_wrong_kind_of_model(m, capsys):
 
 def test_evaluate_perplexity_of_nothing(m, tmp_path, capsys):
     blank = write(tmp_path / "blank.txt", "\n  \n\n")
-    fails(["evaluate", m.lm, "--text", blank], capsys, "has no non-empty line")
+    fails(["evaluate", m.lm, "--text", blank], capsys, "has no text, only blank lines")
+    fails(["evaluate", m.lm, "--text", blank, "--per-line"], capsys, "has no non-empty line")
+    fails(["evaluate", m.lm, "--text", blank, "--per-line", "--window", "8"], capsys,
+          "--window and --stride are for the stream")
+    fails(["evaluate", m.lm, "--text", blank, "--window", "100000"], capsys, "longer than the model's max_positions")
 
 
 def test_evaluate_odd_but_valid_files(m, tmp_path, capsys):

@@ -50,7 +50,7 @@ def test_blank_file_is_refused(tmp_path):
     path = tmp_path / "blank.txt"
     path.write_text("\n  \n\n", encoding="utf-8")
     for kind in ("file", "paragraph", "line"):
-        with pytest.raises(DataError, match="has no text"):
+        with pytest.raises(DataError, match="has no text, only blank lines"):
             list(S.iter_pieces(path, kind))
 
 
@@ -153,3 +153,5 @@ def test_split_text_as_nanogpt(tmp_path):
     (tmp_path / "tiny.txt").write_text("a\n", encoding="utf-8")
     with pytest.raises(DataError, match="too little text"):
         split_text(tmp_path / "tiny.txt", tmp_path / "o2", 0.1)
+    with pytest.raises(DataError, match="missing.txt not found: give the text file to split"):
+        split_text(tmp_path / "missing.txt", tmp_path / "o3", 0.1)

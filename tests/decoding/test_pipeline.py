@@ -157,13 +157,18 @@ def test_cli_translate_evaluate_generate(tmp_path, tokenizer, capsys):
     assert capsys.readouterr().out.strip() == Pipeline.load(lm).generate("the cat", temperature=0, max_new_tokens=5).strip()
     text = tmp_path / "text.txt"
     text.write_text("the cat sat on the mat\nbirds sing\n", encoding="utf-8")
-    assert main(["evaluate", str(lm), "--text", str(text)]) == 0
+    assert main(["evaluate", str(lm), "--text", str(text), "--per-line"]) == 0
     model = Pipeline.load(lm).model
     cfg = model.config
     ppl = text_perplexity(model, ["the cat sat on the mat", "birds sing"],
                           lambda line: [cfg.bos_id] + tokenizer.encode(line) + [cfg.eos_id])  # <s> line </s>
     assert ppl > 1
-    assert capsys.readouterr().out == f"perplexity {ppl:.3f} on {text} (per token, </s> included)\n"
+    out = capsys.readouterr().out
+    assert out.startswith(f"perplexity {ppl:.3f} on {text}: ") and "over 34 characters (2 lines each on its own" in out
+    assert main(["evaluate", str(lm), "--text", str(text)]) == 0  # the file as one stream
+    stream = [cfg.bos_id] + tokenizer.encode("the cat sat on the mat\nbirds sing\n") + [cfg.eos_id]
+    ppl = text_perplexity(model, ["x"], lambda _: stream)
+    assert capsys.readouterr().out.startswith(f"perplexity {ppl:.3f} on {text}: ")
     assert main(["generate", str(path), "--prompt", "the cat"]) == 0  # an encoder-decoder answers as translate
     assert capsys.readouterr().out.strip() == Pipeline.load(path).translate(["the cat"])[0].strip()
 

@@ -81,7 +81,7 @@ def iter_pieces(path: str | os.PathLike, documents: str) -> Iterator[tuple[str, 
     else:
         raise ValueError(f"documents={documents!r} is not file, paragraph or line")
     if not found:
-        raise DataError(f"{path} has no text: expected a text file")
+        raise DataError(f"{path} has no text, only blank lines: give a file with text in it")
 
 
 def stream_texts(path: str | os.PathLike, documents: str, sample: int, seed: int = 0):

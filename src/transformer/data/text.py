@@ -229,7 +229,10 @@ def split_text(
     The text is read whole, byte for byte (line endings as they are)."""
     from ..files import atomic_write
 
-    path = check_file(path)
+    path = Path(path)
+    if not path.is_file():
+        why = "is not a file" if path.exists() else "not found"
+        raise DataError(f"{path} {why}: give the text file to split")
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
