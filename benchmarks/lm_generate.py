@@ -303,9 +303,11 @@ def main() -> None:
             cfg = pipe.model.config
             room = cfg.max_positions - max(map(len, prompts)) + 1  # P + N - 1 positions
             n = args.new_tokens
-            if room < n:
-                raise SystemExit(f"{model_dir}: the longest prompt has {max(map(len, prompts))} tokens, so only "
-                                 f"{room} new ones fit in max_positions={cfg.max_positions}: lower --new-tokens")
+            if room < n:  # this model is left out; the others still run
+                print(f"{model_dir} left out: the longest prompt has {max(map(len, prompts))} tokens, so only "
+                      f"{room} new ones fit in max_positions={cfg.max_positions}: lower --new-tokens or give "
+                      "shorter --prompt texts", flush=True)
+                continue
             print(f"{name}: {T.count_parameters(pipe.model) / 1e6:.2f}M parameters, {cfg.positional} positions, "
                   f"{cfg.norm}, {cfg.activation}; prompts of {sorted(map(len, prompts))} tokens; "
                   f"engines: {', '.join(runs)}", flush=True)
