@@ -255,13 +255,9 @@ class Pipeline:
             self.model,
             sources,
             max_new_tokens=max(1, math.floor(s.max_len_a * longest + s.max_len_b)),
-            temperature=s.temperature,
-            top_k=s.top_k,
-            top_p=s.top_p,
             generator=generator,
             min_new_tokens=s.min_len,
-            no_repeat_ngram_size=s.no_repeat_ngram_size,
-            repetition_penalty=s.repetition_penalty,
+            **sampling_settings(s),
         )
 
     def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
@@ -405,19 +401,26 @@ class Pipeline:
                 self.model,
                 [context],
                 max_new_tokens=room,
-                temperature=s.temperature,
-                top_k=s.top_k,
-                top_p=s.top_p,
                 generator=generator,
                 on_step=on_step,
-                no_repeat_ngram_size=s.no_repeat_ngram_size,
-                repetition_penalty=s.repetition_penalty,
+                **sampling_settings(s),
             )
             got = out[0].tolist()  # one row: no padding
             new += got
             if limit is None or len(got) < room or len(new) >= s.max_new_tokens:
                 return new  # </s>, or as many as asked
             context = (context + got)[-max(1, limit // 2) :]
+
+
+def sampling_settings(s: DecodeConfig) -> dict:
+    """What `sample` takes from decode settings besides lengths: the draw and the guards."""
+    return dict(
+        temperature=s.temperature,
+        top_k=s.top_k,
+        top_p=s.top_p,
+        no_repeat_ngram_size=s.no_repeat_ngram_size,
+        repetition_penalty=s.repetition_penalty,
+    )
 
 
 def as_lines(lines: Iterable[str]) -> list[str]:

@@ -28,8 +28,8 @@ from ...model.io import load_config
 from ...model_dir import load_model
 from .. import distributed as D
 from ..corpora import run_tokenizers
-from ..loss import label_smoothed_cross_entropy
-from .base import BatchCache, Objective, StepSums, autocast, validation_sums
+from .base import BatchCache, Objective, validation_sums
+from .seq2seq import Seq2Seq
 
 
 class PackedLM(Objective):
@@ -57,11 +57,10 @@ class PackedLM(Objective):
         m = config.model
         self.bos, self.eos, self.pad = m.bos_id, m.eos_id, m.pad_id
         if dist.is_main:
-            self.train = self._stream(d.train_text, say)
-        D.barrier(dist)  # rank 0 has written the stream: the others map it
+            self.train, self.valid = self._streams(say)
+        D.barrier(dist)  # rank 0 has written the streams: the others map them
         if not dist.is_main:
-            self.train = self._stream(d.train_text, lambda _: None)
-        self.valid = self._stream(d.valid_text, say) if d.valid_text else None
+            self.train, self.valid = self._streams(lambda _: None)
         say(
             f"data: {d.train_text} as one stream of {len(self.train):,} tokens "
             f"({self.train.documents:,} document(s) of data.documents={d.documents!r}, "
@@ -72,9 +71,16 @@ class PackedLM(Objective):
         self._cache = BatchCache()
         self._drawn: tuple[int, tuple[int, np.ndarray]] | None = None
 
-    def _stream(self, path: str, say: Callable[[str], None]) -> S.TokenStream:
+    def _streams(self, say: Callable[[str], None]) -> tuple[S.TokenStream, S.TokenStream | None]:
+        """The training and validation (None without valid_text) streams, prepared or opened."""
         d = self.config.data
-        return S.prepare_stream(path, self.tokenizer, d.documents, self.bos, self.eos, d.cache, say)
+
+        def stream(path: str) -> S.TokenStream:
+            return S.prepare_stream(
+                path, self.tokenizer, d.documents, self.bos, self.eos, d.cache, say
+            )
+
+        return stream(d.train_text), (stream(d.valid_text) if d.valid_text else None)
 
     # data
     def _epoch(self, epoch: int) -> tuple[int, np.ndarray]:
@@ -93,15 +99,11 @@ class PackedLM(Objective):
     def attention_shape(self):
         return self.rows, self.block_size
 
-    def _batch(self, spans: list[tuple[int, int]], stream: S.TokenStream, ring: bool) -> Batch:
+    def _batch(self, spans: list[tuple[int, int]], stream: S.TokenStream) -> Batch:
         x = torch.full((len(spans), self.block_size), self.pad, dtype=torch.long)
         y = torch.full_like(x, self.pad)
         for row, (start, positions) in enumerate(spans):
-            block = (
-                S.read_block(stream.ids, start, positions)
-                if ring
-                else np.asarray(stream.ids[start : start + positions + 1], dtype=np.int64)
-            )
+            block = S.read_block(stream.ids, start, positions)  # validation's never wrap
             inputs, targets = S.targets(block, self.bos, self.pad)
             x[row, :positions] = torch.from_numpy(inputs)
             y[row, :positions] = torch.from_numpy(targets)
@@ -113,7 +115,7 @@ class PackedLM(Objective):
         def make() -> Batch:
             n, offset = len(self.train), self._epoch(key[0])[0]
             spans = [S.block_span(n, self.block_size, offset, k) for k in indices]
-            return self._batch(spans, self.train, ring=True)
+            return self._batch(spans, self.train)
 
         return self._cache.get(key, make)
 
@@ -139,18 +141,12 @@ class PackedLM(Objective):
             return model
         return build_model(self.config.model.replace(vocab_size=self.tokenizer.vocab_size))
 
-    def loss(self, net, model, batch, device):
-        with autocast(device, self.config.train.precision):
-            logits = net(batch.tgt_in)
-        out = label_smoothed_cross_entropy(
-            logits, batch.tgt_out, self.config.train.label_smoothing, model.config.pad_id
-        )
-        return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
+    loss = Seq2Seq.loss  # teacher forcing over the block's targets, as a per-line language model
 
     def valid_batches(self) -> list[Batch]:
         spans = S.valid_blocks(len(self.valid), self.block_size)
         return [
-            self._batch(spans[i : i + self.rows], self.valid, ring=False)
+            self._batch(spans[i : i + self.rows], self.valid)
             for i in range(0, len(spans), self.rows)
         ]
 
