@@ -175,7 +175,7 @@ def test_clip_norm_clips_the_global_gradient_norm(tmp_path, monkeypatch, tiny, r
 def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data, monkeypatch, tiny, runs):
     """bf16 really is used: every loss (training and validation) sees bf16 logits, and the losses
     differ from an fp32 run with the same seed, by little (the same run, in lower precision)."""
-    import transformer.training.objectives.lm as trainer  # lm reads packed text by default
+    import transformer.training.objectives.seq2seq as trainer  # its loss serves the packed lm too
 
     def lm(precision: str) -> RunConfig:
         return build_run_config({
