@@ -7,15 +7,38 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
 
 from fastapi import Request
 
-from ..config import ServeConfig
+from ..config import DecodeConfig, ServeConfig
 from ..decoding.pipeline import Pipeline, PipelineError
 from .errors import ApiError
 from .metrics import Metrics
 from .streaming import disconnected
-from .worker import Job, QueueFull, Worker
+from .worker import Cancelled, Job, QueueFull, Worker
+
+
+@dataclass
+class Generation:
+    """What a generation job gives: the new token ids (without </s>), and why it ended: "stop" (the
+    model's </s>, or on_token asked to stop) or "length" (max_new_tokens reached)."""
+
+    ids: list[int]
+    finish_reason: Literal["stop", "length"]
+
+
+OnToken = Callable[[int], bool | None]
+"""Called on the worker thread with each new token id as it is chosen (</s> not included); a true
+return ends the generation there, normally (finish_reason "stop": a stop string was seen)."""
+
+
+class _Enough(Exception):
+    """on_token asked to stop."""
 
 
 class State:
@@ -50,6 +73,50 @@ class State:
             lines, batch_tokens=self.config.max_batch_tokens, on_truncate=cut.extend, **settings
         )
         return outputs, cut
+
+    def generation_job(
+        self,
+        prompt_ids: list[int],
+        settings: DecodeConfig,
+        seed: int | None = None,
+        on_token: OnToken | None = None,
+    ) -> Job:
+        """A job that samples up to settings.max_new_tokens new tokens after prompt_ids (already
+        fitted: Pipeline.fit_prompt) with settings' temperature, top_k, top_p and guards; the same
+        seed gives the same tokens (Pipeline.generate's draws). Its result is a Generation. A job
+        whose `stop` is set ends with Cancelled at its next token."""
+        pipeline = self.pipeline
+        job = Job("generate")
+        eos = pipeline.model.config.eos_id
+        ids: list[int] = []
+        enough = [False]
+
+        def on_step(rows, tokens):
+            if job.stop.is_set():
+                raise Cancelled
+            token = int(tokens[0])
+            if token == eos:
+                return
+            ids.append(token)
+            if on_token is not None and on_token(token):
+                enough[0] = True
+                raise _Enough
+
+        def run() -> Generation:
+            generator = torch.Generator(device=next(pipeline.model.parameters()).device)
+            if seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(seed)
+            try:
+                new = pipeline._sample_long(list(prompt_ids), settings, generator, on_step)
+            except _Enough:
+                return Generation(list(ids), "stop")
+            finish = "length" if len(new) >= settings.max_new_tokens else "stop"
+            return Generation(new, finish)
+
+        job.run = run
+        return job
 
     @property
     def family(self) -> str:
