@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-
 from fastapi import Request
 
 from ..config import DecodeConfig, ServeConfig
