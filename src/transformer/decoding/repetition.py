@@ -24,6 +24,8 @@ The rules:
   greedy search and sampling), so scores are those of the penalised distribution. Hugging Face's
   beam search departs from this: it penalises the log-probabilities after log_softmax (not
   renormalised), which ranks beams differently.
+- Padding: a history entry equal to V (the vocabulary size) is no token; both guards skip it. A
+  running batch (continuous.py) left-pads the histories of rows that joined it later with it.
 - Off (0 and 1, the defaults) costs nothing: the Stepper keeps no history and its step is the
   same code as without the guards.
 """
@@ -39,12 +41,15 @@ def penalize_repetitions(
     logits: torch.Tensor, history: torch.Tensor, penalty: float
 ) -> torch.Tensor:
     """CTRL's repetition penalty (module rules): logits (B, V) with each token of history (B, T)
-    divided by penalty if positive, else multiplied by it. Returns a new tensor."""
+    divided by penalty if positive, else multiplied by it (entries V are padding). Returns a new
+    tensor."""
     if penalty == 1.0 or history.shape[1] == 0:
         return logits
-    seen = logits.gather(1, history)  # (B, T); a repeated token gathers the same logit twice
+    vocab = logits.shape[1]
+    wide = torch.nn.functional.pad(logits, (0, 1))  # column V: where padding (id V) points
+    seen = wide.gather(1, history)  # (B, T); a repeated token gathers the same logit twice
     seen = torch.where(seen < 0, seen * penalty, seen / penalty)
-    return logits.scatter(1, history, seen)  # duplicates write equal values
+    return wide.scatter(1, history, seen)[:, :vocab]  # duplicates write equal values
 
 
 def block_repeated_ngrams(log_probs: torch.Tensor, history: torch.Tensor, n: int) -> torch.Tensor:

@@ -152,6 +152,51 @@ class LayerCache:
             ]  # (B', K, S', D)
         self._swap_in(target, n, length)
 
+    def join_self(self, other: LayerCache, length: int, left: bool) -> None:
+        """Append other's self-attention rows after these, both padded to `length` positions (on the
+        left for flat rows, on the right for tree cells), in fresh buffers with room to grow."""
+        a, b = self.self_kv, other.self_kv
+        rows = a[0].shape[0] + b[0].shape[0]
+        buffers = tuple(
+            x.new_zeros(rows, x.shape[1], max(MIN_CAPACITY, 2 * length), x.shape[3]) for x in a
+        )
+        for full, mine, theirs in zip(buffers, a, b, strict=True):
+            for start, part in ((0, mine), (mine.shape[0], theirs)):
+                n, filled = part.shape[0], part.shape[2]
+                cols = slice(length - filled, length) if left else slice(0, filled)
+                full[start : start + n, :, cols] = part
+        self.buffers, self.spare = buffers, None
+        self.self_kv = (buffers[0][:, :, :length], buffers[1][:, :, :length])
+
+
+def _pad_dim(t: torch.Tensor, dim: int, size: int, left: bool = False) -> torch.Tensor:
+    """t padded with zeros (False) along dim to size."""
+    missing = size - t.shape[dim]
+    if missing == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    pad = t.new_zeros(shape)
+    return torch.cat([pad, t] if left else [t, pad], dim=dim)
+
+
+def _join_masks(a: KVCache, b: KVCache) -> torch.Tensor | None:
+    """The joined source mask (B_src + B_src', S) of two caches; None when neither source is padded
+    and they are as long (or the model has no source)."""
+    if a.layers[0].cross_kv is None:
+        return None
+    shapes = [c.layers[0].cross_kv[0].shape for c in (a, b)]
+    if a.memory_mask is None and b.memory_mask is None and shapes[0][2] == shapes[1][2]:
+        return None
+    width = max(shape[2] for shape in shapes)
+    masks = [
+        torch.ones(shape[0], shape[2], dtype=torch.bool, device=c.positions.device)
+        if c.memory_mask is None
+        else c.memory_mask
+        for c, shape in zip((a, b), shapes, strict=True)
+    ]
+    return torch.cat([_pad_dim(m, 1, width) for m in masks])
+
 
 @dataclass
 class KVCache:
@@ -248,6 +293,53 @@ class KVCache:
                     )
             self.memory_mask = pick(self.memory_mask, sources)
         self.group_size = group_size
+
+    def extend(self, other: KVCache) -> None:
+        """Append the rows of `other` after this cache's rows (continuous batching: requests that
+        join a running batch). Both caches are flat or both are prefix trees, with the same
+        group_size. The shorter self-attention history is padded on the left (flat: key_mask marks
+        the padding) or its cells on the right (tree: no beam's path holds them); the shorter source
+        is padded on the right (memory_mask). Each row keeps its own positions, so what it computes
+        is what it computed alone, up to the padding it never attends to."""
+        if (self.ancestors is None) != (other.ancestors is None) or (
+            self.group_size != other.group_size
+        ):
+            raise ValueError(
+                "KVCache.extend joins caches of one layout: both flat or both prefix trees of the "
+                f"same group size (here {self.group_size} and {other.group_size})"
+            )
+        tree = self.ancestors is not None
+        length = max(self.length, other.length)
+        memory_mask = _join_masks(self, other)  # before the layers' cross keys are joined
+        for mine, theirs in zip(self.layers, other.layers, strict=True):
+            mine.join_self(theirs, length, left=not tree)
+            if mine.cross_kv is not None:
+                width = max(mine.cross_kv[0].shape[2], theirs.cross_kv[0].shape[2])
+                mine.cross_kv = tuple(
+                    torch.cat([_pad_dim(a, 2, width), _pad_dim(b, 2, width)])
+                    for a, b in zip(mine.cross_kv, theirs.cross_kv, strict=True)
+                )
+        if tree:
+            self.ancestors = torch.cat(
+                [_pad_dim(self.ancestors, 2, length), _pad_dim(other.ancestors, 2, length)]
+            )
+        elif self.key_mask is not None or other.key_mask is not None or self.length != other.length:
+            self.key_mask = torch.cat(
+                [self._keys_real(length), other._keys_real(length)]
+            )  # (B + B', S)
+        self.memory_mask = memory_mask
+        self.positions = torch.cat([self.positions, other.positions])
+        self.length = length
+
+    def _keys_real(self, length: int) -> torch.Tensor:
+        """(B, length) bool: which cached self-attention keys are real, left-padded to length."""
+        rows = len(self.positions)
+        real = (
+            torch.ones(rows, self.length, dtype=torch.bool, device=self.positions.device)
+            if self.key_mask is None
+            else self.key_mask
+        )
+        return _pad_dim(real, 1, length, left=True)
 
     def _n_sources(self) -> int:
         for layer in self.layers:
