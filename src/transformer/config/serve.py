@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from .checks import check_settings, check_types, setting
 
+BATCHING = ("continuous", "whole")
+"""How the server batches requests (ServeConfig.batching)."""
+
 API_KEY_ENV = "TRANSFORMER_API_KEY"
 """The environment variable the API key is read from (better than --api-key, which ps shows)."""
 
@@ -21,10 +24,14 @@ class ServeConfig:
 
     max_batch_tokens: int = setting(4000, gt=0, flag="--max-batch-tokens", give="a positive number")
     """Source tokens decoded together at most (the same budget as translate's --batch-tokens)."""
+    batching: str = setting("continuous", choices=BATCHING, flag="--batching")
+    """continuous: requests join and leave the running batch between decoding steps; whole: a batch
+    is formed from the waiting requests and decoded to its end before the next one starts."""
     max_wait_ms: float = setting(
         10.0, ge=0, finite=True, flag="--max-wait-ms", give="a number of milliseconds >= 0"
     )
-    """How long the first request of a batch waits for others to batch with, in milliseconds."""
+    """How long the first request of a batch waits for others to batch with, in milliseconds
+    (whole-batch mode; continuous batching admits at the next step)."""
     max_queue: int = setting(256, gt=0, flag="--max-queue", give="a positive number")
     """Requests waiting at most; more are refused with 503 and Retry-After."""
     timeout: float = setting(

@@ -42,6 +42,11 @@ class Job:
     """Translation settings as a hashable tuple: only jobs with equal keys share a batch."""
     tokens: int = 0
     """Source tokens, for max_batch_tokens."""
+    seqs: list = field(default_factory=list)
+    """Continuous batching (scheduler.py): the job's requests (decoding.continuous.Sequence), each
+    decoded in a running batch; `finish(seqs)` turns them into the job's result once all are done.
+    A job with seqs and no lines is a generation; with lines, a translation."""
+    finish: Callable[[list], object] | None = None
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -137,7 +142,7 @@ class Worker:
         with self._cond:
             while True:
                 while self._jobs and self._jobs[0].cancelled:
-                    self._jobs.popleft()
+                    self._jobs.popleft().future.cancel()  # nobody waits: never decoded
                 if self._stopping or (self._alive is not None and not self._alive()):
                     return None
                 if self._jobs:
