@@ -56,7 +56,7 @@ def serve(
             "--api-key)",
             file=sys.stderr,
         )
-    app = create_app(None, config)
+    app = create_app(None, config, model_name=os.path.basename(os.path.abspath(model_dir)))
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -11,6 +11,8 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels
   GET  /health         200 once the model is loaded (503 before)
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
+  GET  /v1/models, POST /v1/completions, POST /v1/chat/completions
+                       OpenAI's API for decoder-only models, errors in OpenAI's shape (openai.py)
   GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES; "other" for the rest)
   GET  /               the page (static HTML/JS shipped in the package; no network fetch)
   GET  /docs           FastAPI's OpenAPI page
@@ -25,12 +27,14 @@ import hmac
 import threading
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 
 from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline
 from .errors import error_response, install_error_handlers
+from .openai import router as openai_router
 from .routes import ROUTES, router
 from .state import State
 
@@ -46,10 +50,12 @@ def create_app(
     config: ServeConfig | None = None,
     device: str = "cpu",
     precision: str | None = None,
+    model_name: str | None = None,
 ) -> FastAPI:
     """The FastAPI app for a model directory (loaded on a thread when the app starts; /health says
     when it is ready) or a Pipeline. With None the caller loads it and calls
-    app.state.serve.start."""
+    app.state.serve.start. model_name: the model's id in OpenAI's API (default: the directory's
+    name; "model" for a Pipeline)."""
     config = config or ServeConfig()
     state = State(config)
 
@@ -79,6 +85,10 @@ def create_app(
         description="A `transformer` model directory behind an HTTP API.",
     )
     app.state.serve = state
+    app.state.model_name = model_name or (
+        "model" if model is None or isinstance(model, Pipeline) else Path(model).resolve().name
+    )
+    app.state.started = int(time.time())
     if config.cors_origin:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -91,6 +101,7 @@ def create_app(
     app.middleware("http")(_guard)
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(openai_router)
     return app
 
 
@@ -108,6 +119,7 @@ async def _guard(request: Request, call_next):
                 "unauthorized",
                 "this server needs an API key: send the header 'Authorization: Bearer KEY'",
                 {"WWW-Authenticate": "Bearer"},
+                path,
             )
             state.metrics.request(path, 401, time.monotonic() - start)
             return response
@@ -118,6 +130,8 @@ async def _guard(request: Request, call_next):
             "body_too_large",
             f"the request body has {int(length):,} bytes, more "
             f"than this server takes ({config.max_body_bytes:,}; see --max-body-bytes)",
+            None,
+            path,
         )
     else:
         response = await call_next(request)

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Str
 from ..config import SAMPLING_SETTINGS
 from ..decoding.pipeline import PipelineError
 from .errors import ApiError
+from .openai import router as openai_router
 from .schemas import (
     AttentionRequest,
     AttentionResponse,
@@ -288,9 +289,9 @@ async def page():
     )
 
 
-ROUTES = frozenset(route.path for route in router.routes)
-"""The paths /metrics counts by name (every route above, so none is left out); others count as
-"other"."""
+ROUTES = frozenset(route.path for r in (router, openai_router) for route in r.routes)
+"""The paths /metrics counts by name (every route above and OpenAI's, so none is left out); others
+count as "other"."""
 
 
 def decode_images(items: list[str], vision) -> torch.Tensor:
