@@ -15,7 +15,7 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
                        OpenAI's API for decoder-only models, errors in OpenAI's shape (openai.py)
   GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES; "other" for the rest)
   GET  /               the page (static HTML/JS shipped in the package; no network fetch)
-  GET  /docs           FastAPI's OpenAPI page
+  GET  /docs           the API's Swagger UI page, its files served from here (docs.py: offline)
 
 With an API key every endpoint but /health, the page and the OpenAPI page needs
 `Authorization: Bearer KEY` (the page asks for the key when a call is refused).
@@ -33,6 +33,7 @@ from fastapi import FastAPI, Request
 
 from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline
+from .docs import ASSETS, install_docs
 from .errors import error_response, install_error_handlers
 from .openai import router as openai_router
 from .routes import ROUTES, router
@@ -40,9 +41,9 @@ from .state import State
 
 __all__ = ["API_KEY_ENV", "ROUTES", "ServeConfig", "State", "create_app"]
 
-OPEN_PATHS = {"/health", "/", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"}
+OPEN_PATHS = {"/health", "/", "/docs", "/openapi.json"}
 """Paths that need no API key: for load balancers, the page (it asks for the key) and the API
-docs."""
+docs (with their files, under docs.ASSETS)."""
 
 
 def create_app(
@@ -82,6 +83,8 @@ def create_app(
     app = FastAPI(
         title="transformer serve",
         lifespan=lifespan,
+        docs_url=None,  # docs.py serves /docs with its own files, not a CDN's
+        redoc_url=None,
         description="A `transformer` model directory behind an HTTP API.",
     )
     app.state.serve = state
@@ -101,6 +104,7 @@ def create_app(
     app.middleware("http")(_guard)
     install_error_handlers(app)
     app.include_router(router)
+    install_docs(app)
     app.include_router(openai_router)
     return app
 
@@ -111,7 +115,8 @@ async def _guard(request: Request, call_next):
     config = state.config
     start = time.monotonic()
     path = request.url.path
-    if config.api_key and path not in OPEN_PATHS and request.method != "OPTIONS":
+    open_path = path in OPEN_PATHS or path.startswith(f"{ASSETS}/")
+    if config.api_key and not open_path and request.method != "OPTIONS":
         given = request.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode()):
             response = error_response(
