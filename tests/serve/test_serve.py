@@ -181,7 +181,7 @@ def test_bad_input_gets_a_json_error_naming_the_field(mt, lm, dirs):
         error(c.post("/v1/translate", json={"text": "a", "beam_size": "wide"}), 422, "invalid_request", "beam_size")
         error(c.post("/v1/translate", json={"text": "a", "beam": 3}), 422, "invalid_request", "beam: unknown field")
         error(c.post("/v1/translate", json={"text": "a", "n_best": 5, "beam_size": 2}), 422, "invalid_request", "n_best")
-        error(c.post("/v1/translate", json={"text": "a\nb"}), 422, "invalid_request", "line break")
+        error(c.post("/v1/translate", json={"text": ["a", "b\nc\r\nd", "e"]}), 413, "too_many_lines", "5 lines")
         error(c.post("/v1/translate", json={"text": ["a"] * 5}), 413, "too_many_lines", "5 lines", "--max-lines")
         error(c.post("/v1/translate", json={"text": "a" * 3000}), 413, "body_too_large", "--max-body-bytes")
         error(c.post("/v1/generate", json={"prompt": "a"}), 400, "wrong_endpoint", "/v1/translate")

@@ -63,6 +63,7 @@ def serve(
             host=host,
             port=port,
             log_level=log_level,
+            log_config=_log_config(log_level),
             timeout_graceful_shutdown=drain_timeout,
             server_header=False,
             access_log=os.environ.get("TRANSFORMER_ACCESS_LOG", "1") != "0",
@@ -98,6 +99,15 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _log_config(level: str) -> dict:
+    """uvicorn's logging, and the server's own lines (logger "transformer.serve": a request
+    cancelled, ...) printed the same way."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    ours = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return {**LOGGING_CONFIG, "loggers": {**LOGGING_CONFIG["loggers"], "transformer.serve": ours}}
 
 
 def _cannot_listen(host: str, port: int) -> int:

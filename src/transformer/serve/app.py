@@ -23,6 +23,7 @@ With an API key every endpoint but /health, the page and the OpenAPI page needs
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import threading
 import time
@@ -30,6 +31,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline
@@ -101,6 +103,7 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(BodyGuard, config=config)
     app.middleware("http")(_guard)
     install_error_handlers(app)
     app.include_router(router)
@@ -143,3 +146,51 @@ async def _guard(request: Request, call_next):
     endpoint = path if path in ROUTES else "other"
     state.metrics.request(endpoint, response.status_code, time.monotonic() - start)
     return response
+
+
+class BodyGuard:
+    """The request body's two limits, checked as it arrives (ASGI middleware around `receive`): past
+    max_body_bytes, with a Content-Length or chunked, 413 before the rest is read (_guard refuses a
+    too large Content-Length before reading anything); not all arrived within the timeout (a client
+    that trickles it or stops sending), 408. Either answer closes the connection."""
+
+    def __init__(self, app, config: ServeConfig):
+        self.app, self.config = app, config
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        config = self.config
+        deadline = time.monotonic() + config.timeout
+        size, done, refused = 0, False, False
+
+        async def guarded_receive():
+            nonlocal size, done, refused
+            if done:  # the body is in: what follows is the disconnect, whenever it comes
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                refused = True
+                raise StarletteHTTPException(
+                    408,
+                    f"the request body did not arrive within {config.timeout:g} s "
+                    "(see --timeout): send it whole, at once",
+                ) from None
+            size += len(message.get("body", b""))
+            done = not message.get("more_body", False)
+            if size > config.max_body_bytes:
+                refused = True
+                raise StarletteHTTPException(
+                    413,
+                    f"the request body has more than {config.max_body_bytes:,} bytes, more than "
+                    "this server takes (see --max-body-bytes)",
+                )
+            return message
+
+        async def closing_send(message):
+            if refused and message["type"] == "http.response.start":
+                message = {**message, "headers": [*message["headers"], (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, guarded_receive, closing_send)

@@ -5,6 +5,8 @@ and a malformed request is a 400 (OpenAI's clients raise BadRequestError), not a
 
 from __future__ import annotations
 
+import json
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -55,28 +57,63 @@ def error_response(
 
 
 def validation_message(e: RequestValidationError) -> str:
-    """pydantic's errors as one line: `beam_size: Input should be greater than 0; text: Field
-    required`."""
-    problems = []
+    """pydantic's errors as one line: `beam_size: Input should be a valid integer, not the string
+    "4"; text: Field required`. A field that takes several types is named once (`text: Input
+    should be a valid string or a valid list, not 3`), or by the items at fault in a list sent."""
+    found: dict[str, list[dict]] = {}
     for err in e.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        if err.get("type") == "json_invalid":
-            problems.append(
-                f"the body is not valid JSON ({err.get('ctx', {}).get('error', err['msg'])})"
-            )
-        elif where == "body" and err.get("type") in (
-            "model_attributes_type",
-            "dict_type",
-            "missing",
-        ):
-            problems.append(
-                "the body must be a JSON object (with the header 'Content-Type: application/json')"
-            )
-        elif err.get("type") == "extra_forbidden":
-            problems.append(f"{where}: unknown field")
-        else:
-            problems.append(f"{where}: {err['msg']}")
-    return "; ".join(problems)
+        found.setdefault(field_path(err.get("loc", ())), []).append(err)
+    problems = []
+    for where, errs in found.items():
+        inner = any(other.startswith((f"{where}[", f"{where}.")) for other in found)
+        if inner and all(err["type"].endswith("_type") for err in errs):
+            continue  # a union's other member: the errors inside what was sent say more
+        problems.append(describe(where, errs))
+    return "; ".join(dict.fromkeys(problems))
+
+
+def field_path(loc: tuple) -> str:
+    """("body", "text", "list[str]", 1) -> "text[1]": the fields and indices, without pydantic's
+    tags of a union's members ("str", "list[str]")."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part != "body" and part not in UNION_TAGS and not part.endswith("]"):
+            path += f".{part}" if path else part
+    return path or "body"
+
+
+UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def describe(where: str, errs: list[dict]) -> str:
+    """The errors of one field as one phrase."""
+    first = errs[0]
+    kind = first["type"]
+    if kind == "json_invalid":
+        return f"the body is not valid JSON ({first.get('ctx', {}).get('error', first['msg'])})"
+    if where == "body" and kind in ("model_attributes_type", "model_type", "dict_type", "missing"):
+        return "the body must be a JSON object (with the header 'Content-Type: application/json')"
+    if kind == "extra_forbidden":  # named as sent, even "str"
+        parent = field_path(first["loc"][:-1])
+        return f"{'' if parent == 'body' else parent + '.'}{first['loc'][-1]}: unknown field"
+    if where == "body":
+        return first["msg"]  # a rule on the whole body (schemas.Strict's) names the field itself
+    wants = [first["msg"]] + [err["msg"].removeprefix("Input should be ") for err in errs[1:]]
+    sent = first.get("input")
+    if kind.endswith("_type") or (kind == "literal_error" and len(repr(sent)) < 40):
+        return f"{where}: {' or '.join(wants)}, not {json_kind(sent)}"
+    return f"{where}: {' or '.join(wants)}"
+
+
+def json_kind(value) -> str:
+    """What a client sent, in JSON's words: `a string`, `3`, `null`."""
+    if isinstance(value, str):
+        return "a string" if len(value) > 30 else f"the string {json.dumps(value)}"
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -98,7 +135,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException):
-        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
+        if e.status_code == 400 and e.__cause__ is not None:  # FastAPI could not read the body
+            cause = e.__cause__
+            e.detail = f"the body could not be read ({type(cause).__name__}: {cause}): send JSON"
+        code = {
+            400: "invalid_request",
+            404: "not_found",
+            405: "method_not_allowed",
+            408: "timeout",
+            413: "body_too_large",
+        }.get(e.status_code, "http_error")
         return error_response(e.status_code, code, str(e.detail), None, request.url.path)
 
     @app.exception_handler(Exception)

@@ -2,8 +2,8 @@
 library.
 
 Counters of requests by endpoint and status, a latency histogram per endpoint, a histogram of
-lines per decoded batch, the queue depth, and the tokens generated. Thread-safe: the worker
-thread and the event loop both record.
+lines per decoded batch, the queue depth, the tokens generated and the requests cancelled.
+Thread-safe: the worker thread and the event loop both record.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class Metrics:
         self.batch_lines = Histogram(BATCH_BUCKETS)
         self.tokens_generated = 0
         self.lines_translated = 0
+        self.cancelled = 0
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -61,6 +62,10 @@ class Metrics:
     def generated(self, tokens: int) -> None:
         with self._lock:
             self.tokens_generated += tokens
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled += 1
 
     def translated(self, lines: int) -> None:
         with self._lock:
@@ -99,5 +104,9 @@ class Metrics:
                 "# HELP transformer_lines_translated_total Lines translated by /v1/translate.",
                 "# TYPE transformer_lines_translated_total counter",
                 f"transformer_lines_translated_total {self.lines_translated}",
+                "# HELP transformer_cancelled_total Requests whose client went away before the "
+                "answer (their decoding stopped).",
+                "# TYPE transformer_cancelled_total counter",
+                f"transformer_cancelled_total {self.cancelled}",
             ]
         return "\n".join(out) + "\n"

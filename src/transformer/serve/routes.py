@@ -7,6 +7,7 @@ import asyncio
 import base64
 import binascii
 import io
+import re
 from dataclasses import asdict
 from importlib import resources
 
@@ -88,20 +89,15 @@ async def metrics(request: Request):
 async def translate(body: TranslateRequest, request: Request):
     state = _state(request)
     pipeline, max_lines = state.serving("encoder-decoder", "/v1/translate"), state.config.max_lines
-    lines = [body.text] if isinstance(body.text, str) else body.text
+    texts = [body.text] if isinstance(body.text, str) else body.text
+    lines, breaks = split_lines(texts)
     if len(lines) > max_lines:
         raise ApiError(
             413,
             "too_many_lines",
-            f"the request has {len(lines)} lines, more than this server takes "
-            f"in one request ({max_lines}; see --max-lines): send them in several requests",
-        )
-    bad = [i for i, line in enumerate(lines) if "\n" in line or "\r" in line]
-    if bad:
-        raise ApiError(
-            422,
-            "invalid_request",
-            f"text[{bad[0]}] holds a line break: send one line per list item",
+            f"the request has {len(lines)} lines (a line break starts a new one), more than this "
+            f"server takes in one request ({max_lines}; see --max-lines): send them in several "
+            "requests",
         )
     settings = {k: v for k, v in body.model_dump(exclude={"text"}).items() if v is not None}
     try:
@@ -119,7 +115,47 @@ async def translate(body: TranslateRequest, request: Request):
     job = Job("translate", lines=lines, key=tuple(sorted(settings.items())), tokens=tokens)
     outputs, cut = await state.submit(job, request)
     state.metrics.translated(len(lines))
-    return {"translations": outputs, "truncated": cut}
+    owner = [i for i, text_breaks in enumerate(breaks) for _ in range(len(text_breaks) + 1)]
+    return {
+        "translations": join_lines(outputs, breaks, s.n_best),
+        "truncated": sorted({owner[n] for n in cut}),
+    }
+
+
+LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+def split_lines(texts: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The lines of all the texts, in order (each text split at \\r\\n, \\n and \\r: the model
+    translates line by line), and each text's line breaks, for join_lines."""
+    lines, breaks = [], []
+    for text in texts:
+        parts = LINE_BREAK.split(text)  # line, break, line, ..., line
+        lines += parts[::2]
+        breaks.append(parts[1::2])
+    return lines, breaks
+
+
+def join_lines(outputs: list, breaks: list[list[str]], n_best: int) -> list:
+    """Each text's translation: its lines' translations joined by its own line breaks (an empty
+    line stays empty). With n_best > 1, a text's hypothesis i joins its lines' i-th best (an empty
+    text has n_best empty ones)."""
+    joined, start = [], 0
+    for text_breaks in breaks:
+        mine = outputs[start : start + len(text_breaks) + 1]
+        start += len(mine)
+        ends = [*text_breaks, ""]
+        if n_best == 1:
+            joined.append("".join(line + end for line, end in zip(mine, ends, strict=True)))
+        else:
+            best = [hypotheses or [""] * n_best for hypotheses in mine]  # empty lines give []
+            joined.append(
+                [
+                    "".join(line[i] + end for line, end in zip(best, ends, strict=True))
+                    for i in range(n_best)
+                ]
+            )
+    return joined
 
 
 @router.post(
@@ -177,7 +213,7 @@ async def generate(body: GenerateRequest, request: Request):
         return final(await state.submit(job, request))
     state.queue(job)
     return StreamingResponse(
-        stream(job, events, pipeline, final, state.config.timeout),
+        stream(job, events, pipeline, final, state.config.timeout, state.client_gone),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -8,9 +8,11 @@ resource limits of its own on what one request may cost: SERVER_CAPS.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..config import (
     ATTENTION_KINDS,
@@ -60,7 +62,49 @@ def decode_fields(names: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and so are values of another JSON type than the
+    field's (the string "4" for a number; a whole number is taken where a float is); every string
+    in it must be Unicode text (no lone surrogate: see first_lone_surrogate)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode(cls, data: Any) -> Any:
+        found = first_lone_surrogate(data)
+        if found is not None:
+            where, char = found
+            raise PydanticCustomError(
+                "lone_surrogate",
+                "{where} holds a lone surrogate (U+{code}), which is not a character: "
+                "send valid Unicode text",
+                {"where": where, "code": f"{ord(char):04X}"},
+            )
+        return data
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""JSON's \\ud800 escapes decode to lone surrogates when unpaired: valid JSON, yet no character (not
+UTF-8, and the tokenizers refuse them)."""
+
+
+def first_lone_surrogate(data: Any) -> tuple[str, str] | None:
+    """(where, the surrogate) of the first string in a JSON value (field names included) that holds
+    a lone surrogate, `where` as `text[1]` or `messages[0].content`; None when there is none. (A
+    loop, not a recursion: a deeply nested body is no RecursionError.)"""
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str):
+            match = LONE_SURROGATE.search(value)
+            if match:
+                return where or "the body", match.group()
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                todo += [(f"{where}.{key}" if where else str(key), item), ("a field name", key)]
+        elif isinstance(value, list):
+            todo += [(f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value)))]
+    return None
 
 
 TranslateRequest = create_model(
@@ -68,7 +112,11 @@ TranslateRequest = create_model(
     __base__=Strict,
     text=(
         str | list[str],
-        Field(description="One line, or a list of lines (each translated on its own)."),
+        Field(
+            description="One text, or a list of texts, each translated on its own. A text with "
+            "line breaks (\\n, \\r\\n or \\r) is translated line by line and keeps its breaks; "
+            "max_lines counts the lines."
+        ),
     ),
     **decode_fields(TRANSLATE_SETTINGS),
 )

@@ -6,6 +6,7 @@ away (its job is dropped)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from .errors import ApiError
 from .metrics import Metrics
 from .streaming import disconnected
 from .worker import Cancelled, Job, QueueFull, Worker
+
+log = logging.getLogger("transformer.serve")
 
 
 @dataclass
@@ -152,6 +155,12 @@ class State:
             )
         return pipeline
 
+    def client_gone(self) -> None:
+        """A client went away before its answer, and its job was stopped: normal operation, so one
+        log line and a count in /metrics, no traceback."""
+        log.info("request cancelled: the client went away")
+        self.metrics.cancel()
+
     def queue(self, job: Job) -> None:
         try:
             self.worker.submit(job)
@@ -177,6 +186,7 @@ class State:
             job.stop.set()
             future.cancel()
             if gone in done:
+                self.client_gone()
                 raise ApiError(499, "client_closed", "the client went away")
             raise ApiError(
                 504, "timeout", f"the request took more than {timeout:g} s (see --timeout)"

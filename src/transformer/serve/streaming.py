@@ -3,7 +3,8 @@
 The rules: one `data: {"text": piece}` event per new piece of text, where a piece is the growth of
 the decoded text, held back while the text ends inside a multi-byte character; then `event: done`
 with the whole text and the token counts, or `event: error`. A client that goes away, or a request
-past its time, stops the decoding at its next token.
+past its time, stops the decoding at its next token; a client gone is normal operation (on_gone: one
+log line and a count, no traceback).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 
 from fastapi import Request
 
@@ -27,13 +29,22 @@ async def disconnected(request: Request) -> None:
             return
 
 
-async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, timeout: float):
+async def stream(
+    job: Job,
+    events: asyncio.Queue,
+    pipeline: Pipeline,
+    final,
+    timeout: float,
+    on_gone: Callable[[], None] | None = None,
+):
     """The SSE events of a generation job whose tokens arrive on `events` (see the module's
-    rules)."""
+    rules); on_gone is called when the client goes away before the end."""
     future = asyncio.wrap_future(job.future)
     ids: list[int] = []
     sent = ""
     deadline = job.arrived + timeout
+    getter: asyncio.Future | None = None
+    ended = False
     try:
         while True:
             getter = asyncio.ensure_future(events.get())
@@ -50,6 +61,7 @@ async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, tim
                     sent = text
                 continue
             getter.cancel()
+            ended = True
             if future in done:
                 while not events.empty():  # tokens queued before the end
                     ids.append(events.get_nowait())
@@ -78,6 +90,13 @@ async def stream(job: Job, events: asyncio.Queue, pipeline: Pipeline, final, tim
             return
     finally:
         job.stop.set()  # the client went away (or we are done): stop decoding at the next token
+        if getter is not None:
+            getter.cancel()
+        future.cancel()  # nobody waits for it any more: its end (Cancelled) is not an error
+        if future.done() and not future.cancelled():
+            future.exception()  # seen: no "exception was never retrieved" traceback at exit
+        if not ended and on_gone is not None:
+            on_gone()
 
 
 def event(data: dict, name: str | None = None) -> str:
