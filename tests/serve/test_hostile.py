@@ -4,6 +4,7 @@ Lone surrogates, control characters, line breaks, strict types, huge words, bodi
 types and bodies, slow senders, abandoned streams, SIGTERM under load: each answered with a clear
 status (or a closed connection), and the server's log holds no traceback."""
 
+import base64
 import gc
 import json
 import logging
@@ -11,10 +12,12 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -63,6 +66,13 @@ def dirs(tmp_path_factory):
     out["classifier"] = transformer.save_model(
         model, tmp / "classifier", tokenizer=tokenizer, labels=["a", "b", "c"]
     )
+    vision = {"image_size": 8, "patch_size": 4, "channels": 1}
+    model = transformer.build_model(
+        cpu_tiny(
+            vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder", n_classes=2, vision=vision
+        )
+    )
+    out["image"] = transformer.save_model(model, tmp / "image", labels=["dark", "light"])
     return out
 
 
@@ -79,6 +89,11 @@ def lm(dirs):
 @pytest.fixture(scope="module")
 def clf(dirs):
     return Pipeline.load(dirs["classifier"])
+
+
+@pytest.fixture(scope="module")
+def images(dirs):
+    return Pipeline.load(dirs["image"])
 
 
 def raw(c: TestClient, path: str, body: bytes, content_type: str = "application/json"):
@@ -168,6 +183,18 @@ def test_lone_surrogates_are_refused_on_every_text_field(mt, lm, clf):
             "invalid_request",
             "text holds a lone",
         )
+        # OpenAI's paths too: a 400 in OpenAI's shape
+        for path, body, where in [
+            ("/v1/completions", b'{"model": "model", "prompt": ["a", "\\ud800"]}', "prompt[1]"),
+            (
+                "/v1/chat/completions",
+                b'{"model": "model", "messages": [{"role": "user", "content": "\\udc00"}]}',
+                "messages[0].content",
+            ),
+        ]:
+            r = raw(c, path, body)
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["message"].startswith(f"{where} holds a lone surrogate")
     with client(clf) as c:
         error(
             raw(c, "/v1/classify", b'{"text": ["a", "\\udc00"]}'),
@@ -375,6 +402,42 @@ def test_huge_words_bodies_and_lists(mt, lm, clf):
             413,
             "too_many_lines",
             "100000 inputs",
+        )
+
+
+def png(width: int, height: int, pixels: bytes | None = None) -> str:
+    """A grayscale PNG file, base64: its pixels (zeros by default) or, with b"", a header that
+    claims the size and no pixels to match."""
+    rows = b"".join(b"\x00" + bytes(width) for _ in range(height)) if pixels is None else pixels
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+    return base64.b64encode(data + chunk(b"IEND", b"")).decode()
+
+
+def test_hostile_image_files_are_refused_without_being_decoded(images):
+    with client(images) as c:
+        assert c.post("/v1/classify", json={"images": [png(8, 8)]}).status_code == 200
+        for image, words in [
+            (
+                png(20_000, 20_000, b""),
+                "images[0] cannot be read as an image (Image size",
+            ),  # a bomb
+            (png(12_000, 12_000, b""), "images[0] is 12000 x 12000 pixels; the model takes 8 x 8"),
+            (png(8, 8)[:60], "images[0] cannot be read as an image"),  # cut short
+        ]:
+            error(c.post("/v1/classify", json={"images": [image]}), 422, "invalid_request", words)
+        bad_header = base64.b64encode(b"P5\n8 8x\n255\n" + bytes(64)).decode()  # PIL: ValueError
+        error(
+            c.post("/v1/classify", json={"images": [png(8, 8), bad_header]}),
+            422,
+            "invalid_request",
+            "images[1] cannot be read as an image (invalid literal",
         )
 
 

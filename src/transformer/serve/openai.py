@@ -36,12 +36,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import DecodeConfig
 from ..decoding.pipeline import Pipeline, PipelineError
 from .errors import ApiError
-from .schemas import SERVER_CAPS
+from .schemas import SERVER_CAPS, unicode_text
 from .state import Generation, State
 
 router = APIRouter()
@@ -108,6 +108,11 @@ class Body(BaseModel):
     )
     stream: bool | None = Field(None, description="Server-Sent Events, OpenAI's chunks")
     stream_options: StreamOptions | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode(cls, data: Any) -> Any:
+        return unicode_text(data)  # a lone surrogate is a 400, not the tokenizer's 500
 
 
 class CompletionRequest(Body):

@@ -8,6 +8,7 @@ import base64
 import binascii
 import io
 import re
+import warnings
 from dataclasses import asdict
 from importlib import resources
 
@@ -331,26 +332,38 @@ count as "other"."""
 
 
 def decode_images(items: list[str], vision) -> torch.Tensor:
-    """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index."""
+    """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index. An image of
+    another size is refused from its header, not decoded (a decompression bomb costs nothing), and
+    so is a file the decoder fails on, whatever its error."""
+    from PIL import Image
+
     from ..data.images import ImageError, read_image
 
-    mode = "L" if vision.channels == 1 else "RGB"
+    mode, size = ("L" if vision.channels == 1 else "RGB"), vision.image_size
     images = []
     for i, item in enumerate(items):
+        name = f"images[{i}]"
         try:
             raw = base64.b64decode(item, validate=True)
         except (binascii.Error, ValueError):
             raise ApiError(
-                422,
-                "invalid_request",
-                f"images[{i}] is not base64: send each image file base64-encoded",
+                422, "invalid_request", f"{name} is not base64: send each image file base64-encoded"
             ) from None
         try:
-            images.append(
-                torch.from_numpy(
-                    read_image(io.BytesIO(raw), mode, vision.image_size, name=f"images[{i}]")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                with Image.open(io.BytesIO(raw)) as image:  # reads the header only
+                    width, height = image.size
+            if (width, height) != (size, size):
+                raise ImageError(
+                    f"{name} is {width} x {height} pixels; the model takes {size} x {size}: "
+                    "resize it"
                 )
-            )
+            images.append(torch.from_numpy(read_image(io.BytesIO(raw), mode, size, name=name)))
         except ImageError as e:
             raise ApiError(422, "invalid_request", str(e)) from None
+        except Exception as e:  # noqa: BLE001 - any decoder error: not a readable image file
+            raise ApiError(
+                422, "invalid_request", f"{name} cannot be read as an image ({e})"
+            ) from None
     return torch.stack(images)

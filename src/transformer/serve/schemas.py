@@ -71,16 +71,22 @@ class Strict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _unicode(cls, data: Any) -> Any:
-        found = first_lone_surrogate(data)
-        if found is not None:
-            where, char = found
-            raise PydanticCustomError(
-                "lone_surrogate",
-                "{where} holds a lone surrogate (U+{code}), which is not a character: "
-                "send valid Unicode text",
-                {"where": where, "code": f"{ord(char):04X}"},
-            )
-        return data
+        return unicode_text(data)
+
+
+def unicode_text(data: Any) -> Any:
+    """A request body as it is, or a validation error naming the first string in it that holds a
+    lone surrogate (a `mode="before"` model validator's body: Strict's, and OpenAI's bodies')."""
+    found = first_lone_surrogate(data)
+    if found is not None:
+        where, char = found
+        raise PydanticCustomError(
+            "lone_surrogate",
+            "{where} holds a lone surrogate (U+{code}), which is not a character: "
+            "send valid Unicode text",
+            {"where": where, "code": f"{ord(char):04X}"},
+        )
+    return data
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
