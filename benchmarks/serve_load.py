@@ -1,16 +1,18 @@
 """Load test of `transformer serve`: C concurrent clients send the verses of a test split.
 
 First the offline reference, in this process: `Pipeline.translate` on all the lines (the model's
-decoding defaults), timed (median of --repeats), its outputs kept. Then the server is started as
-a subprocess on a free loopback port (`transformer serve MODEL --threads T`), this process's torch
-stays idle, and for each concurrency C (default 1, 4, 16, 64) C clients (asyncio + httpx, one
-connection each) send the lines one request per line until all are done. Reported per C: lines/s,
-the ratio to offline lines/s, p50 / p95 / p99 latency, errors, and how many responses differ from
-the offline translation. Then an idle server's latency for one 20-word verse (p50 of 20 sequential
-requests), and with --soak-minutes M a soak at 16 clients with the server's RSS at start, each minute and end.
+decoding defaults), timed (median of --repeats), its outputs kept, and a lone verse translated
+alone (p50 of 20). Then, for each batching mode (--batching: continuous, whole), the server is
+started as a subprocess on a free loopback port (`transformer serve MODEL --threads T --batching
+B`), this process's torch stays idle, and for each concurrency C (default 1, 4, 16, 64) C clients
+(asyncio + httpx, one connection each) send the lines one request per line until all are done.
+Reported per mode and C: lines/s, the ratio to offline lines/s, p50 / p95 / p99 latency, errors,
+and how many responses differ from the offline translation. Then an idle server's latency for the
+lone verse (p50 of 20 sequential requests) against offline's, and with --soak-minutes M (first
+mode only) a soak at 16 clients with the server's RSS each minute.
 
-    PYTHONPATH=src python benchmarks/serve_load.py [--model runs/demo/averaged] [--lines 0] [--clients 1 4 16 64]
-        [--soak-minutes 10]
+    PYTHONPATH=src python benchmarks/serve_load.py [--model runs/demo/averaged] [--lines 0]
+        [--clients 1 4 16 64] [--batching continuous whole] [--soak-minutes 10]
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--max-wait-ms", type=float, default=10.0)
     parser.add_argument("--soak-minutes", type=float, default=0.0)
+    parser.add_argument("--batching", nargs="+", default=["continuous", "whole"],
+                        choices=["continuous", "whole"])
     args = parser.parse_args()
 
     lines = Path(args.src).read_text(encoding="utf-8").splitlines()
@@ -125,19 +129,40 @@ def main() -> None:
         pipe.translate(lines)
         times.append(time.perf_counter() - start)
     offline_rate = len(lines) / statistics.median(times)
+    verse = next((line for line in lines if 19 <= len(line.split()) <= 21), lines[0])
+    lone = []
+    for _ in range(20):
+        start = time.perf_counter()
+        pipe.translate([verse])
+        lone.append(time.perf_counter() - start)
     d = pipe.decode
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; server --threads {args.threads}; {len(lines)} lines of "
           f"{args.src}; beam {d.beam_size}, length penalty {d.length_penalty} ({d.length_penalty_kind})")
-    print(f"offline Pipeline.translate: {offline_rate:.1f} lines/s (median of {args.repeats})")
+    print(f"offline Pipeline.translate: {offline_rate:.1f} lines/s (median of {args.repeats}); one "
+          f"{len(verse.split())}-word verse alone: p50 {statistics.median(lone) * 1000:.0f} ms")
     del pipe
     torch.set_num_threads(1)
+    print("\n| batching | clients | lines/s | vs offline | p50 ms | p95 ms | p99 ms | errors | differing outputs | "
+          "load generator CPU (of one core) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    idle_rows = []
+    for mode in args.batching:
+        idle = run_server(args, mode, lines, offline, offline_rate, verse, soak=mode == args.batching[0])
+        idle_rows.append(f"{mode}: p50 {statistics.median(idle) * 1000:.0f} ms "
+                         f"({statistics.median(idle) / statistics.median(lone):.2f}x offline), "
+                         f"min {min(idle) * 1000:.0f} ms")
+    print(f"\nidle server, one {len(verse.split())}-word verse (20 requests): " + "; ".join(idle_rows))
 
+
+def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool) -> list[float]:
+    """Start the server in this batching mode, print its table rows (and the soak); return the idle
+    latencies of the lone verse."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "TRANSFORMER_ACCESS_LOG": "0"}
     server = subprocess.Popen([sys.executable, "-m", "transformer", "serve", args.model, "--port", str(port),
                                "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms),
-                               "--max-queue", "1024", "--timeout", "600"], env=env)
+                               "--batching", mode, "--max-queue", "1024", "--timeout", "600"], env=env)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -150,18 +175,14 @@ def main() -> None:
                 raise SystemExit("the server did not start")
             time.sleep(0.2)
         asyncio.run(load(url, lines[:8], 4))  # warm-up
-        print("\n| clients | lines/s | vs offline | p50 ms | p95 ms | p99 ms | errors | differing outputs | "
-              "load generator CPU (of one core) |")
-        print("|---|---|---|---|---|---|---|---|---|")
         for clients in args.clients:
             client_cpu()
             seconds, latencies, outputs, errors = asyncio.run(load(url, lines, clients))
             differ = sum(outputs.get(i) != offline[i] for i in range(len(lines)))
             rate = len(outputs) / seconds
-            print(f"| {clients} | {rate:.1f} | {rate / offline_rate:.2f}x | {percentile(latencies, 50) * 1000:.0f} | "
-                  f"{percentile(latencies, 95) * 1000:.0f} | {percentile(latencies, 99) * 1000:.0f} | {errors} | "
-                  f"{differ} | {client_cpu():.0%} |", flush=True)
-        verse = next(line for line in lines if 19 <= len(line.split()) <= 21)
+            print(f"| {mode} | {clients} | {rate:.1f} | {rate / offline_rate:.2f}x | "
+                  f"{percentile(latencies, 50) * 1000:.0f} | {percentile(latencies, 95) * 1000:.0f} | "
+                  f"{percentile(latencies, 99) * 1000:.0f} | {errors} | {differ} | {client_cpu():.0%} |", flush=True)
         idle = []
         with httpx.Client() as http:  # one kept-alive connection, as a client library would hold
             for _ in range(20):
@@ -169,9 +190,7 @@ def main() -> None:
                 http.post(url + "/v1/translate", json={"text": verse}, timeout=60).raise_for_status()
                 idle.append(time.perf_counter() - start)
                 time.sleep(0.05)
-        print(f"\nidle server, one {len(verse.split())}-word verse: p50 {statistics.median(idle) * 1000:.0f} ms, "
-              f"min {min(idle) * 1000:.0f} ms (20 requests)")
-        if args.soak_minutes:
+        if args.soak_minutes and soak:
             before = rss_mb(server.pid)
             end = time.monotonic() + args.soak_minutes * 60
             samples: list[float] = []  # the server's RSS each minute: growth that levels off is not a leak
@@ -186,9 +205,12 @@ def main() -> None:
             seconds, latencies, outputs, errors = asyncio.run(load(url, lines, 16, deadline=end))
             done.set()
             after = rss_mb(server.pid)
-            print(f"soak, 16 clients, {args.soak_minutes:g} min: {len(latencies)} requests, {errors} errors, "
-                  f"p99 {percentile(latencies, 99) * 1000:.0f} ms; server RSS {before:.0f} MB -> {after:.0f} MB "
-                  f"({(after - before) / before:+.1%}); each minute: {' '.join(f'{m:.0f}' for m in samples)}")
+            late = f"; minute 3 -> end {(after - samples[2]) / samples[2]:+.1%}" if len(samples) > 2 else ""
+            print(f"\nsoak ({mode}), 16 clients, {args.soak_minutes:g} min: {len(latencies)} requests, {errors} "
+                  f"errors, p99 {percentile(latencies, 99) * 1000:.0f} ms; server RSS {before:.0f} MB -> "
+                  f"{after:.0f} MB ({(after - before) / before:+.1%}{late}); each minute: "
+                  f"{' '.join(f'{m:.0f}' for m in samples)}", flush=True)
+        return idle
     finally:
         server.terminate()
         server.wait(60)

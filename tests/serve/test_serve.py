@@ -83,9 +83,10 @@ def test_translate_equals_the_pipeline_line_by_line(mt):
         assert cut["truncated"] == [1] and cut["translations"][1] == mt.translate([long], on_truncate=lambda n: None)[0]
 
 
-def test_concurrent_requests_are_batched_and_equal_the_offline_results(mt):
+@pytest.mark.parametrize("batching", ["continuous", "whole"])
+def test_concurrent_requests_are_batched_and_equal_the_offline_results(mt, batching):
     offline = {line: mt.translate([line])[0] for line in LINES}
-    with client(mt, max_wait_ms=300) as c:
+    with client(mt, max_wait_ms=300, batching=batching) as c:
         with ThreadPoolExecutor(len(LINES)) as pool:
             replies = list(pool.map(lambda line: c.post("/v1/translate", json={"text": line}), LINES))
         assert [r.json()["translations"][0] for r in replies] == [offline[line] for line in LINES]
@@ -102,7 +103,12 @@ def test_concurrent_requests_are_batched_and_equal_the_offline_results(mt):
                for line in metrics.splitlines() if line.startswith("transformer_batch_lines_bucket")}
     count = int(next(line.split()[-1] for line in metrics.splitlines() if line.startswith("transformer_batch_lines_count")))
     assert buckets["1"] < count, metrics
-    assert count < 2 * len(LINES)
+    if batching == "whole":
+        assert count < 2 * len(LINES)  # batches, not one per line
+    else:  # rows per step; every request joined the running batch once
+        waits = next(line for line in metrics.splitlines() if line.startswith("transformer_queue_wait_seconds_count"))
+        assert int(waits.split()[-1]) == 2 * len(LINES)
+        assert "transformer_running 0" in metrics
 
 
 def test_generate_json_and_stream(lm):
@@ -438,7 +444,7 @@ def test_a_client_that_goes_away_stops_costing_work(mt):
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert 'endpoint="/v1/translate",status="499"' in metrics
         assert "transformer_lines_translated_total 0" in metrics  # ... and was never decoded
-        assert "transformer_batch_lines_count 1" in metrics  # only the hold job ran
+        assert "transformer_queue_wait_seconds_count 0" in metrics  # nothing joined a batch
     finally:
         server.should_exit = True
         thread.join(10)

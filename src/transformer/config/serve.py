@@ -27,6 +27,10 @@ class ServeConfig:
     batching: str = setting("continuous", choices=BATCHING, flag="--batching")
     """continuous: requests join and leave the running batch between decoding steps; whole: a batch
     is formed from the waiting requests and decoded to its end before the next one starts."""
+    max_waiting_steps: int = setting(8, gt=0, flag="--max-waiting-steps", give="a positive number")
+    """Continuous batching: while requests run, waiting ones join when as many wait as run, or at
+    the latest after this many decoding steps (each admission costs the running batch one pass
+    of the newcomers' encoder)."""
     max_wait_ms: float = setting(
         10.0, ge=0, finite=True, flag="--max-wait-ms", give="a number of milliseconds >= 0"
     )

@@ -10,10 +10,11 @@ of G rows per request, joining and leaving together). The rules:
   `beam_search`, `Pipeline.generate`): its rows attend only to its own keys (the joined cache pads
   the others: KVCache.extend), its step count, length bound, min_len and repetition history are its
   own, and a sampled request draws from its own generator, one draw per step as alone.
-- Newcomers are admitted together: their sources are encoded (or prompts read) in one batch and
-  take their first step apart (a beam request its first candidates, with one beam), then join the
-  lane's cache. A request that finishes (</s>, its length bound, its beam search's stopping rule,
-  or its on_token asking to stop) or that nobody waits for leaves at once and frees its rows.
+- Newcomers are admitted together: their sources are encoded (or prompts read) in one batch, and
+  they join the lane's cache (a beam request as G beams, all but one scored -inf: its first step
+  then ranks the candidates of its one real beam, as beam search alone does).
+- A request that finishes (</s>, its length bound, its beam search's stopping rule, or its
+  on_token asking to stop) or that nobody waits for leaves at once and frees its rows.
 - Sampling past the context (Pipeline._sample_long's rule): a language-model request that fills
   the model's positions before its max_new_tokens leaves and joins again with the last half of its
   context, its cache filled anew.
@@ -34,7 +35,7 @@ from .beam import Hypothesis, _is_done, _top_candidates
 from .penalties import length_penalty
 from .repetition import RepetitionGuards
 from .sampling import top_k_filter, top_p_filter
-from .step import Stepper, inference
+from .step import Stepper
 
 
 @dataclass(eq=False)
@@ -91,7 +92,7 @@ class Lane:
     `step()` advances every request one token and returns those that finished."""
 
     def __init__(self, model: torch.nn.Module, settings: DecodeConfig):
-        self.model = model
+        self.model = model.eval()  # serving: no dropout, for good
         self.config = model.config
         self.settings = settings
         self.guards = RepetitionGuards.of(
@@ -182,6 +183,13 @@ def _left_pad(history: torch.Tensor, width: int, value: int) -> torch.Tensor:
     return torch.cat([history.new_full((history.shape[0], missing), value), history], dim=1)
 
 
+def _left_pad_paths(paths: torch.Tensor, width: int) -> torch.Tensor:
+    """(N, G, W) -> (N, G, width), zeros on the left (never read: each request reads its last
+    steps)."""
+    missing = width - paths.shape[2]
+    return paths if missing == 0 else torch.nn.functional.pad(paths, (missing, 0))
+
+
 def _choose(seq: Sequence, log_probs: torch.Tensor) -> int:
     """One request's next token from its row of log-probabilities (1, V): sampling's draw
     (decoding.sampling.sample's choose) or the argmax."""
@@ -197,7 +205,7 @@ class OneLane(Lane):
     """Greedy search and sampling: one row per request."""
 
     def admit(self, seqs: list[Sequence]) -> list[Sequence]:
-        with inference(self.model):
+        with torch.inference_mode():
             stepper, log_probs, alive = self._start(seqs)
             self._join(stepper, log_probs, alive)
         return [s for s in seqs if s.done]
@@ -211,7 +219,7 @@ class OneLane(Lane):
         if not self.seqs:
             return done
         cfg = self.config
-        with inference(self.model):
+        with torch.inference_mode():
             steps = torch.tensor([s.steps for s in self.seqs])
             min_len = torch.tensor([s.settings.min_len for s in self.seqs])
             log_probs = self.log_probs
@@ -271,21 +279,26 @@ class BeamLane(Lane):
         self.k, self.alpha, self.kind = s.beam_size, s.length_penalty, s.length_penalty_kind
         self.early_stopping, self.n_best = s.early_stopping, s.n_best
         self.scores: torch.Tensor | None = None  # (N, G) live beams' log-probabilities
-        self.paths: list[torch.Tensor] = []  # per request: (G, t) its live beams' tokens
+        self.paths: torch.Tensor | None = None
+        """(N, G, W): each live beam's tokens, right-aligned (request i's are the last steps_i)."""
         self.finished: list[list[Hypothesis]] = []
 
     def admit(self, seqs: list[Sequence]) -> list[Sequence]:
-        with inference(self.model):
+        with torch.inference_mode():
             stepper, log_probs, alive = self._start(seqs)
-            if alive:  # their first step apart, with one beam each; then they join
+            if alive:
+                # Each newcomer enters with G beams: its one beam and G - 1 copies scored -inf,
+                # whose candidates rank below every real one, so its first step in the lane
+                # chooses what its first step alone chooses (beam._search starts from one beam).
+                k, n = self.k, len(alive)
+                rows = torch.arange(n, device=stepper.device).repeat_interleave(k)
+                stepper.reorder(rows, group_size=k)  # a prefix tree: the copies share its cells
                 new = BeamLane(self.model, self.settings)
-                new.stepper, new.log_probs, new.seqs = stepper, log_probs, alive
-                new.scores = torch.zeros(len(alive), 1, device=stepper.device)
-                new.paths = [
-                    torch.zeros(1, 0, dtype=torch.long, device=stepper.device) for _ in alive
-                ]
+                new.stepper, new.log_probs, new.seqs = stepper, log_probs[rows], alive
+                new.scores = torch.full((n, k), -float("inf"), device=stepper.device)
+                new.scores[:, 0] = 0.0
+                new.paths = torch.zeros(n, k, 0, dtype=torch.long, device=stepper.device)
                 new.finished = [[] for _ in alive]
-                new._advance()
                 self._join_beams(new)
         return [s for s in seqs if s.done]
 
@@ -298,13 +311,16 @@ class BeamLane(Lane):
             return
         self._join(new.stepper, new.log_probs, new.seqs)
         self.scores = torch.cat([self.scores, new.scores])
-        self.paths += new.paths
+        width = max(self.paths.shape[2], new.paths.shape[2])
+        self.paths = torch.cat(
+            [_left_pad_paths(self.paths, width), _left_pad_paths(new.paths, width)]
+        )
         self.finished += new.finished
 
     def step(self) -> list[Sequence]:
         if not self.seqs:
             return []
-        with inference(self.model):
+        with torch.inference_mode():
             return self._advance()
 
     def _advance(self) -> list[Sequence]:
@@ -325,14 +341,23 @@ class BeamLane(Lane):
         at_max = torch.tensor([s.steps + 1 >= s.room for s in self.seqs], device=device)
         in_top_k = torch.arange(n_cand, device=device) < k
         final = in_top_k & (is_eos | at_max[:, None]) & torch.isfinite(cand_scores)
-        for i, c in final.nonzero().tolist():
-            beam = int(cand_beam[i, c])
-            seq = self.paths[i][beam]
-            if not bool(is_eos[i, c]):
-                seq = torch.cat([seq, cand_token[i, c : c + 1]])
-            raw = float(cand_scores[i, c])
-            score = raw / length_penalty(self.seqs[i].steps + 1, self.alpha, self.kind)
-            self.finished[i].append(Hypothesis(seq.clone(), score, raw))
+        where = final.nonzero()  # (F, 2): request, candidate
+        if len(where):
+            i_t, c_t = where[:, 0], where[:, 1]
+            paths = self.paths[i_t, cand_beam[i_t, c_t]].tolist()  # (F, W)
+            width = self.paths.shape[2]
+            for i, path, eos, token, raw in zip(
+                i_t.tolist(),
+                paths,
+                is_eos[i_t, c_t].tolist(),
+                cand_token[i_t, c_t].tolist(),
+                cand_scores[i_t, c_t].tolist(),
+                strict=True,
+            ):
+                steps = self.seqs[i].steps
+                tokens = path[width - steps :] + ([] if eos else [token])
+                score = raw / length_penalty(steps + 1, self.alpha, self.kind)
+                self.finished[i].append(Hypothesis(torch.tensor(tokens), score, raw))
         rank = is_eos.long() * n_cand + torch.arange(n_cand, device=device)
         order = rank.argsort(dim=-1)[:, :k]
         next_scores = cand_scores.gather(1, order).masked_fill(
@@ -370,14 +395,14 @@ class BeamLane(Lane):
                 keep.append(i)
         if not keep:
             self.stepper = self.log_probs = self.scores = None
-            self.seqs, self.paths, self.finished = [], [], []
+            self.seqs, self.paths, self.finished = [], None, []
             return done
         keep_t = torch.tensor(keep, dtype=torch.long, device=device)
         rows = (keep_t[:, None] * beams + next_beam[keep_t]).view(-1)
         self.stepper.reorder(rows, group_size=k, sources=None if len(keep) == b else keep_t)
-        self.paths = [
-            torch.cat([self.paths[i][next_beam[i]], next_token[i, :, None]], dim=1) for i in keep
-        ]
+        self.paths = torch.cat(
+            [self.paths[keep_t[:, None], next_beam[keep_t]], next_token[keep_t, :, None]], dim=2
+        )
         self.scores = next_scores[keep_t]
         self.finished = [self.finished[i] for i in keep]
         self.seqs = [self.seqs[i] for i in keep]

@@ -416,9 +416,13 @@ class KVCache:
         ancestors = ancestors.gather(1, parents[:, :, None].expand(n, g, cells))  # (N', G, S)
         live = ancestors.any(dim=1)  # (N', S)
         width = int(live.sum(dim=1).max())
-        # Compact when sentences leave (their cells are copied out anyway) or when dead cells
-        # outnumber live ones: attention then reads at most about twice the cells it needs.
-        if sources is None and cells - width < max(width, 4 * g):
+        # Compact when dead cells outnumber live ones: attention then reads at most about twice the
+        # cells it needs. Sentences that leave take their rows of cells with them (whole rows
+        # copied, far cheaper than gathering cells).
+        if cells - width < max(width, 4 * g):
+            if sources is not None:
+                for layer in self.layers:
+                    layer.reorder_self(sources)
             self.ancestors = ancestors
             return
         sentence = torch.arange(n, device=index.device) if sources is None else sources

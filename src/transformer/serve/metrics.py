@@ -49,6 +49,7 @@ class Metrics:
         self.tokens_generated = 0
         self.lines_translated = 0
         self.cancelled = 0
+        self.queue_wait = Histogram(LATENCY_BUCKETS)
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -63,6 +64,11 @@ class Metrics:
         with self._lock:
             self.tokens_generated += tokens
 
+    def waited(self, seconds: float) -> None:
+        """A request joined the running batch after waiting this long in the queue."""
+        with self._lock:
+            self.queue_wait.observe(seconds)
+
     def cancel(self) -> None:
         with self._lock:
             self.cancelled += 1
@@ -71,7 +77,7 @@ class Metrics:
         with self._lock:
             self.lines_translated += lines
 
-    def render(self, queue_depth: int, busy: bool) -> str:
+    def render(self, queue_depth: int, busy: bool, running: int = 0) -> str:
         with self._lock:
             out = [
                 "# HELP transformer_requests_total HTTP requests by endpoint and status code.",
@@ -89,12 +95,21 @@ class Metrics:
             for endpoint, hist in sorted(self.latency.items()):
                 out += hist.lines("transformer_request_seconds", f'endpoint="{endpoint}"')
             out += [
-                "# HELP transformer_batch_lines Lines decoded together per translation batch.",
+                "# HELP transformer_batch_lines Lines decoded together per translation batch "
+                "(continuous batching: rows per decoding step).",
                 "# TYPE transformer_batch_lines histogram",
                 *self.batch_lines.lines("transformer_batch_lines"),
                 "# HELP transformer_queue_depth Requests waiting for the model.",
                 "# TYPE transformer_queue_depth gauge",
                 f"transformer_queue_depth {queue_depth}",
+                "# HELP transformer_running Requests in the running batch (continuous batching; "
+                "a translation line or a generation each count once).",
+                "# TYPE transformer_running gauge",
+                f"transformer_running {running}",
+                "# HELP transformer_queue_wait_seconds Time from a request's arrival to its "
+                "joining the running batch.",
+                "# TYPE transformer_queue_wait_seconds histogram",
+                *self.queue_wait.lines("transformer_queue_wait_seconds"),
                 "# HELP transformer_busy 1 while the model is decoding.",
                 "# TYPE transformer_busy gauge",
                 f"transformer_busy {int(busy)}",

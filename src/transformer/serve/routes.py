@@ -32,7 +32,7 @@ from .schemas import (
 )
 from .state import State
 from .streaming import stream
-from .worker import Cancelled, Job
+from .worker import Job
 
 router = APIRouter()
 
@@ -82,7 +82,11 @@ async def model_info(request: Request):
 async def metrics(request: Request):
     state = _state(request)
     worker = state.worker
-    text = state.metrics.render(worker.depth if worker else 0, bool(worker and worker.busy))
+    text = state.metrics.render(
+        worker.depth if worker else 0,
+        bool(worker and worker.busy),
+        getattr(worker, "running", 0),
+    )
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 
@@ -112,8 +116,7 @@ async def translate(body: TranslateRequest, request: Request):
             f"n_best {s.n_best} is more than beam_size {s.beam_size}: a beam "
             "returns at most as many hypotheses as it keeps",
         )
-    tokens = sum(len(ids) for ids in pipeline.source_tokenizer.encode_batch(lines))
-    job = Job("translate", lines=lines, key=tuple(sorted(settings.items())), tokens=tokens)
+    job = state.translation_job(lines, settings)
     outputs, cut = await state.submit(job, request)
     state.metrics.translated(len(lines))
     owner = [i for i, text_breaks in enumerate(breaks) for _ in range(len(text_breaks) + 1)]
@@ -179,27 +182,22 @@ async def generate(body: GenerateRequest, request: Request):
     except (PipelineError, ValueError) as e:
         raise ApiError(422, "invalid_request", str(e)) from None
     full = pipeline.prompt_ids(body.prompt, body.chat)
-    prompt_tokens = len(pipeline.fit_prompt(full, s.max_new_tokens))
+    fitted = pipeline.fit_prompt(full, s.max_new_tokens)
+    prompt_tokens = len(fitted)
     ids: list[int] = []
     loop = asyncio.get_running_loop()
     events: asyncio.Queue | None = asyncio.Queue() if body.stream else None
-    job = Job("generate")
 
     def on_token(token: int) -> None:
-        if job.stop.is_set():
-            raise Cancelled
         ids.append(token)
         if events is not None:
             loop.call_soon_threadsafe(events.put_nowait, token)
 
-    job.run = lambda: pipeline.generate(
-        body.prompt,
-        chat=body.chat,
-        seed=body.seed,
-        on_token=on_token,
-        on_truncate=lambda message: None,
-        **decode,
-    )
+    job = state.generation_job(fitted, s, seed=body.seed, on_token=on_token)
+    decode_text = pipeline.target_tokenizer.decode
+    finish, run = job.finish, job.run  # the answer here is the text (Pipeline.generate's)
+    job.finish = lambda done: decode_text(finish(done).ids)
+    job.run = lambda: decode_text(run().ids)
 
     def final(text: str) -> dict:
         state.metrics.generated(len(ids))

@@ -7,6 +7,9 @@ The rules:
   decoding.continuous.Sequence objects built on the event loop (tokenized there), so the worker
   only decodes. Requests decoded the same way share a lane (continuous.lane_key: greedy and
   sampling share one; each beam search setting has its own); the worker steps every lane in turn.
+- When: at once when nothing runs; while requests run, when at least as many requests wait as run,
+  or after max_waiting_steps steps without an admission (an admission's encoder pass holds up
+  the running batch: TGI's waiting_served_ratio and max_waiting_tokens).
 - Admission: between steps, queued jobs join in arrival order while the running requests' tokens
   (a translation line's source tokens; a generation's prompt plus its max_new_tokens) stay within
   max_batch_tokens; a job too big for what is left waits for room (never skipped: no
@@ -32,9 +35,19 @@ class Scheduler(Worker):
     """A Worker that decodes translation and generation jobs by continuous batching (module rules).
     `model` is the model the jobs' requests are decoded with."""
 
-    def __init__(self, model, max_batch_tokens: int, max_queue: int, on_batch=None, on_admit=None):
+    def __init__(
+        self,
+        model,
+        max_batch_tokens: int,
+        max_queue: int,
+        max_waiting_steps: int = 8,
+        on_batch=None,
+        on_admit=None,
+    ):
         super().__init__(None, max_batch_tokens, 0.0, max_queue, on_batch)
         self.model = model
+        self.max_waiting_steps = max_waiting_steps
+        self._since_admission = 0  # steps
         self._on_admit = on_admit
         self.lanes: dict[tuple, Lane] = {}
         self._owner: dict[int, Job] = {}  # id(seq) -> its job
@@ -63,12 +76,17 @@ class Scheduler(Worker):
                     break
                 self._cond.wait(0.5)  # a timeout, so that signals and alive() are seen
             admit, used = [], self.running_tokens
-            while self._jobs and self._jobs[0].finish is not None:
+            running = self.running
+            waiting = sum(len(job.seqs) or 1 for job in self._jobs if job.finish is not None)
+            due = (
+                not running or waiting >= running or self._since_admission >= self.max_waiting_steps
+            )
+            while due and self._jobs and self._jobs[0].finish is not None:
                 job = self._jobs[0]
                 if job.cancelled:
                     self._jobs.popleft().future.cancel()
                     continue
-                if (admit or self.running) and used + job.tokens > self.max_batch_tokens:
+                if (admit or running) and used + job.tokens > self.max_batch_tokens:
                     break  # it waits for room; later jobs wait behind it
                 admit.append(self._jobs.popleft())
                 used += job.tokens
@@ -99,6 +117,8 @@ class Scheduler(Worker):
             self._fail_running(RuntimeError("the server is shutting down"))
 
     def _admit(self, jobs: list[Job]) -> None:
+        if jobs:
+            self._since_admission = 0
         now = time.monotonic()
         groups: dict[tuple, list[Sequence]] = {}
         for job in jobs:
@@ -127,6 +147,7 @@ class Scheduler(Worker):
     def _step(self) -> int:
         """One step of every lane; returns the rows decoded."""
         rows = 0
+        self._since_admission += 1
         for key, lane in list(self.lanes.items()):
             rows += lane.rows
             self._run_lane(lane, lane.step)

@@ -9,16 +9,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 from fastapi import Request
 
 from ..config import DecodeConfig, ServeConfig
+from ..decoding.continuous import Sequence
 from ..decoding.pipeline import Pipeline, PipelineError
 from .errors import ApiError
 from .metrics import Metrics
+from .scheduler import Scheduler
 from .streaming import disconnected
 from .worker import Cancelled, Job, QueueFull, Worker
 
@@ -54,16 +56,24 @@ class State:
         self.metrics = Metrics()
 
     def start(self, pipeline: Pipeline, own_thread: bool = True) -> Worker:
-        """Serve `pipeline`: its worker runs on a thread of its own, or (own_thread=False) on the
-        thread that then calls worker.run() (`transformer serve`: the main thread)."""
+        """Serve `pipeline`: its worker (continuous batching, or whole batches: config.batching)
+        runs on a thread of its own, or (own_thread=False) on the thread that then calls
+        worker.run() (`transformer serve`: the main thread)."""
         cfg = self.config
-        self.worker = Worker(
-            self._translate,
-            cfg.max_batch_tokens,
-            cfg.max_wait_ms,
-            cfg.max_queue,
-            on_batch=lambda stats: self.metrics.batch(stats.lines),
-        )
+        on_batch = lambda stats: self.metrics.batch(stats.lines)  # noqa: E731
+        if cfg.batching == "continuous":
+            self.worker = Scheduler(
+                pipeline.model,
+                cfg.max_batch_tokens,
+                cfg.max_queue,
+                cfg.max_waiting_steps,
+                on_batch=on_batch,
+                on_admit=self.metrics.waited,
+            )
+        else:
+            self.worker = Worker(
+                self._translate, cfg.max_batch_tokens, cfg.max_wait_ms, cfg.max_queue, on_batch
+            )
         if own_thread:
             self.worker.start()
         self.pipeline = pipeline
@@ -75,6 +85,39 @@ class State:
             lines, batch_tokens=self.config.max_batch_tokens, on_truncate=cut.extend, **settings
         )
         return outputs, cut
+
+    def translation_job(self, lines: list[str], settings: dict) -> Job:
+        """A job that translates lines with these decoding overrides, each line as
+        Pipeline.translate does it alone; its result is (outputs, 0-based indices of the lines cut
+        to the model's max_positions). Raises PipelineError/ValueError for bad settings."""
+        pipeline = self.pipeline
+        s = pipeline.settings(**settings)
+        encoded, cut = pipeline.encode_sources(lines)  # tokenized here, not on the worker
+        seqs = [Sequence(ids, s) for ids in encoded if ids]
+        decode = pipeline.target_tokenizer.decode
+
+        def finish(done: list[Sequence]) -> tuple[list, list[int]]:
+            outputs: list = [[] if s.n_best > 1 else "" for _ in lines]
+            it = iter(done)
+            for i, ids in enumerate(encoded):
+                if not ids:
+                    continue  # an empty line stays empty
+                seq = next(it)
+                if s.n_best > 1:
+                    hyps = seq.hypotheses + [[]] * (s.n_best - len(seq.hypotheses))
+                    outputs[i] = [decode(h).strip() for h in hyps]
+                else:
+                    outputs[i] = decode(seq.tokens).strip()
+            return outputs, [n - 1 for n in cut]
+
+        return Job(
+            "translate",
+            lines=lines,
+            key=tuple(sorted(settings.items())),
+            tokens=sum(len(ids) for ids in encoded),
+            seqs=seqs,
+            finish=finish,
+        )
 
     def generation_job(
         self,
@@ -88,12 +131,27 @@ class State:
         seed gives the same tokens (Pipeline.generate's draws). Its result is a Generation. A job
         whose `stop` is set ends with Cancelled at its next token."""
         pipeline = self.pipeline
-        job = Job("generate")
+        settings = replace(settings, beam_size=1, n_best=1)  # a language model samples
+        generator = torch.Generator(device=next(pipeline.model.parameters()).device)
+        if seed is None:
+            generator.seed()  # a fresh seed for this generator only; global RNG untouched
+        else:
+            generator.manual_seed(seed)
+        seq = Sequence(
+            list(prompt_ids), settings, generator, settings.max_new_tokens, on_token=on_token
+        )
+        job = Job(
+            "generate",
+            tokens=len(prompt_ids) + settings.max_new_tokens,
+            seqs=[seq],
+            finish=lambda done: Generation(
+                list(done[0].tokens), "length" if done[0].finish == "length" else "stop"
+            ),
+        )
         eos = pipeline.model.config.eos_id
         ids: list[int] = []
-        enough = [False]
 
-        def on_step(rows, tokens):
+        def on_step(rows, tokens):  # whole-batch mode: the job runs alone
             if job.stop.is_set():
                 raise Cancelled
             token = int(tokens[0])
@@ -101,15 +159,9 @@ class State:
                 return
             ids.append(token)
             if on_token is not None and on_token(token):
-                enough[0] = True
                 raise _Enough
 
         def run() -> Generation:
-            generator = torch.Generator(device=next(pipeline.model.parameters()).device)
-            if seed is None:
-                generator.seed()
-            else:
-                generator.manual_seed(seed)
             try:
                 new = pipeline._sample_long(list(prompt_ids), settings, generator, on_step)
             except _Enough:
