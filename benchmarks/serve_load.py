@@ -61,6 +61,20 @@ def client_cpu() -> float:
     return share
 
 
+def wait_for(server: subprocess.Popen, url: str, seconds: float = 300) -> None:
+    """Until the server's /health answers 200; exits if it does not within `seconds` or dies."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            raise SystemExit("the server did not start")
+        time.sleep(0.2)
+
+
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, max(0, round(q / 100 * len(values) + 0.5) - 1))]
@@ -164,16 +178,7 @@ def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool)
                                "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms),
                                "--batching", mode, "--max-queue", "1024", "--timeout", "600"], env=env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start")
-            time.sleep(0.2)
+        wait_for(server, url)
         asyncio.run(load(url, lines[:8], 4))  # warm-up
         for clients in args.clients:
             client_cpu()

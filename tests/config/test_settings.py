@@ -50,6 +50,8 @@ COMMANDS = {
 
 SERVE = {
     "max_batch_tokens": ([1, 4000], [0, -1]),
+    "batching": (["continuous", "whole"], ["dynamic", ""]),
+    "max_waiting_steps": ([1, 8], [0, -1]),
     "max_wait_ms": ([0.0, 10.5], [-1.0, math.inf]),
     "max_queue": ([1, 256], [0]),
     "timeout": ([0.5, 60], [0.0, -1.0, math.nan]),

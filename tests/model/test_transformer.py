@@ -274,6 +274,25 @@ def test_decoder_only_has_no_cross_attention():
     assert all(layer.cross_attn is None for layer in model.decoder.layers)
 
 
+def test_inference_linear_pads_rows_to_few_shapes_and_keeps_each_rows_result():
+    from transformer.model.linear import linear, row_bucket, set_row_buckets
+
+    assert [row_bucket(n) for n in (0, 1, 17, 256, 257, 1000, 4000)] == [0, 1, 17, 256, 320, 1024, 4032]
+    assert len({row_bucket(n) for n in range(257, 4097)}) == 60  # a prefill's tokens: few shapes
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(256, 300)
+    previous = set_row_buckets(True)
+    try:
+        for rows in (1, 5, 130, 300, 700):
+            x = torch.randn(rows, 256)
+            with torch.no_grad():
+                fast = linear(layer, x.view(1, rows, 256))
+            assert fast.shape == (1, rows, 300)
+            torch.testing.assert_close(fast[0], layer(x).detach(), atol=1e-5, rtol=1e-5)
+    finally:
+        set_row_buckets(previous)
+
+
 def test_inference_linear_equals_plain_linear():
     from transformer.model import linear as linear_module
     from transformer.model.linear import linear, set_onednn_linear

@@ -11,6 +11,15 @@ relative). It is used only where nothing needs gradients, on CPU float32 tensors
 `nn.Linear` modules; everything else, and training, takes the ordinary `layer(x)`, and so do
 small layers (under 256 x 256 weights), where oneDNN's per-call overhead outweighs its speed.
 
+Row buckets (`set_row_buckets(True)`, per thread; a server's decoding thread turns them on):
+oneDNN builds (and caches, up to 1,024) a kernel per input shape, so a server whose batches change
+size at every step (continuous batching, prefills of any length) builds kernels for hours, its
+memory creeping up with them. With buckets, more than 256 rows (a prefill's tokens) are padded
+with zeros to a multiple of 64 (ROW_BUCKETS); decoding steps (one row per sentence or beam, a few
+hundred at most) keep their shapes, which keeps their kernels' count bounded without paying for
+padding on every step. Each real row's result is unchanged. Off by default: one-off batch jobs
+meet few shapes.
+
 Packed weights are a derived copy (the same number of floats as the weight), made on first use
 and remade when the weight changes (an optimizer step, `load_state_dict`, a new Parameter): the
 copy is tagged with the weight's identity and version counter. They are held weakly per layer,
@@ -20,12 +29,23 @@ so they go away with the model. Switch the whole path off (and drop the packed c
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
 from torch import nn
 
 MIN_WEIGHT = 256 * 256  # smaller layers take the plain path
+ROW_BUCKETS = ((256, 1), (None, 64))
+"""(up to this many rows, round up to a multiple of this): see the module's doc."""
+
+
+def row_bucket(rows: int) -> int:
+    """The number of rows oneDNN sees for `rows` input rows (ROW_BUCKETS)."""
+    for limit, step in ROW_BUCKETS:
+        if limit is None or rows <= limit:
+            return -(-rows // step) * step
+    return rows
 
 
 def _available() -> bool:
@@ -38,6 +58,7 @@ def _available() -> bool:
 
 
 _enabled = _available()
+_local = threading.local()  # .buckets: this thread pads rows to ROW_BUCKETS
 # layer -> (weak reference to the weight that was packed, its version, the packed weight)
 _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -50,6 +71,14 @@ def set_onednn_linear(enabled: bool) -> bool:
     _enabled = bool(enabled) and _available()
     if not _enabled:
         _packed.clear()
+    return previous
+
+
+def set_row_buckets(enabled: bool) -> bool:
+    """Pad the rows of oneDNN's linear layers to ROW_BUCKETS (see the module's doc) in the calling
+    thread (a server's decoding thread); returns the previous setting."""
+    previous = getattr(_local, "buckets", False)
+    _local.buckets = bool(enabled)
     return previous
 
 
@@ -83,6 +112,15 @@ def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
         and not layer._forward_hooks
         and not layer._forward_pre_hooks
     ):
+        width = x.shape[-1]
+        rows = x.numel() // width if width else 0
+        if getattr(_local, "buckets", False) and row_bucket(rows) != rows:
+            flat = x.reshape(rows, width)
+            flat = torch.cat([flat, flat.new_zeros(row_bucket(rows) - rows, width)])
+            out = torch.ops.mkldnn._linear_pointwise(
+                flat, _packed_weight(layer), layer.bias, "none", [], ""
+            )
+            return out[:rows].reshape(*x.shape[:-1], out.shape[-1])
         return torch.ops.mkldnn._linear_pointwise(
             x, _packed_weight(layer), layer.bias, "none", [], ""
         )

@@ -1,11 +1,12 @@
 """`transformer serve`: a model directory behind an HTTP API, and a page that shows the attention.
 
-One process, the model loaded once and owned by one worker thread (worker.py); the event loop
-only parses, validates, queues and answers, so /health and /metrics answer while a batch decodes.
+One process, the model loaded once and owned by one worker thread (worker.py; continuous batching:
+scheduler.py); the event loop only parses, validates, queues and answers, so /health and /metrics
+answer while a batch decodes.
 
 Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error": {"code",
 "message"}}: errors.py; the rules they share: state.py):
-  POST /v1/translate   encoder-decoder models; lines batched with other requests' (worker.py)
+  POST /v1/translate   encoder-decoder models; lines batched with other requests' (scheduler.py)
   POST /v1/generate    decoder-only models; "stream": true sends Server-Sent Events (streaming.py)
   POST /v1/attention   the weights `transformer attention` draws, for the page
   POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels

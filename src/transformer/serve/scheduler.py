@@ -67,14 +67,8 @@ class Scheduler(Worker):
         """The decoding jobs to admit now, and one other job to run alone (or None); None when
         stopping. Waits while there is nothing to do."""
         with self._cond:
-            while True:
-                while self._jobs and self._jobs[0].cancelled:
-                    self._jobs.popleft().future.cancel()  # nobody waits: never decoded
-                if self._stopping or (self._alive is not None and not self._alive()):
-                    return None
-                if self._jobs or self.running:
-                    break
-                self._cond.wait(0.5)  # a timeout, so that signals and alive() are seen
+            if not self._wait(busy=self.running > 0):
+                return None
             admit, used = [], self.running_tokens
             running = self.running
             waiting = sum(len(job.seqs) or 1 for job in self._jobs if job.finish is not None)

@@ -1,4 +1,6 @@
-"""The thread that owns the model: a queue of jobs, and dynamic batching of translation requests.
+"""The thread that owns the model: a queue of jobs, and whole-batch dynamic batching of translation
+requests (`--batching whole`; scheduler.py's Scheduler, the default, builds continuous batching on
+this queue and thread).
 
 The event loop never touches the model. Each HTTP request becomes a `Job` in the queue; one
 worker thread takes jobs in arrival order and runs them. Translation jobs are batched: after
@@ -21,6 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+
+from ..model.linear import set_row_buckets
 
 
 class QueueFull(Exception):
@@ -89,7 +93,7 @@ class Worker:
         self._free_since = 0.0
         self.busy = False
         self._thread = threading.Thread(
-            target=self._loop, name="transformer-serve-worker", daemon=True
+            target=self._serve, name="transformer-serve-worker", daemon=True
         )
 
     def start(self) -> None:
@@ -103,6 +107,12 @@ class Worker:
         `transformer serve` calls this on the main thread: torch's OpenMP thread pool wakes slowly
         for a thread other than the main one (one verse, 2 threads: 227 ms instead of 63 here)."""
         self._alive = alive
+        self._serve()
+
+    def _serve(self) -> None:
+        # A server meets batches of every shape: oneDNN's linear layers see a few row buckets
+        # instead, so it builds a few kernels, not one per shape (model/linear.py).
+        set_row_buckets(True)
         self._loop()
 
     def stop(self, timeout: float | None = None) -> None:
@@ -137,19 +147,23 @@ class Worker:
             self._cond.notify_all()
         return job.future
 
+    def _wait(self, busy: bool = False) -> bool:
+        """With the lock held: drop the queued jobs nobody waits for, and wait until there is a job
+        (or `busy`, work in hand); False when stopping."""
+        while True:
+            while self._jobs and self._jobs[0].cancelled:
+                self._jobs.popleft().future.cancel()  # nobody waits: never decoded
+            if self._stopping or (self._alive is not None and not self._alive()):
+                return False
+            if self._jobs or busy:
+                return True
+            self._cond.wait(0.5)  # a timeout, so that signals and alive() are seen
+
     def _next(self) -> list[Job] | None:
         """The next batch (or single job) to run; None when stopping."""
         with self._cond:
-            while True:
-                while self._jobs and self._jobs[0].cancelled:
-                    self._jobs.popleft().future.cancel()  # nobody waits: never decoded
-                if self._stopping or (self._alive is not None and not self._alive()):
-                    return None
-                if self._jobs:
-                    break
-                self._cond.wait(
-                    0.5
-                )  # a timeout, so that signals and alive() are seen on the main thread
+            if not self._wait():
+                return None
             first = self._jobs[0]
             if first.kind != "translate":
                 return [self._jobs.popleft()]
