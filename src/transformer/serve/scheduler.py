@@ -57,7 +57,7 @@ class Scheduler(Worker):
     @property
     def running(self) -> int:
         """Requests being decoded (rows of the running batches: a beam request counts once)."""
-        return sum(len(lane) for lane in self.lanes.values())
+        return sum(len(lane) for lane in list(self.lanes.values()))  # /metrics reads it too
 
     @property
     def running_tokens(self) -> int:
