@@ -149,7 +149,6 @@ def _search(
     n_cand = 2 * k
     beam_scores = torch.zeros(len(alive), 1, device=device)  # (N, G): live beams' log-probabilities
     tokens = torch.zeros(len(alive), 1, 0, dtype=torch.long, device=device)  # (N, G, t)
-    vocab = log_probs.shape[-1]
     for t in range(steps):
         if not alive:
             break
@@ -157,11 +156,9 @@ def _search(
         if history is not None:
             history.write(t, stepper.weights)
         blocked_tokens(log_probs, cfg, t, min_len)
-        cand = (beam_scores[:, :, None] + log_probs.view(b, beams, vocab)).view(b, beams * vocab)
-        cand_scores, cand_index = _top_candidates(cand, n_cand)  # (N, M), best first
-        cand_beam = cand_index // vocab  # (N, M)
-        cand_token = cand_index % vocab
-        is_eos = cand_token == cfg.eos_id
+        cand_scores, cand_beam, cand_token, is_eos = candidates(
+            beam_scores, log_probs, k, cfg.eos_id
+        )  # (N, M), best first
         at_max = torch.tensor([t + 1 >= max_list[s] for s in alive], device=device)  # (N,)
         in_top_k = torch.arange(n_cand, device=device) < k
         final = in_top_k & (is_eos | at_max[:, None]) & torch.isfinite(cand_scores)  # (N, M)
@@ -174,13 +171,9 @@ def _search(
             attention = None if history is None else history.take(i * beams + beam, len(seq))
             score = raw / length_penalty(t + 1, alpha, kind)
             finished[alive[i]].append(Hypothesis(seq.clone(), score, raw, attention))
-        # The next live beams: the best G candidates that are not </s>, by raw log-probability.
-        rank = is_eos.long() * n_cand + torch.arange(n_cand, device=device)
-        order = rank.argsort(dim=-1)[:, :k]  # (N, G)
-        next_scores = cand_scores.gather(1, order)
-        next_scores = next_scores.masked_fill(is_eos.gather(1, order), -float("inf"))
-        next_beam = cand_beam.gather(1, order)
-        next_token = cand_token.gather(1, order)
+        next_scores, next_beam, next_token = next_beams(
+            cand_scores, cand_beam, cand_token, is_eos, k
+        )
         best_live = next_scores.max(dim=1).values.tolist()
         keep = [
             i
@@ -240,6 +233,37 @@ def _start(
             }
             history.reorder(keep)
     return log_probs, alive
+
+
+def candidates(
+    beam_scores: torch.Tensor, log_probs: torch.Tensor, k: int, eos_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each sentence's 2k best continuations of its live beams (beam_scores (N, G), log_probs
+    (N * G, V)), ranked by raw log-probability, best first: their scores, beams, tokens and whether
+    the token is </s>, each (N, 2k)."""
+    b, beams = beam_scores.shape
+    vocab = log_probs.shape[-1]
+    cand = (beam_scores[:, :, None] + log_probs.view(b, beams, vocab)).view(b, beams * vocab)
+    scores, index = _top_candidates(cand, 2 * k)
+    token = index % vocab
+    return scores, index // vocab, token, token == eos_id
+
+
+def next_beams(
+    cand_scores: torch.Tensor,
+    cand_beam: torch.Tensor,
+    cand_token: torch.Tensor,
+    is_eos: torch.Tensor,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The G next live beams of each sentence: its best k candidates that are not </s>, by raw
+    log-probability (a sentence short of them gets -inf beams). Scores, parent beams and tokens,
+    each (N, G)."""
+    n_cand = cand_scores.shape[1]
+    rank = is_eos.long() * n_cand + torch.arange(n_cand, device=cand_scores.device)
+    order = rank.argsort(dim=-1)[:, :k]
+    scores = cand_scores.gather(1, order).masked_fill(is_eos.gather(1, order), -float("inf"))
+    return scores, cand_beam.gather(1, order), cand_token.gather(1, order)
 
 
 def _top_candidates(cand: torch.Tensor, n_cand: int) -> tuple[torch.Tensor, torch.Tensor]:

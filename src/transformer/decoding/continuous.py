@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import DecodeConfig
-from .beam import Hypothesis, _is_done, _top_candidates
+from .beam import Hypothesis, _is_done, candidates, next_beams
 from .penalties import length_penalty
 from .repetition import RepetitionGuards
-from .sampling import top_k_filter, top_p_filter
-from .step import Stepper
+from .sampling import draw
+from .step import Stepper, blocked_tokens
 
 
 @dataclass(eq=False)
@@ -160,15 +160,6 @@ class Lane:
         self.log_probs = torch.cat([self.log_probs, log_probs])
         self.seqs += seqs
 
-    def _blocked(self, log_probs: torch.Tensor, steps: torch.Tensor, min_len: torch.Tensor) -> None:
-        """blocked_tokens per row: never padding (unless it is </s>), no </s> before min_len."""
-        cfg = self.config
-        if cfg.pad_id != cfg.eos_id:
-            log_probs[:, cfg.pad_id] = -float("inf")
-        early = (steps < min_len).nonzero().squeeze(1)
-        if len(early):
-            log_probs[early, cfg.eos_id] = -float("inf")
-
     def admit(self, seqs: list[Sequence]) -> list[Sequence]:
         raise NotImplementedError
 
@@ -188,17 +179,6 @@ def _left_pad_paths(paths: torch.Tensor, width: int) -> torch.Tensor:
     steps)."""
     missing = width - paths.shape[2]
     return paths if missing == 0 else torch.nn.functional.pad(paths, (missing, 0))
-
-
-def _choose(seq: Sequence, log_probs: torch.Tensor) -> int:
-    """One request's next token from its row of log-probabilities (1, V): sampling's draw
-    (decoding.sampling.sample's choose) or the argmax."""
-    s = seq.settings
-    if seq.generator is None or s.temperature == 0:
-        return int(log_probs.argmax(dim=-1))
-    lp = torch.log_softmax(log_probs / s.temperature, dim=-1)
-    lp = top_p_filter(top_k_filter(lp, s.top_k), s.top_p)
-    return int(torch.multinomial(lp.softmax(dim=-1), 1, generator=seq.generator))
 
 
 class OneLane(Lane):
@@ -223,12 +203,19 @@ class OneLane(Lane):
             steps = torch.tensor([s.steps for s in self.seqs])
             min_len = torch.tensor([s.settings.min_len for s in self.seqs])
             log_probs = self.log_probs
-            self._blocked(log_probs, steps, min_len)
+            blocked_tokens(log_probs, self.config, steps, min_len)
             greedy = [s.generator is None or s.settings.temperature == 0 for s in self.seqs]
             argmax = log_probs.argmax(dim=-1).tolist() if any(greedy) else None
             tokens, keep = [], []
             for i, seq in enumerate(self.seqs):
-                token = argmax[i] if greedy[i] else _choose(seq, log_probs[i : i + 1])
+                s = seq.settings
+                token = (
+                    argmax[i]
+                    if greedy[i]
+                    else int(
+                        draw(log_probs[i : i + 1], s.temperature, s.top_k, s.top_p, seq.generator)
+                    )
+                )
                 tokens.append(token)
                 seq.steps += 1
                 if seq.cancelled():
@@ -330,14 +317,11 @@ class BeamLane(Lane):
         log_probs = self.log_probs
         steps = torch.tensor([s.steps for s in self.seqs]).repeat_interleave(beams)
         min_len = torch.tensor([s.settings.min_len for s in self.seqs]).repeat_interleave(beams)
-        self._blocked(log_probs, steps, min_len)
-        vocab = log_probs.shape[-1]
+        blocked_tokens(log_probs, cfg, steps, min_len)
         n_cand = 2 * k
-        cand = (self.scores[:, :, None] + log_probs.view(b, beams, vocab)).view(b, beams * vocab)
-        cand_scores, cand_index = _top_candidates(cand, n_cand)
-        cand_beam = cand_index // vocab
-        cand_token = cand_index % vocab
-        is_eos = cand_token == cfg.eos_id
+        cand_scores, cand_beam, cand_token, is_eos = candidates(
+            self.scores, log_probs, k, cfg.eos_id
+        )
         at_max = torch.tensor([s.steps + 1 >= s.room for s in self.seqs], device=device)
         in_top_k = torch.arange(n_cand, device=device) < k
         final = in_top_k & (is_eos | at_max[:, None]) & torch.isfinite(cand_scores)
@@ -358,13 +342,9 @@ class BeamLane(Lane):
                 tokens = path[width - steps :] + ([] if eos else [token])
                 score = raw / length_penalty(steps + 1, self.alpha, self.kind)
                 self.finished[i].append(Hypothesis(torch.tensor(tokens), score, raw))
-        rank = is_eos.long() * n_cand + torch.arange(n_cand, device=device)
-        order = rank.argsort(dim=-1)[:, :k]
-        next_scores = cand_scores.gather(1, order).masked_fill(
-            is_eos.gather(1, order), -float("inf")
+        next_scores, next_beam, next_token = next_beams(
+            cand_scores, cand_beam, cand_token, is_eos, k
         )
-        next_beam = cand_beam.gather(1, order)
-        next_token = cand_token.gather(1, order)
         best_live = next_scores.max(dim=1).values.tolist()
         keep, done = [], []
         for i, seq in enumerate(self.seqs):

@@ -40,6 +40,23 @@ def top_p_filter(log_probs: torch.Tensor, p: float) -> torch.Tensor:
     return log_probs.masked_fill(drop, -float("inf"))
 
 
+def draw(
+    log_probs: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """One token per row (N,) from log-probabilities (N, V): drawn from softmax(log_probs /
+    temperature) within the top_k tokens and then the top_p nucleus; temperature 0 takes the most
+    probable token (greedy: the limit T -> 0, see the module's doc) and draws nothing."""
+    if temperature == 0:
+        return log_probs.argmax(dim=-1)
+    lp = torch.log_softmax(log_probs / temperature, dim=-1)
+    lp = top_p_filter(top_k_filter(lp, top_k), top_p)
+    return torch.multinomial(lp.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+
 def sample(
     model: torch.nn.Module,
     prompt_ids: SourceInput,
@@ -80,11 +97,7 @@ def sample(
     guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
-        if temperature == 0:  # greedy: the limit T -> 0 (see the module's doc)
-            return log_probs.argmax(dim=-1)
-        lp = torch.log_softmax(log_probs / temperature, dim=-1)
-        lp = top_p_filter(top_k_filter(lp, top_k), top_p)
-        return torch.multinomial(lp.softmax(dim=-1), 1, generator=generator).squeeze(1)
+        return draw(log_probs, temperature, top_k, top_p, generator)
 
     with inference(model):
         stepper = Stepper(

@@ -222,11 +222,18 @@ class Stepper:
             self.output = self.output[index]  # each row's history follows it
 
 
-def blocked_tokens(log_probs: torch.Tensor, config, step: int, min_len: int) -> torch.Tensor:
-    """Never generate padding (unless it is also </s>); block </s> before min_len tokens. In place;
-    returns it."""
+def blocked_tokens(
+    log_probs: torch.Tensor, config, step: int | torch.Tensor, min_len: int | torch.Tensor
+) -> torch.Tensor:
+    """Never generate padding (unless it is also </s>); block </s> before min_len tokens. step and
+    min_len are numbers, or (B,) tensors of each row's own (a running batch). In place; returns
+    it."""
     if config.pad_id != config.eos_id:
         log_probs[:, config.pad_id] = -float("inf")
-    if step < min_len:
+    if isinstance(step, torch.Tensor):
+        early = (step < min_len).nonzero().squeeze(1)
+        if len(early):
+            log_probs[early, config.eos_id] = -float("inf")
+    elif step < min_len:
         log_probs[:, config.eos_id] = -float("inf")
     return log_probs

@@ -52,7 +52,6 @@ class Scheduler(Worker):
         self.lanes: dict[tuple, Lane] = {}
         self._owner: dict[int, Job] = {}  # id(seq) -> its job
         self._left: dict[Job, int] = {}  # requests of a job still decoding
-        self._cost: dict[Job, int] = {}
 
     @property
     def running(self) -> int:
@@ -61,7 +60,7 @@ class Scheduler(Worker):
 
     @property
     def running_tokens(self) -> int:
-        return sum(self._cost.values())
+        return sum(job.tokens for job in self._left)
 
     def _take(self) -> tuple[list[Job], Job | None] | None:
         """The decoding jobs to admit now, and one other job to run alone (or None); None when
@@ -121,7 +120,6 @@ class Scheduler(Worker):
             if self._on_admit is not None:
                 self._on_admit(now - job.arrived)
             self._left[job] = len(job.seqs)
-            self._cost[job] = job.tokens
             if not job.seqs:  # nothing to decode (empty lines only)
                 self._end(job)
                 continue
@@ -172,7 +170,6 @@ class Scheduler(Worker):
 
     def _end(self, job: Job, error: BaseException | None = None) -> None:
         self._left.pop(job, None)
-        self._cost.pop(job, None)
         for seq in job.seqs:
             self._owner.pop(id(seq), None)
         if job.future.done():
