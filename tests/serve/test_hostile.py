@@ -22,17 +22,21 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
-import torch
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 
-import transformer  # noqa: E402
-from tests.serve.test_serve import LINES, TEXT, client, error, free_port, wait_healthy  # noqa: E402
-from transformer.config import DecodeConfig, cpu_tiny  # noqa: E402
-from transformer.data.tokenizer import ENCODER_SPECIALS, train_bpe  # noqa: E402
+from tests.serve.test_serve import (  # noqa: E402
+    LINES,
+    classifier_dirs,
+    client,
+    error,
+    free_port,
+    tiny_dirs,
+    wait_healthy,
+)
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.serve import ServeConfig, create_app  # noqa: E402
 from transformer.serve.worker import Job  # noqa: E402
@@ -40,39 +44,11 @@ from transformer.serve.worker import Job  # noqa: E402
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    """A translation model, a language model and a text classifier (3 labels), tiny and untrained."""
+    """A translation model, a language model, a text classifier (3 labels) and an image classifier,
+    tiny and untrained (test_serve's)."""
     tmp = tmp_path_factory.mktemp("hostile")
-    tokenizer = train_bpe(TEXT, vocab_size=300)
-    out = {}
-    for arch in ("encoder-decoder", "decoder"):
-        torch.manual_seed(0)
-        model = transformer.build_model(
-            cpu_tiny(vocab_size=tokenizer.vocab_size, arch=arch, max_positions=32)
-        )
-        decode = DecodeConfig(beam_size=2, max_len_b=12, max_new_tokens=12)
-        out[arch] = transformer.save_model(model, tmp / arch, tokenizer=tokenizer, decode=decode)
-    tokenizer = train_bpe(TEXT, vocab_size=300, specials=ENCODER_SPECIALS)
-    model = transformer.build_model(
-        cpu_tiny(
-            vocab_size=tokenizer.vocab_size,
-            arch="encoder",
-            max_positions=8,
-            n_classes=3,
-            pad_id=0,
-            bos_id=2,
-            eos_id=3,
-        )
-    )
-    out["classifier"] = transformer.save_model(
-        model, tmp / "classifier", tokenizer=tokenizer, labels=["a", "b", "c"]
-    )
-    vision = {"image_size": 8, "patch_size": 4, "channels": 1}
-    model = transformer.build_model(
-        cpu_tiny(
-            vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder", n_classes=2, vision=vision
-        )
-    )
-    out["image"] = transformer.save_model(model, tmp / "image", labels=["dark", "light"])
+    out = tiny_dirs(tmp)
+    out["classifier"], out["image"] = classifier_dirs(tmp)
     return out
 
 

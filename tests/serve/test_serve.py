@@ -32,9 +32,9 @@ LINES = ["the cat sat on the mat in the sun", "a dog", "los pájaros cantan hoy 
          "birds sing", "el gato se sentó en la alfombra", "the park", "un perro corrió"]
 
 
-@pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("serve")
+def tiny_dirs(tmp) -> dict:
+    """Untrained tiny model directories under tmp, by arch: a translation model, a language model
+    and an encoder without classes."""
     tokenizer = train_bpe(TEXT, vocab_size=300)
     out = {}
     for arch in ("encoder-decoder", "decoder", "encoder"):
@@ -43,6 +43,27 @@ def dirs(tmp_path_factory):
         decode = DecodeConfig(beam_size=2, max_len_b=12, max_new_tokens=12)
         out[arch] = transformer.save_model(model, tmp / arch, tokenizer=tokenizer, decode=decode)
     return out
+
+
+def classifier_dirs(tmp) -> tuple:
+    """A text classifier (3 labels) and an image classifier (2 labels, 8 x 8 grayscale), untrained:
+    their model directories under tmp."""
+    from transformer.data.tokenizer import ENCODER_SPECIALS
+
+    tokenizer = train_bpe(TEXT, vocab_size=300, specials=ENCODER_SPECIALS)
+    torch.manual_seed(0)
+    text = transformer.build_model(cpu_tiny(vocab_size=tokenizer.vocab_size, arch="encoder", max_positions=8,
+                                            n_classes=3, pad_id=0, bos_id=2, eos_id=3))
+    image = transformer.build_model(cpu_tiny(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder",
+                                             norm_position="pre", n_classes=2,
+                                             vision={"image_size": 8, "patch_size": 4, "channels": 1}))
+    return (transformer.save_model(text, tmp / "text", tokenizer=tokenizer, labels=["a", "b", "c"]),
+            transformer.save_model(image, tmp / "image", labels=["dark", "light"]))
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    return tiny_dirs(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
@@ -207,19 +228,8 @@ def test_bad_input_gets_a_json_error_naming_the_field(mt, lm, dirs):
 
 @pytest.fixture(scope="module")
 def classifiers(tmp_path_factory):
-    """A text classifier (3 labels) and an image classifier (2 labels, 8 x 8 grayscale), untrained."""
-    from transformer.data.tokenizer import ENCODER_SPECIALS
-
-    tmp = tmp_path_factory.mktemp("classifiers")
-    tokenizer = train_bpe(TEXT, vocab_size=300, specials=ENCODER_SPECIALS)
-    torch.manual_seed(0)
-    text = transformer.build_model(cpu_tiny(vocab_size=tokenizer.vocab_size, arch="encoder", max_positions=8,
-                                            n_classes=3, pad_id=0, bos_id=2, eos_id=3))
-    image = transformer.build_model(cpu_tiny(vocab_size=1, pad_id=0, bos_id=0, eos_id=0, arch="encoder",
-                                             norm_position="pre", n_classes=2,
-                                             vision={"image_size": 8, "patch_size": 4, "channels": 1}))
-    return (Pipeline.load(transformer.save_model(text, tmp / "text", tokenizer=tokenizer, labels=["a", "b", "c"])),
-            Pipeline.load(transformer.save_model(image, tmp / "image", labels=["dark", "light"])))
+    """A text classifier and an image classifier (classifier_dirs), loaded."""
+    return tuple(Pipeline.load(d) for d in classifier_dirs(tmp_path_factory.mktemp("classifiers")))
 
 
 def png(pixels) -> str:
