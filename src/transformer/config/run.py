@@ -350,6 +350,10 @@ class TrainConfig:
     step)."""
     num_threads: int = setting(0, ge=0)
     """CPU threads for torch (0 = torch's default)."""
+    compile: bool = False
+    """Run the training forward and backward through torch.compile (TorchInductor fuses the
+    elementwise work into fewer kernels). The first steps, and each new batch shape until torch
+    marks the shapes dynamic, spend time compiling. Measured per device in docs/benchmarks.md."""
 
     def __post_init__(self) -> None:
         check_types(self, "train")

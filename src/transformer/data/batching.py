@@ -158,7 +158,7 @@ class Batch:
     n_tokens: int  # real target tokens (the loss's normaliser)
 
     def to(self, device: torch.device | str) -> Batch:
-        move = lambda t: t.to(device, non_blocking=True) if t is not None else None
+        move = lambda t: to_device(t, device) if t is not None else None
         return Batch(
             move(self.src),
             move(self.src_mask),
@@ -166,6 +166,14 @@ class Batch:
             move(self.tgt_out),
             self.n_tokens,
         )
+
+
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A batch's tensor on `device`; to a GPU through pinned memory, so that the copy is queued
+    behind the work already on the GPU instead of making the CPU wait for it."""
+    if torch.device(device).type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:

@@ -96,9 +96,11 @@ def fused_attention(
         v,
         attn_mask=attn_mask,
         dropout_p=dropout_p,
-        is_causal=is_causal,
+        # plain bools: under torch.compile's dynamic shapes these are symbolic, and the `if`
+        # makes torch specialise on them
+        is_causal=True if is_causal else False,  # noqa: SIM210
         scale=scale,
-        enable_gqa=q.shape[1] != k.shape[1],
+        enable_gqa=True if q.shape[1] != k.shape[1] else False,  # noqa: SIM210
     )
     if mask is not None and not (
         bias is None

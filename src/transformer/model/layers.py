@@ -49,10 +49,12 @@ class FeedForward(nn.Module):
 def dropped(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it
     ~13 times a step. On the CPU through cpu_dropout (same distribution, ~2x faster forward and
-    backward), elsewhere nn.Dropout."""
+    backward), elsewhere (and inside torch.compile, which fuses it) nn.Dropout."""
     if not dropout.training or dropout.p == 0:
         return x
-    return cpu_dropout(x, dropout.p) if x.device.type == "cpu" else dropout(x)
+    if x.device.type == "cpu" and not torch.compiler.is_compiling():
+        return cpu_dropout(x, dropout.p)
+    return dropout(x)
 
 
 KEEP_BITS = 15

@@ -36,8 +36,20 @@ def sinusoidal_table(n_positions: int, d_model: int, layout: str = "interleaved"
     return table.float()
 
 
-def check_positions(positions: torch.Tensor, max_positions: int) -> None:
-    """A clear error instead of an index error deep inside torch."""
+def reads_back(t: torch.Tensor, training: bool = False) -> bool:
+    """Whether to read t's values back for a check (a clear error instead of an index error deep
+    inside torch). On a GPU that read waits for the device, so it is skipped there while training
+    (the run's own data, within data.max_len <= model.max_positions, checked when the run starts)
+    and inside torch.compile (a graph break); on the CPU it is always done."""
+    if torch.compiler.is_compiling():
+        return False
+    return t.device.type == "cpu" or not training
+
+
+def check_positions(positions: torch.Tensor, max_positions: int, training: bool = False) -> None:
+    """A clear error instead of an index error deep inside torch (see reads_back)."""
+    if not reads_back(positions, training):
+        return
     if positions.numel() and int(positions.max()) >= max_positions:
         raise ValueError(
             f"sequence position {int(positions.max())} is beyond max_positions={max_positions}: "
@@ -58,7 +70,7 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         """(B, L) long -> (B, L, C)."""
-        check_positions(positions, self.max_positions)
+        check_positions(positions, self.max_positions, self.training)
         return self.table[positions]
 
 
@@ -73,7 +85,7 @@ class LearnedPositions(nn.Module):
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         """(B, L) long -> (B, L, C)."""
-        check_positions(positions, self.max_positions)
+        check_positions(positions, self.max_positions, self.training)
         return self.weight[positions]
 
 
@@ -108,7 +120,9 @@ class RotaryEmbedding(nn.Module):
 
         Pair (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): the same products and sums as the
         written-out rotation, so the same numbers in any dtype."""
-        check_positions(positions, self.max_positions)
+        # On a GPU never (as while training): it would wait for the device in every layer; a
+        # decoder's lengths are capped at max_positions before decoding starts.
+        check_positions(positions, self.max_positions, training=True)
         cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D)
         sin = self.sin[positions].unsqueeze(1).to(x.dtype)
         swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x2, x1) in each pair's slots

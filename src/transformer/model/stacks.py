@@ -15,7 +15,7 @@ from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, dropped
 from .masks import attention_mask, causal_mask, positions_from_mask
 from .patches import PatchEmbedding
-from .positional import RelativePositionBias
+from .positional import RelativePositionBias, reads_back
 
 
 class Embeddings(nn.Module):
@@ -44,7 +44,8 @@ class Embeddings(nn.Module):
     ) -> torch.Tensor:
         """ids, positions (B, L) -> (B, L, C)."""
         vocab = self.tokens.num_embeddings
-        if ids.numel():
+        # not on a GPU while training: ids made by the run's own tokenizer, which sized the model
+        if reads_back(ids, self.training) and ids.numel():
             low, high = (int(v) for v in torch.aminmax(ids))
             if low < 0 or high >= vocab:  # a clear error, not an index error deep inside torch
                 raise ValueError(
@@ -70,8 +71,13 @@ def _positions(mask: torch.Tensor | None, b: int, length: int, device) -> torch.
     return torch.arange(length, device=device).expand(b, length)
 
 
-def _padded(mask: torch.Tensor | None) -> bool:
-    return mask is not None and not bool(mask.all())
+def _padded(mask: torch.Tensor | None, training: bool) -> bool:
+    """Whether a token mask may hide anything (T5's bias is then one per row). Reading the mask
+    back waits for a GPU: where reads_back says not to, any mask counts as hiding something
+    (per-row biases are right either way)."""
+    if mask is None:
+        return False
+    return not reads_back(mask, training) or not bool(mask.all())
 
 
 def _relative_bias(
@@ -120,9 +126,9 @@ class Encoder(nn.Module):
         positions = _positions(mask, b, s, ids.device)
         x = self.embed(ids, positions, token_type_ids)
         attn_mask = attention_mask(mask, s)  # (B, 1, 1, S) or None
-        bias = _relative_bias(
-            self.relative, positions, positions, _padded(mask)
-        )  # (B or 1, H, S, S) or None
+        bias = None  # (B or 1, H, S, S): T5's bias
+        if self.relative is not None:
+            bias = _relative_bias(self.relative, positions, positions, _padded(mask, self.training))
         weights = []
         for layer in self.layers:
             x, w = layer(x, attn_mask, positions, need_weights, bias)
@@ -245,7 +251,7 @@ class Decoder(nn.Module):
         prefix tree is flattened), and a prefix tree's cells are not in any one beam's order.
         """
         if cache is None:
-            return _relative_bias(self.relative, positions, positions, _padded(mask))
+            return _relative_bias(self.relative, positions, positions, _padded(mask, self.training))
         if tree:  # (N, G, S_cells) paths; one query per beam
             n, g, _ = cache.ancestors.shape
             keys = cache.ancestors.long().cumsum(-1) - 1

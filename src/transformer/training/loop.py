@@ -104,10 +104,13 @@ class RunState:
 
 @dataclass
 class StepTotals:
-    """A process's sums over its batches of a step: loss, NLL, their units, the input tokens."""
+    """A process's sums over its batches of a step: loss, NLL, their units, the input tokens.
 
-    loss: float = 0.0
-    nll: float = 0.0
+    loss and nll stay on the device until the step's update is queued: reading them (`.item()`)
+    after each batch would make a GPU finish the batch before the next one is even queued."""
+
+    loss: torch.Tensor | float = 0.0
+    nll: torch.Tensor | float = 0.0
     units: float = 0.0
     tokens: float = 0.0
 
@@ -223,6 +226,8 @@ class Loop:
         if dist.distributed:
             self.ddp = DistributedDataParallel(self.model, device_ids=device_ids)
         self.net = self.ddp if self.ddp is not None else self.model  # what the forward runs through
+        if t.compile:
+            self.net = torch.compile(self.net)
         self.batches = self.task.batches(s.epoch)
         if len(self.batches) < self.per_step:
             raise TrainError(
@@ -269,7 +274,7 @@ class Loop:
         self.optimizer.zero_grad(set_to_none=True)
         s.step += 1
         clock_s = self.elapsed() if dist.rank == 0 else 0.0  # every process takes rank 0's clock
-        sums = [totals.loss, totals.nll, totals.units, totals.tokens, clock_s]
+        sums = [float(totals.loss), float(totals.nll), totals.units, totals.tokens, clock_s]
         loss, nll, units, tokens, s.clock.seconds = D.all_reduce_sum(sums, dist)
         self.step_end = now = time.monotonic()
         self.tick_tokens += tokens
@@ -302,8 +307,8 @@ class Loop:
                 # DDP averages gradients over ranks; scaling by world_size makes the result a sum
                 # over all ranks' units (tokens, texts) divided by the global count.
                 self.scaler.scale(out.loss * (self.dist.world_size / global_units)).backward()
-            totals.loss += out.loss.item()
-            totals.nll += out.nll.item()
+            totals.loss = totals.loss + out.loss.detach()
+            totals.nll = totals.nll + out.nll.detach()
             totals.units += out.units
             totals.tokens += out.tokens
         return totals

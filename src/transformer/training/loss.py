@@ -110,10 +110,17 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
 
 def label_smoothed_cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    epsilon: float,
+    pad_id: int,
+    n_tokens: int | None = None,
 ) -> LossSums:
     """logits (B, T, V) or (N, V), target (B, T) or (N,) -> summed losses over non-padding
-    targets."""
+    targets.
+
+    n_tokens: the count of non-padding targets when the caller knows it (a batch counts them on
+    the CPU); else it is counted here, which on a GPU waits for the forward pass to finish."""
     vocab = logits.size(-1)
     if epsilon > 0 and vocab <= 2:
         raise ValueError(f"label smoothing needs a vocabulary of more than 2 tokens, got {vocab}")
@@ -123,4 +130,6 @@ def label_smoothed_cross_entropy(
         loss, nll = _SmoothedCrossEntropy.apply(flat, target, float(epsilon), pad_id)
     else:
         loss, nll = _smoothed_sums(flat.detach(), target, float(epsilon), pad_id, None)
-    return LossSums(loss, nll, int((target != pad_id).sum().item()))
+    if n_tokens is None:
+        n_tokens = int((target != pad_id).sum().item())
+    return LossSums(loss, nll, n_tokens)

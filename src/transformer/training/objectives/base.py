@@ -155,10 +155,12 @@ def validation_sums(
     for batch in batches:
         batch = batch.to(device)
         out = objective.loss(model, model, batch, device)
-        loss, nll, units = loss + out.loss.item(), nll + out.nll.item(), units + out.units
+        # summed on the device, read once at the end (a GPU then never waits between batches)
+        loss, nll, units = loss + out.loss.detach(), nll + out.nll.detach(), units + out.units
         if observe is not None:
             observe(batch, out)
     model.train(was_training)
+    loss, nll = float(loss), float(nll)
     return {
         "valid_loss": loss / units,
         "valid_nll": nll / units,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_indices, batch_seed, pad_rows, padding_share
+from ...data.batching import batch_indices, batch_seed, pad_rows, padding_share, to_device
 from ...data.images import augment, load_images, to_pixels
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
@@ -206,7 +206,8 @@ class ImageBatch:
     tokens: int
 
     def to(self, device) -> ImageBatch:
-        return ImageBatch(self.pixels.to(device), self.labels.to(device), self.units, self.tokens)
+        pixels, labels = to_device(self.pixels, device), to_device(self.labels, device)
+        return ImageBatch(pixels, labels, self.units, self.tokens)
 
 
 class ImageClassify(Labelled, Objective):

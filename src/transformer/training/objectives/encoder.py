@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_indices, batch_seed, pad_rows, padding_share
+from ...data.batching import batch_indices, batch_seed, pad_rows, padding_share, to_device
 from ...data.noising import IGNORE, mask_tokens
 from ...data.tokenizer import EncoderTokens, Tokenizer
 from ...model.build import build_model, tie_weights
@@ -41,9 +41,9 @@ class EncoderBatch:
 
     def to(self, device) -> EncoderBatch:
         return EncoderBatch(
-            self.ids.to(device),
-            self.mask.to(device),
-            self.labels.to(device),
+            to_device(self.ids, device),
+            to_device(self.mask, device),
+            to_device(self.labels, device),
             self.units,
             self.tokens,
         )

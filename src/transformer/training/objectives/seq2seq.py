@@ -70,7 +70,7 @@ class Seq2Seq(Objective):
             logits = _forward(net, batch)
         t = self.config.train
         out = label_smoothed_cross_entropy(
-            logits, batch.tgt_out, t.label_smoothing, model.config.pad_id
+            logits, batch.tgt_out, t.label_smoothing, model.config.pad_id, batch.n_tokens
         )
         return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
 
