@@ -27,12 +27,14 @@ source; here it is given max_len_a 0 and the batch's limit as max_len_b).
 
 Batches. The first --lines lines of --src (batch 1: the first --batch1-lines) are sorted by source
 length and cut into batches of --batch lines (0 = all at once), the same batches on both sides:
-ours gets each batch as one translate call with an unbounded batch_tokens (one search per
-batch, as one generate call). Timing: one warm-up pass over the cell's first two batches on
-each side, then passes over all its lines, ours and HF alternating, synchronized before and after,
-until --repeats passes or --cell-seconds of timed passes (at least one); lines/s from the median
-pass. Agreement: the share of lines where our output is HF's, character for character; BLEU and
-chrF (sacreBLEU) of each against --ref.
+ours gets each batch as one translate call with an unbounded batch_tokens (one search per batch, as
+one generate call). Both sides are loaded in every precision first; the cells then run in the order
+of --batch, --beams and --precision (the default puts all-at-once first), and none starts after
+--max-seconds (the skipped ones are listed). Timing: one warm-up pass over the cell's first two
+batches on each side, then passes over all its lines, ours and HF alternating, synchronized before
+and after, until --repeats passes or --cell-seconds of timed passes (at least one); lines/s from
+the median pass. Agreement: the share of lines where our output is HF's, character for character;
+BLEU and chrF (sacreBLEU) of each against --ref. The JSON is rewritten after every cell.
 """
 
 from __future__ import annotations
@@ -269,7 +271,7 @@ def measure_cell(ours, theirs, lines, refs, lengths, size, beams, args, device) 
 
 @contextlib.contextmanager
 def guarded(results: dict, what: str):
-    """An error inside is recorded and printed, not fatal: one failed cell must not lose the rest."""
+    """An error inside is recorded and printed, not fatal: a failed cell must not lose the rest."""
     try:
         yield
     except Exception as e:  # noqa: BLE001
@@ -315,6 +317,8 @@ def print_table(results: dict) -> None:
             f"{c['speedup']:>7.2f} {c['agree']:>6.1%} {c['bleu_ours']:>9.2f} {c['bleu_hf']:>8.2f} "
             f"{c['chrf_ours']:>9.2f} {c['chrf_hf']:>8.2f}"
         )
+    if results["skipped"]:
+        print(f"skipped (--max-seconds): {', '.join(results['skipped'])}")
     for error in results["errors"]:
         print(f"error: {error}")
 
@@ -326,33 +330,44 @@ def write_json(results: dict, path: str, started: float) -> None:
     Path(path).write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
 
 
-def run_precision(precision, model_dir, hf_dir, src, refs, args, device, results, started) -> None:
-    """Load both sides in `precision`, then every (search, batch) cell."""
-    ours = Ours(model_dir, device, precision, args.lenpen)
-    theirs = Theirs(hf_dir, device, precision, args.lenpen, ours.pipe.decode)
+def run_cells(model_dir, hf_dir, src, refs, args, device, results, started) -> None:
+    """Both sides loaded in every precision, then the cells in the order of --batch, --beams and
+    --precision (the most wanted first): none starts once --max-seconds have passed."""
+    sides = {}
+    for precision in args.precision:
+        with guarded(results, f"loading {precision}"):
+            ours = Ours(model_dir, device, precision, args.lenpen)
+            sides[precision] = (
+                ours,
+                Theirs(hf_dir, device, precision, args.lenpen, ours.pipe.decode),
+            )
+    if not sides:
+        return
+    ours, theirs = next(iter(sides.values()))
     encoded = ours.pipe.encode_sources(src)[0]
     lengths = [len(ids) for ids in encoded]
     results["same_ids"] = theirs.tokenizer(src).input_ids == encoded
-    for beams in args.beams:
-        for size in args.batch:
-            n = min(args.batch1_lines, len(src)) if size == 1 else len(src)
-            what = f"{precision} beam {beams} batch {size or 'all'}"
-            with guarded(results, what):
-                cell = measure_cell(
-                    ours, theirs, src[:n], refs[:n], lengths[:n], size, beams, args, device
-                )
-                search = "greedy" if beams == 1 else f"beam{beams}"
-                cell.update(precision=precision, search=search, batch=size or "all")
-                results["cells"].append(cell)
-                print(
-                    f"  {what}: ours {cell['ours_lines_per_s']:.1f} lines/s, HF "
-                    f"{cell['hf_lines_per_s']:.1f}, agree {cell['agree']:.1%}",
-                    flush=True,
-                )
-            write_json(results, args.json, started)
-    del ours, theirs
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    for size in args.batch:
+        n = min(args.batch1_lines, len(src)) if size == 1 else len(src)
+        for beams in args.beams:
+            for precision, (ours, theirs) in sides.items():
+                what = f"{precision} beam {beams} batch {size or 'all'}"
+                if args.max_seconds and time.perf_counter() - started > args.max_seconds:
+                    results["skipped"].append(what)
+                    continue
+                with guarded(results, what):
+                    cell = measure_cell(
+                        ours, theirs, src[:n], refs[:n], lengths[:n], size, beams, args, device
+                    )
+                    search = "greedy" if beams == 1 else f"beam{beams}"
+                    cell.update(precision=precision, search=search, batch=size or "all")
+                    results["cells"].append(cell)
+                    print(
+                        f"  {what}: ours {cell['ours_lines_per_s']:.1f} lines/s, HF "
+                        f"{cell['hf_lines_per_s']:.1f}, agree {cell['agree']:.1%}",
+                        flush=True,
+                    )
+                write_json(results, args.json, started)
 
 
 def parse_args() -> argparse.Namespace:
@@ -372,7 +387,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ref", default="data/bible/test.eng")
     p.add_argument("--lines", type=int, default=512, help="first N lines of --src (0: all)")
     p.add_argument("--batch1-lines", type=int, default=32, help="lines of the batch-1 cells")
-    p.add_argument("--batch", nargs="+", type=int, default=[1, 16, 0], help="0: all at once")
+    p.add_argument(
+        "--batch", nargs="+", type=int, default=[0, 16, 1], help="0: all at once (measured first)"
+    )
     p.add_argument("--beams", nargs="+", type=int, default=[1, 4], help="1: greedy")
     p.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     p.add_argument("--lenpen", type=float, default=1.0, help="beam: alpha of |Y|^alpha, both sides")
@@ -384,6 +401,12 @@ def parse_args() -> argparse.Namespace:
         help="no further pass once a cell's timed passes took this long",
     )
     p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0.0,
+        help="start no cell after this many seconds of the run (0: no limit); skipped ones listed",
+    )
     p.add_argument("--work", default=None, help="where the export (and training) go; default tmp")
     p.add_argument("--json", default="gpu_decode.json")
     p.add_argument(
@@ -394,7 +417,7 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.smoke:
         args.threads = args.threads or 1  # a shared CPU: no oversubscription
-        args.lines, args.batch1_lines, args.batch = 6, 2, [1, 3, 0]
+        args.lines, args.batch1_lines, args.batch = 6, 2, [0, 3, 1]
         args.repeats, args.cell_seconds = 1, 0.0
     if not args.model and not args.train_seconds and not args.smoke:
         p.error(f"give --model DIR or --train-seconds S; to {NOT_EXPORTABLE_FIX}")
@@ -413,6 +436,7 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "facts": facts(device),
         "cells": [],
+        "skipped": [],
         "errors": [],
     }
     model_dir = Path(args.model) if args.model else None
@@ -436,9 +460,7 @@ def main() -> int:
     kept = [i for i, line in enumerate(src) if line.strip()]  # an empty source has no batch
     src, refs = [src[i] for i in kept], [refs[i] for i in kept]
     print(f"{len(src)} lines; exported to {hf_dir}; device {device}", flush=True)
-    for precision in args.precision:
-        with guarded(results, precision):
-            run_precision(precision, model_dir, hf_dir, src, refs, args, device, results, started)
+    run_cells(model_dir, hf_dir, src, refs, args, device, results, started)
     write_json(results, args.json, started)
     print_table(results)
     print(f"\n{time.perf_counter() - started:.0f} s in all; results: {args.json}")

@@ -1,54 +1,57 @@
 """Training throughput and MFU on a GPU: the paper's base and big models through the project's own
 training step, with Hugging Face Marian of the same size beside it, and where the step's time goes.
 
-    PYTHONPATH=src python benchmarks/gpu_train.py --facts --model base big --precision bf16 fp32 \\
+    PYTHONPATH=src python benchmarks/gpu_train.py --facts --json facts.json     # the facts alone
+    PYTHONPATH=src python benchmarks/gpu_train.py --facts --model base big --precision bf16 fp32 \
         --peer base --profile base --json gpu_train.json
-    PYTHONPATH=src python benchmarks/gpu_train.py --model base big --compile --json gpu_compile.json
-    PYTHONPATH=src python benchmarks/gpu_train.py --data data/bible --model base big --json bible.json
-    PYTHONPATH=src python benchmarks/gpu_train.py --smoke [--data data/bible] [--compile]  # CPU check
+    PYTHONPATH=src python benchmarks/gpu_train.py --model base --precision bf16 --compile-model base
+    PYTHONPATH=src python benchmarks/gpu_train.py --data data/bible --model base big --json b.json
+    PYTHONPATH=src python benchmarks/gpu_train.py --smoke [--data data/bible] [--compile]  # CPU
 
-One step is what training/loop.py does with one batch: collate the batch on the CPU and move it
-to the device (Batch.to, pinned memory); the forward pass and label-smoothed loss through the
-objective's own `loss` (objectives/seq2seq.py: autocast to --precision, eps from the config,
-0.1); backward of the loss over the batch's target tokens; clip_grad_norm_ (--clip 1.0; the
-paper's configs do not clip, the brief asks for it); AdamW(fused=True).step() with the configs'
-betas and eps; increment_version; zero_grad(set_to_none=True); then the step's loss and NLL read
-back (the loop logs them), which waits for the GPU. --premade collates and moves every batch once,
-before timing, to show the step without the host's batch work. Attention is the fused kernel
-(what the trainer picks on a GPU). --compile wraps the model in torch.compile as the loop does
-(train.compile: default arguments, dynamic=None); the time of the first steps, which compile, is
-reported apart, and only later steps are timed (with --data the shapes change from batch to
-batch: torch recompiles, dynamic from the second shape on; raise --warmup).
+One step is what training/loop.py does with one batch: collate the batch on the CPU and move it to
+the device (Batch.to, pinned memory); the forward pass and label-smoothed loss through the
+objective's own `loss` (objectives/seq2seq.py: autocast to --precision, eps from the config, 0.1);
+backward of the loss over the batch's target tokens; clip_grad_norm_ (--clip 1.0; the paper's
+configs do not clip, the brief asks for it); AdamW(fused=True).step() with the configs' betas and
+eps; increment_version; zero_grad(set_to_none=True); then the step's loss and NLL read back (the
+loop logs them), which waits for the GPU. --premade collates and moves every batch once, before
+timing, to show the step without the host's batch work. Attention is the fused kernel (what the
+trainer picks on a GPU). --compile-model MODEL also measures MODEL compiled, after its eager cell;
+--compile measures every model compiled only. Compiled is the model wrapped in torch.compile as the
+loop does (train.compile: default arguments, dynamic=None); the time of the first steps, which
+compile, is reported apart, and only later steps are timed (with --data the shapes change from
+batch to batch: torch recompiles, dynamic from the second shape on; raise --warmup).
 
-Batches. Synthetic (default): B = --batch-tokens // max rows of random ids, each row's source
-and target lengths drawn uniformly from --lengths MIN MAX (the target's count includes its <s> /
-</s>), padded to the batch's longest; the first row of every batch has the longest lengths, so
-every batch has the one shape (B, MAX) and a compiled model compiles once. --lengths N N gives
-fixed lengths, no padding. --data DIR: the Bible's sentences (train.spa -> train.eng), a joint BPE
-(--bpe-vocab, the Bible recipe's 8000) trained by the project's tokenizer code, batched by
-token count as the loop batches (data.batching.batch_indices, collate), shapes varying per
-batch. Model settings come from configs/{base,big}.toml through the config loader (37000-token
-shared vocabulary, as the paper); with --data the ids come from the smaller BPE but the model
-keeps its 37000 outputs, so the FLOPs per token are the synthetic runs'.
+Batches. Synthetic (default): B = --batch-tokens // max rows of random ids, each row's source and
+target lengths drawn uniformly from --lengths MIN MAX (the target's count includes its <s> / </s>),
+padded to the batch's longest; the first row of every batch has the longest lengths, so every batch
+has the one shape (B, MAX) and a compiled model compiles once. --lengths N N gives fixed lengths,
+no padding. --data DIR: the Bible's sentences (train.spa -> train.eng), a joint BPE (--bpe-vocab,
+the Bible recipe's 8000) trained by the project's tokenizer code, batched by token count as the
+loop batches (data.batching.batch_indices, collate), shapes varying per batch. Model settings come
+from configs/{base,big}.toml through the config loader (37000-token shared vocabulary, as the
+paper); with --data the ids come from the smaller BPE but the model keeps its 37000 outputs, so the
+FLOPs per token are the synthetic runs'.
 
-Measures. Tokens/s counts real (non-padding) target tokens, </s> included. Timing: --warmup
-steps, then --repeats rounds of --steps steps, each round timed from a synchronize to a
-synchronize; step ms and tokens/s are the medians over rounds. Achieved TFLOP/s =
-flops_per_token(model, L)["training"] (model/accounting.py: 3 x forward matrix products, an
-encoder over a source as long as the target) x real target tokens/s, with L = sum(l^2) / sum(l)
-over the measured target rows (the length the average token attends over). MFU = that / the
-bf16 matrix-product rate measured here (an 8192^3 bf16 matmul, median of 20 after warm-up);
-fp32 runs are divided by the same bf16 rate. Peak memory: torch.cuda.max_memory_allocated.
+Measures. Tokens/s counts real (non-padding) target tokens, </s> included. Timing: --warmup steps,
+then --repeats rounds of --steps steps, each round timed from a synchronize to a synchronize; step
+ms and tokens/s are the medians over rounds. Achieved TFLOP/s = flops_per_token(model,
+L)["training"] (model/accounting.py: 3 x forward matrix products, an encoder over a source as long
+as the target) x real target tokens/s, with L = sum(l^2) / sum(l) over the measured target rows
+(the length the average token attends over). MFU = that / the bf16 matrix-product rate measured
+here (an 8192^3 bf16 matmul, median of 20 after warm-up); fp32 runs are divided by the same bf16
+rate. Peak memory: torch.cuda.max_memory_allocated.
 
---facts: the GPU, torch, CUDA, SM count; bf16, fp32 and tf32 matmul rates; device-to-device copy
-bandwidth (read + write bytes). --peer MODEL: Hugging Face's MarianMTModel of the model's size
-(sdpa attention, shared embeddings) trained on the same batches with the same optimizer,
-clipping and autocast, loss = F.cross_entropy(label_smoothing=eps) over the same tokens;
-ours and the peer alternate round by round and the ratio is the median of per-round ratios.
---profile MODEL: a few steps under torch.profiler (CPU + CUDA): the top ops by self CUDA time,
-and the step's time split into matmuls, attention, loss (forward and backward), optimizer (clip,
-AdamW, zero_grad), norm, dropout, casts/copies, other elementwise, and idle (step wall time minus
-the kernels' summed time: host overhead and syncs); the full table goes to a text file.
+--facts: the GPU, torch, CUDA, SM count (alone, without --model: nothing else); bf16, fp32 and tf32
+matmul rates; device-to-device copy bandwidth (read + write bytes). --peer MODEL (or --hf: base):
+Hugging Face's MarianMTModel of the model's size (sdpa attention, shared embeddings) trained on the
+same batches with the same optimizer, clipping and autocast, loss =
+F.cross_entropy(label_smoothing=eps) over the same tokens; ours and the peer alternate round by
+round and the ratio is the median of per-round ratios. --profile MODEL: a few steps under
+torch.profiler (CPU + CUDA): the top ops by self CUDA time, and the step's time split into matmuls,
+attention, loss (forward and backward), optimizer (clip, AdamW, zero_grad), norm, dropout,
+casts/copies, other elementwise, and idle (step wall time minus the kernels' summed time: host
+overhead and syncs); the full table goes to a text file.
 """
 
 from __future__ import annotations
@@ -547,17 +550,20 @@ def measured_batches(batches, args) -> list:
     return [batches[i] for i in sorted(used)]
 
 
-def measure(name: str, precision: str, batches, args, device, peak: float, results: dict) -> None:
-    """One (model, precision) cell; then the peer beside it and the profile, when asked for."""
+def measure(
+    name: str, precision: str, compiled: bool, first: bool, batches, args, device, results: dict
+) -> None:
+    """One (model, precision, eager or compiled) cell; then, for the first mode of a (model,
+    precision), the peer beside it and the profile, when asked for."""
     run = run_config(name, precision, args.smoke)
     release(device)
-    ours = Ours(run, device, args.clip, args.compile)
+    ours = Ours(run, device, args.clip, compiled)
     examples = measured_batches(batches, args)  # lists of Example, read before --premade moves them
     length = attended_length(examples)
     cell = dict(
         model=name,
         precision=precision,
-        mode="compiled" if args.compile else "eager",
+        mode="compiled" if compiled else "eager",
         parameters=count_parameters(ours.model),
         padding=padding(examples),
         rows=statistics.median(len(b) for b in examples),
@@ -571,7 +577,7 @@ def measure(name: str, precision: str, batches, args, device, peak: float, resul
     cell.update(
         attended_length=length, flops_per_token=flops, tflops=flops * cell["tokens_per_s"] / 1e12
     )
-    cell["mfu"] = cell["tflops"] / peak
+    cell["mfu"] = cell["tflops"] / results["facts"]["bf16_tflops"]
     if device.type == "cuda":
         cell["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
     results["cells"].append(cell)
@@ -580,7 +586,7 @@ def measure(name: str, precision: str, batches, args, device, peak: float, resul
         f"{cell['tokens_per_s']:,.0f} tok/s, {cell['tflops']:.1f} TFLOP/s, MFU {cell['mfu']:.1%}",
         flush=True,
     )
-    if name in args.peer:
+    if first and name in args.peer:
         with guarded(results, f"peer {name} {precision}"):
             entry = measure_peer(ours, run, batches, args, device, cell)
             results["peer"].append(entry)
@@ -589,7 +595,7 @@ def measure(name: str, precision: str, batches, args, device, peak: float, resul
                 f"{entry['hf']['tokens_per_s']:,.0f}, ratio {entry['ratio']:.2f}",
                 flush=True,
             )
-    if name in args.profile and precision == args.precision[0]:
+    if first and name in args.profile and precision == args.precision[0]:
         out = Path(args.profile_out or Path(args.json).with_suffix(f".profile-{name}.txt"))
         with guarded(results, f"profile {name} {precision}"):
             key = f"{name}-{precision}-{cell['mode']}"
@@ -647,17 +653,18 @@ def print_tables(results: dict) -> None:
         + (f", tf32 {f['tf32_tflops']:.1f}" if "tf32_tflops" in f else "")
         + (f"; copy {f['copy_gbs']:,.0f} GB/s" if "copy_gbs" in f else "")
     )
-    print(
-        f"{'model':<6} {'prec':<5} {'mode':<8} {'rows':>5} {'pad':>5} {'ms/step':>8} "
-        f"{'tgt tok/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'peak GB':>8} {'warm-up s':>10}"
-    )
-    for c in results["cells"]:
+    if results["cells"]:
         print(
-            f"{c['model']:<6} {c['precision']:<5} {c['mode']:<8} {c.get('rows', 0):>5.0f} "
-            f"{c.get('padding', 0):>5.1%} {c['step_ms']:>8.1f} {c['tokens_per_s']:>10,.0f} "
-            f"{c['tflops']:>8.1f} {c['mfu']:>6.1%} {c.get('peak_memory_gb', 0):>8.1f} "
-            f"{sum(c['warmup_step_s']):>10.1f}"
+            f"{'model':<6} {'prec':<5} {'mode':<8} {'rows':>5} {'pad':>5} {'ms/step':>8} "
+            f"{'tgt tok/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'peak GB':>8} {'warm-up s':>10}"
         )
+        for c in results["cells"]:
+            print(
+                f"{c['model']:<6} {c['precision']:<5} {c['mode']:<8} {c.get('rows', 0):>5.0f} "
+                f"{c.get('padding', 0):>5.1%} {c['step_ms']:>8.1f} {c['tokens_per_s']:>10,.0f} "
+                f"{c['tflops']:>8.1f} {c['mfu']:>6.1%} {c.get('peak_memory_gb', 0):>8.1f} "
+                f"{sum(c['warmup_step_s']):>10.1f}"
+            )
     if results["peer"]:
         print(f"\n{'peer':<6} {'prec':<5} {'ours tok/s':>11} {'HF tok/s':>10} {'ours/HF':>8}")
         for p in results["peer"]:
@@ -685,7 +692,13 @@ def print_tables(results: dict) -> None:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--model", nargs="*", default=["base", "big"], choices=["base", "big"])
+    p.add_argument(
+        "--model",
+        nargs="*",
+        default=None,
+        choices=["base", "big"],
+        help="models to measure (default: base big; none when --facts is given without it)",
+    )
     p.add_argument(
         "--precision",
         nargs="+",
@@ -717,17 +730,25 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="timed rounds")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument(
-        "--compile", action="store_true", help="torch.compile the model (as train.compile)"
+        "--compile", action="store_true", help="every model compiled (as train.compile), no eager"
+    )
+    p.add_argument(
+        "--compile-model",
+        nargs="+",
+        default=[],
+        choices=["base", "big"],
+        help="these models measured compiled too, after their eager cells",
     )
     p.add_argument(
         "--premade", action="store_true", help="batches collated and moved before timing"
     )
     p.add_argument(
         "--peer",
+        "--hf",
         nargs="*",
-        default=[],
+        default=None,
         choices=["base", "big"],
-        help="models to train Hugging Face Marian beside",
+        help="models to train Hugging Face Marian beside (the flag alone: base)",
     )
     p.add_argument(
         "--profile",
@@ -748,6 +769,9 @@ def parse_args() -> argparse.Namespace:
         help="tiny models, batches and matmuls, with facts, peer and profile: seconds on a CPU",
     )
     args = p.parse_args()
+    if args.model is None:
+        args.model = [] if args.facts else ["base", "big"]
+    args.peer = ["base"] if args.peer == [] else (args.peer or [])
     if args.smoke:
         args.threads = args.threads or 1  # a shared CPU: no oversubscription
         args.facts = True
@@ -794,11 +818,13 @@ def main() -> int:
         batches = synthetic_batches(max(args.steps, 2), args.batch_tokens // hi, lo, hi, vocab, 1)
     for name in args.model:
         for precision in args.precision:
-            with matmul_precision("high" if precision == "tf32" else "highest"):
-                with guarded(results, f"{name} {precision}"):
-                    peak = results["facts"]["bf16_tflops"]
-                    measure(name, precision, batches, args, device, peak, results)
-            write_json(results, args.json, started)
+            modes = [True] if args.compile else [False, True][: 1 + (name in args.compile_model)]
+            for k, compiled in enumerate(modes):
+                with matmul_precision("high" if precision == "tf32" else "highest"):
+                    with guarded(results, f"{name} {precision}{' compiled' * compiled}"):
+                        first = k == 0
+                        measure(name, precision, compiled, first, batches, args, device, results)
+                write_json(results, args.json, started)
     write_json(results, args.json, started)
     print_tables(results)
     print(f"\n{time.perf_counter() - started:.0f} s in all; results: {args.json}")
