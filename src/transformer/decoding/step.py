@@ -69,16 +69,20 @@ def _rows(src_ids: SourceInput, src_mask: torch.Tensor | None, pad_id: int) -> l
 def pad_rows(
     rows: list[torch.Tensor], pad_id: int, left: bool, device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows of token ids -> (B, S) ids and (B, S) bool mask (True = real), padded right or left."""
+    """Rows of token ids -> (B, S) ids and (B, S) bool mask (True = real), padded right or left.
+
+    Built where the rows are (the CPU, as tokenizers give them) and moved in one copy: one copy
+    per row would be one transfer per sentence to a GPU."""
     width = max((len(r) for r in rows), default=0)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros(len(rows), width, dtype=torch.bool, device=device)
+    home = rows[0].device if rows else torch.device("cpu")
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=home)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool, device=home)
     for i, r in enumerate(rows):
         n = len(r)
         cols = slice(width - n, width) if left else slice(0, n)
-        ids[i, cols] = r.to(device)
+        ids[i, cols] = r.to(home)
         mask[i, cols] = True
-    return ids, mask
+    return ids.to(device), mask.to(device)
 
 
 class Stepper:
