@@ -1,11 +1,11 @@
 """`torchrun --nproc_per_node=1 -m transformer train` with train.device = "cuda": the run finishes
-on the GPU (as tests/training/test_distributed.py launches torchrun on the CPU).
+on the GPU through the DDP path (as tests/training/test_distributed.py launches torchrun on the
+CPU).
 
-What is seen from outside: the trainer's header line ("device cuda:0, 1 process(es)"), the steps in
-metrics.jsonl, and the CUDA generator's state in the checkpoint (it is recorded only once CUDA is
-in use). Which process-group backend ran is not: with one process training/distributed.py joins
-no process group at all (it does for WORLD_SIZE > 1: nccl on cuda, gloo on cpu), and no line says
-which; see the report that came with this test.
+What is seen from outside: the trainer's header line ("device cuda:0, 1 process(es) (process group
+nccl)": under torchrun even one process joins the process group and trains under DDP), the steps
+in metrics.jsonl, and the CUDA generator's state in the checkpoint (recorded only once CUDA is in
+use).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def test_torchrun_one_process_trains_on_the_device(tmp_path, copy_data, device, 
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
-    where = "cpu" if dry_run else "cuda:0"
-    assert f"; device {where}, 1 process(es)" in output, output[-3000:]
+    where, backend = ("cpu", "gloo") if dry_run else ("cuda:0", "nccl")
+    assert f"; device {where}, 1 process(es) (process group {backend})" in output, output[-3000:]
     assert Runs.steps(run, "train") == list(range(1, 7))
     (rng,) = json.loads((step_dirs(run)[-1] / "state.json").read_text())["rng"]
     assert ("cuda" in rng) == (not dry_run)  # CUDA tensors were made: its generator was recorded

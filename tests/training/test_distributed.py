@@ -73,3 +73,24 @@ def test_torchrun_resume_repeats_the_uninterrupted_losses(tmp_path, tiny, runs):
     assert runs.steps(tmp_path / "cut", "train") == list(range(1, 7)) and sorted(full) == list(range(1, 7))
     for step in full:
         assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=0), step
+
+
+@pytest.mark.slow
+def test_torchrun_one_process_joins_the_group_and_matches_a_plain_run(tmp_path, tiny, runs):
+    """Under torchrun one process takes the multi-process path (a gloo group, DDP): the same losses
+    as the same run started without torchrun, and the header names the group."""
+    cfg = tiny(max_steps=4, save_every=100, valid_every=100, bleu_samples=0)
+    file = runs.write_config(tmp_path / "one.toml", cfg)
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+                           "-m", "transformer.cli", "train", str(file), "--out", str(tmp_path / "ddp")],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "device cpu, 1 process(es) (process group gloo)" in proc.stdout + proc.stderr
+    lines = []
+    train(load_config(file), tmp_path / "plain", log=lines.append)
+    assert not any("process group" in line for line in lines)
+    ddp, plain = runs.losses(tmp_path / "ddp"), runs.losses(tmp_path / "plain")
+    assert sorted(ddp) == sorted(plain) == [1, 2, 3, 4]
+    for step in plain:
+        assert ddp[step] == pytest.approx(plain[step], rel=1e-6), step

@@ -22,6 +22,8 @@ class DistInfo:
     world_size: int
     local_rank: int
     device: torch.device
+    backend: str | None = None
+    """The process group's backend ("nccl" on GPUs, "gloo" on CPUs) under torchrun; None alone."""
 
     @property
     def is_main(self) -> bool:
@@ -29,7 +31,8 @@ class DistInfo:
 
     @property
     def distributed(self) -> bool:
-        return self.world_size > 1
+        """Launched by torchrun (one process or several): the model trains under DDP."""
+        return self.backend is not None
 
 
 def pick_device(preference: str, local_rank: int = 0) -> torch.device:
@@ -44,16 +47,20 @@ def pick_device(preference: str, local_rank: int = 0) -> torch.device:
 
 
 def setup(preference: str = "auto") -> DistInfo:
-    """Join the process group when launched by torchrun; otherwise a single process."""
+    """Join the process group when launched by torchrun (`--nproc_per_node 1` too: the same DDP
+    path as on several devices); otherwise a single process."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = pick_device(preference, local_rank)
-    if world > 1 and not dist.is_initialized():
+    if world == 1 and "TORCHELASTIC_RUN_ID" not in os.environ:  # not started by torchrun
+        return DistInfo(rank, world, local_rank, device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return DistInfo(rank, world, local_rank, device)
+        dist.init_process_group(backend=backend)
+    return DistInfo(rank, world, local_rank, device, dist.get_backend())
 
 
 def cleanup(info: DistInfo) -> None:

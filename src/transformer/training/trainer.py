@@ -131,7 +131,8 @@ def _train(
     mcfg = model.config
     say(
         f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{frozen_note}, {_inputs(mcfg)}; "
-        f"objective {task.name}; device {device}, {dist.world_size} process(es), precision "
+        f"objective {task.name}; device {device}, {dist.world_size} process(es)"
+        f"{f' (process group {dist.backend})' if dist.backend else ''}, precision "
         f"{choice.describe()}; attention {attention.describe()}; allocator {allocator.describe()}"
     )
     state = loop.run(state, resume, on_step)
