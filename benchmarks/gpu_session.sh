@@ -15,6 +15,10 @@
 #   speed     training throughput and MFU of base and big on synthetic batches; a profile; HF Marian
 #   decode    greedy and beam-4 on the Bible test split against Hugging Face generate
 #   compile   the base model's throughput through torch.compile (train.compile)
+#   cuda      the cuda tests alone (not in the default list: "tests" runs them beside the suite)
+# STAGES picks and orders nothing: stages run in this file's order, those named in STAGES only.
+# BIBLE_SET adds --set flags to the Bible run; DEADLINE=N shortens every cap to end N seconds
+# after the start.
 set -u
 cd "$(dirname "$0")/.."
 WORK=${WORK:-runs/gpu-session}
@@ -31,6 +35,11 @@ stage() {  # stage NAME CAP COMMAND...: run with a cap, log it, note how it ende
     shift 2
     case " $STAGES " in *" $name "*) ;; *) return ;; esac
     local t0=$(date +%s)
+    if [ -n "${DEADLINE:-}" ]; then  # DEADLINE=N: every stage ends by N seconds after the start
+        local left=$((DEADLINE - (t0 - began)))
+        [ "$left" -lt 15 ] && { echo "== $name: skipped (DEADLINE)" | tee -a "$WORK/summary.txt"; return; }
+        [ "$left" -lt "$cap" ] && cap=$left
+    fi
     echo "== $name (cap ${cap}s) at +$((t0 - began))s: $*" | tee -a "$WORK/summary.txt"
     timeout -k 5 "$cap" "$@" >"$WORK/logs/$name.log" 2>&1
     local rc=$?
@@ -53,15 +62,16 @@ stage facts 25 bash -c "nvidia-smi; $PY -c 'import torch; print(torch.__version_
 # the cuda tests and the rest of the suite side by side: nothing here is timed
 stage tests 90 bash -c "$PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider >$WORK/logs/cuda.log 2>&1 & \
     $PY -m pytest -q -rf -n 12 -m 'not cuda' -p no:cacheprovider --continue-on-collection-errors tests; wait"
+stage cuda 90 $PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider  # the cuda tests alone
 stage bible 190 bash -c "$PY -m transformer train configs/gpu-bible-base.toml --out $R/bible \
-    --set train.max_minutes=$QUALITY_MINUTES && $PY -m transformer evaluate $R/bible/last \
+    --set train.max_minutes=$QUALITY_MINUTES ${BIBLE_SET:-} && $PY -m transformer evaluate $R/bible/last \
     --src data/bible/test.spa --ref data/bible/test.eng --output $R/bible/test.out"
-stage speed 110 $PY benchmarks/gpu_train.py --model base big --precision bf16 --peer base --profile base \
-    $SMOKE --json "$R/speed.json"
+stage speed 110 $PY benchmarks/gpu_train.py --model base big --precision bf16 ${SPEED_FLAGS---peer base} \
+    --profile base $SMOKE --json "$R/speed.json"
 stage decode 90 $PY benchmarks/gpu_decode.py --model "$R/bible/last" --src data/bible/test.spa \
     --ref data/bible/test.eng --lines 256 --batch1-lines 16 --cell-seconds 4 --max-seconds 75 \
     --work "$R/decode" $SMOKE --json "$R/decode.json"
-stage compile 60 $PY benchmarks/gpu_train.py --model base --precision bf16 --compile $SMOKE \
+stage compile 60 $PY benchmarks/gpu_train.py --model ${COMPILE_MODELS:-base} --precision bf16 --compile $SMOKE \
     --json "$R/compile.json"
 echo "== done after $(($(date +%s) - began))s" | tee -a "$WORK/summary.txt"
 pack

@@ -55,12 +55,18 @@ def _textbook_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: flo
     return -(q * logp).sum()
 
 
+@pytest.mark.parametrize("path", ["chunked", "whole"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-def test_fused_loss_and_gradient_match_the_textbook(monkeypatch, dtype, eps):
+def test_fused_loss_and_gradient_match_the_textbook(monkeypatch, dtype, eps, path):
+    """chunked: the CPU's loop; whole: the GPU's whole-tensor function (_smoothed_rows), here
+    uncompiled (tests/cuda runs it through torch.compile on a GPU)."""
     import transformer.training.loss as loss_module
 
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 3 * 50)  # chunks of 3 rows: 13 rows end on a ragged chunk
+    if path == "whole":
+        monkeypatch.setattr(loss_module, "FUSED_DEVICES", ("cpu",))
+        monkeypatch.setattr(loss_module, "_compiled_rows", loss_module._smoothed_rows)
     torch.manual_seed(2)
     V, pad = 50, 1
     logits = (torch.randn(13, V) * 4).to(dtype).reshape(1, 13, V).requires_grad_()

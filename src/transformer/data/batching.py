@@ -13,6 +13,7 @@ A language model (decoder-only) example has no source: input [bos] + y, output y
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -177,10 +178,15 @@ def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
 
 
 def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
+    """(B, L) right-padded ids, filled in one assignment: a copy per row costs a GPU-fed loop
+    ~1,200 tensor copies for the paper's 25k-token batches, milliseconds while the GPU waits."""
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    out = np.full((len(rows), int(lengths.max())), pad_id, dtype=np.int64)
+    total = int(lengths.sum())
+    if total:
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
+        out[np.arange(out.shape[1])[None, :] < lengths[:, None]] = flat  # row after row
+    return torch.from_numpy(out)
 
 
 def pad_rows(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,8 @@ writes softmax(x) - q for each chunk while it is at hand; the backward pass only
 One exp per logit instead of autograd's two (log_softmax and its backward), and no (N, V)
 float32 log-probabilities, gather gradient or sum gradient. benchmarks/loss_speed.py measures it
 against the unfused loss on the recipe's batch shapes (results, dated: docs/benchmarks.md).
+On a GPU the same sums and gradient come from _smoothed_rows through torch.compile, which fuses
+them into two passes over the logits (the chunked loop there would be about ten).
 """
 
 from __future__ import annotations
@@ -87,12 +89,62 @@ def _smoothed_sums(
     return loss, nll_sum
 
 
+def _smoothed_rows(
+    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """_smoothed_sums with its gradient, in whole-tensor operations only (no chunks, nothing in
+    place), for torch.compile to fuse: on a GPU, where the chunked loop is about ten passes over
+    the (N, V) logits in memory, the compiled function is one read for the row statistics and one
+    read and write for the gradient. Returns (summed smoothed loss, summed NLL, d loss / d logits in
+    the logits' dtype)."""
+    vocab = logits.size(1)
+    other = epsilon / (vocab - 2) if epsilon > 0 else 0.0
+    x = logits.float()  # (N, V)
+    keep = (target != pad_id).float()  # (N,)
+    peak = x.amax(dim=1, keepdim=True)  # (N, 1)
+    e = torch.exp(x - peak)
+    total = e.sum(dim=1, keepdim=True)
+    lse = (peak + total.log()).squeeze(1)  # (N,)
+    x_t = x.gather(1, target[:, None]).squeeze(1)
+    nll = lse - x_t
+    cols = torch.arange(vocab, device=x.device)[None, :]  # (1, V)
+    is_target = cols == target[:, None]  # (N, V)
+    if epsilon > 0:
+        rest = x.sum(dim=1) - x_t - x[:, pad_id]
+        smooth = (1.0 - epsilon) * nll + other * ((vocab - 2) * lse - rest)
+        q = torch.where(is_target, 1.0 - epsilon, torch.where(cols == pad_id, 0.0, other))
+    else:
+        smooth, q = nll, is_target.float()
+    grad = (e / total - q) * keep[:, None]  # softmax(x) - q, zero on padding rows
+    return (smooth * keep).sum(), (nll * keep).sum(), grad.to(logits.dtype)
+
+
+_compiled_rows = None
+
+
+def _fused_rows(logits, target, epsilon, pad_id):
+    """_smoothed_rows through torch.compile (compiled once, for any number of rows)."""
+    global _compiled_rows
+    if _compiled_rows is None:
+        _compiled_rows = torch.compile(_smoothed_rows, dynamic=True)
+    return _compiled_rows(logits, target, epsilon, pad_id)
+
+
+FUSED_DEVICES = ("cuda",)
+"""Where the loss with a gradient goes through _fused_rows (torch.compile); the CPU keeps the
+chunked loop, which stays in cache and needs no compiler."""
+
+
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """(N, V) logits, (N,) targets -> (summed smoothed loss, summed NLL); gradient through the
     first only."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int):
+        if logits.device.type in FUSED_DEVICES:
+            loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id)
+            ctx.mark_non_differentiable(nll)
+            return loss, nll
         ctx.grad = torch.empty_like(logits)  # (N, V) d loss / d logits, in the logits' dtype
         loss, nll = _smoothed_sums(logits, target, epsilon, pad_id, ctx.grad)
         ctx.mark_non_differentiable(nll)
