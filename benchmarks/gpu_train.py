@@ -260,15 +260,7 @@ class Ours:
         self.objective = seq2seq.Seq2Seq(run, data=None)
         self.objective.bind(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        t = run.train
-        self.optimizer = torch.optim.AdamW(
-            self.params,
-            lr=1e-4,
-            betas=(t.adam_beta1, t.adam_beta2),
-            eps=t.adam_eps,
-            weight_decay=t.weight_decay,
-            fused=True,
-        )
+        self.optimizer = adamw(self.params, run.train)
         self.net = torch.compile(self.model) if compile_model else self.model
         self.device, self.clip, self.cfg = device, clip, run.model
 
@@ -287,6 +279,12 @@ class Ours:
             self.optimizer.zero_grad(set_to_none=True)
         float(out.loss.detach()), float(out.nll)  # the loop reads the step's sums back (a sync)
         return batch.n_tokens
+
+
+def adamw(params, t) -> torch.optim.AdamW:
+    """The loop's optimizer for the train config t (fused; the rate is immaterial to the timing)."""
+    betas, eps, decay = (t.adam_beta1, t.adam_beta2), t.adam_eps, t.weight_decay
+    return torch.optim.AdamW(params, lr=1e-4, betas=betas, eps=eps, weight_decay=decay, fused=True)
 
 
 class Peer:
@@ -325,15 +323,7 @@ class Peer:
             .train()
         )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        t = run.train
-        self.optimizer = torch.optim.AdamW(
-            self.params,
-            lr=1e-4,
-            betas=(t.adam_beta1, t.adam_beta2),
-            eps=t.adam_eps,
-            weight_decay=t.weight_decay,
-            fused=True,
-        )
+        self.optimizer = adamw(self.params, run.train)
         self.device, self.clip, self.cfg = device, clip, m
         self.precision, self.eps = run.train.precision, run.train.label_smoothing
 

@@ -13,6 +13,7 @@ import torch
 
 import transformer as T
 from tests.cuda.common import TOLERANCE, assert_rel_close
+from tests.model.test_cache import flat
 from transformer.config import cpu_tiny
 from transformer.model.cache import MIN_CAPACITY, KVCache
 from transformer.model.positional import RelativePositionBias
@@ -153,19 +154,6 @@ def test_cached_decoding_equals_full_recompute(arch, changes, share_prefixes, de
         assert keys.device.type == device.type
         assert keys.data_ptr() == cache.layers[0].buffers[0].data_ptr()  # the in-place storage
     assert cache.layers[0].buffers[0].shape[2] > MIN_CAPACITY  # the storage grew on the device
-
-
-def flat(model):
-    """The same model, whose caches keep every beam's history in its own row (no prefix tree)."""
-    new_cache = model.new_cache
-
-    def flat_cache():
-        cache = new_cache()
-        cache.share_prefixes = False
-        return cache
-
-    model.new_cache = flat_cache
-    return model
 
 
 @pytest.mark.parametrize(

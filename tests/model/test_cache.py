@@ -145,7 +145,7 @@ def test_prefix_tree_compacts_cells_no_beam_can_reach():
     assert ancestors.shape[2] < G * 31  # the beams share history: fewer cells than G per step
 
 
-def _flat(model):
+def flat(model):
     """The same model, whose caches keep every beam's history in its own row (no prefix tree)."""
     new_cache = model.new_cache
 
@@ -175,7 +175,7 @@ def test_beam_search_with_prefix_tree_equals_flat_cache(arch, t5, monkeypatch):
             model.lm_head.bias[3] = eos_bias
         ids, scores = T.beam_search(model, sources, **kw)
         grown_tree = len(grown)
-        flat_ids, flat_scores = T.beam_search(_flat(model), sources, **kw)
+        flat_ids, flat_scores = T.beam_search(flat(model), sources, **kw)
         assert grown_tree > 0 and len(grown) == grown_tree  # the first search used the tree, the second did not
         assert torch.equal(ids, flat_ids)
         at_max = (ids[:, 0] != 0).sum(-1) == torch.tensor([len(s) + 12 for s in sources])
