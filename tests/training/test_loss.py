@@ -55,12 +55,13 @@ def _textbook_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: flo
     return -(q * logp).sum()
 
 
-@pytest.mark.parametrize("path", ["chunked", "whole"])
+@pytest.mark.parametrize("path", ["chunked", "consumed", "whole"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_fused_loss_and_gradient_match_the_textbook(monkeypatch, dtype, eps, path):
-    """chunked: the CPU's loop; whole: the GPU's whole-tensor function (_smoothed_rows), here
-    uncompiled (tests/cuda runs it through torch.compile on a GPU)."""
+    """chunked: the CPU's loop; consumed: the same, writing the gradient over the logits (as
+    training does); whole: the GPU's whole-tensor function (_smoothed_rows), here uncompiled
+    (tests/cuda runs it through torch.compile on a GPU)."""
     import transformer.training.loss as loss_module
 
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 3 * 50)  # chunks of 3 rows: 13 rows end on a ragged chunk
@@ -73,10 +74,18 @@ def test_fused_loss_and_gradient_match_the_textbook(monkeypatch, dtype, eps, pat
     target = torch.randint(0, V, (1, 13))
     target[0, [4, 11, 12]] = pad  # padding inside and at the end
     before = logits.detach().clone()
-    out = label_smoothed_cross_entropy(logits, target, eps, pad)
-    (out.loss * 0.37).backward()
-    fused_grad, logits.grad = logits.grad, None
-    assert torch.equal(logits.detach(), before)  # the logits are read, not overwritten
+    if path == "consumed":  # the logits a layer made (not a leaf): its output is consumed
+        source = before.clone().requires_grad_()
+        made = source * 1.0
+        out = label_smoothed_cross_entropy(made, target, eps, pad, consume_logits=True)
+        (out.loss * 0.37).backward()
+        fused_grad = source.grad
+        assert not torch.equal(made.detach(), before)  # the buffer now holds the gradient
+    else:
+        out = label_smoothed_cross_entropy(logits, target, eps, pad)
+        (out.loss * 0.37).backward()
+        fused_grad, logits.grad = logits.grad, None
+        assert torch.equal(logits.detach(), before)  # the logits are read, not overwritten
     reference = _textbook_smoothed_loss(logits, target, eps, pad)
     (reference * 0.37).backward()
     nll = F.cross_entropy(logits.detach().float().reshape(-1, V), target.reshape(-1), ignore_index=pad,
@@ -100,4 +109,14 @@ def test_fused_loss_refuses_a_second_backward_pass_with_a_clear_error():
     out = label_smoothed_cross_entropy(logits, torch.tensor([1, 2, 3]), 0.1, pad_id=0)
     out.loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="backward ran twice through the same loss"):
+        out.loss.backward()
+
+
+def test_consumed_logits_that_an_operation_saved_fail_loudly_not_silently():
+    """tanh saves its output for its backward: writing the gradient over that output must raise
+    autograd's in-place error, not give a wrong gradient."""
+    source = torch.randn(4, 9, requires_grad=True)
+    logits = torch.tanh(source)
+    out = label_smoothed_cross_entropy(logits, torch.tensor([1, 2, 0, 3]), 0.1, 0, consume_logits=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.loss.backward()

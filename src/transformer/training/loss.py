@@ -57,8 +57,10 @@ def _smoothed_sums(
     rows = n if logits.device.type != "cpu" else max(1, CHUNK_ELEMENTS // vocab)
     loss = torch.zeros((), dtype=torch.float32, device=logits.device)
     nll_sum = torch.zeros_like(loss)
+    in_place = grad is logits and logits.dtype == torch.float32  # the gradient replaces the logits
     for a in range(0, n, rows):
-        x = logits[a : a + rows].to(torch.float32, copy=True)  # (R, V): a copy, worked on in place
+        # (R, V) worked on in place: the logits themselves when they are to become the gradient
+        x = logits[a : a + rows] if in_place else logits[a : a + rows].to(torch.float32, copy=True)
         t = target[a : a + rows]  # (R,)
         keep = (t != pad_id).float()  # (R,)
         x_t = x.gather(1, t[:, None]).squeeze(1)  # (R,)
@@ -85,7 +87,8 @@ def _smoothed_sums(
                 x[index, t] -= (1.0 - epsilon - other) * keep  # 1 - eps at the target
             else:
                 x[index, t] -= keep
-            grad[a : a + rows] = x
+            if not in_place:
+                grad[a : a + rows] = x
     return loss, nll_sum
 
 
@@ -140,12 +143,17 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     first only."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int):
+    def forward(
+        ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int, consume: bool
+    ):
         if logits.device.type in FUSED_DEVICES:
             loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id)
             ctx.mark_non_differentiable(nll)
             return loss, nll
-        ctx.grad = torch.empty_like(logits)  # (N, V) d loss / d logits, in the logits' dtype
+        # (N, V) d loss / d logits, in the logits' dtype: written over the logits when the caller
+        # consumes them (no second (N, V) buffer, no copy); an operation that saved the logits for
+        # its own backward would then fail loudly there (autograd's version check), never silently
+        ctx.grad = logits if consume else torch.empty_like(logits)
         loss, nll = _smoothed_sums(logits, target, epsilon, pad_id, ctx.grad)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -158,7 +166,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 "label_smoothed_cross_entropy: backward ran twice through the same loss; "
                 "compute the loss again for a second backward pass"
             )
-        return grad.mul_(grad_loss), None, None, None
+        return grad.mul_(grad_loss), None, None, None, None
 
 
 def label_smoothed_cross_entropy(
@@ -167,19 +175,25 @@ def label_smoothed_cross_entropy(
     epsilon: float,
     pad_id: int,
     n_tokens: int | None = None,
+    consume_logits: bool = False,
 ) -> LossSums:
     """logits (B, T, V) or (N, V), target (B, T) or (N,) -> summed losses over non-padding
     targets.
 
     n_tokens: the count of non-padding targets when the caller knows it (a batch counts them on
-    the CPU); else it is counted here, which on a GPU waits for the forward pass to finish."""
+    the CPU); else it is counted here, which on a GPU waits for the forward pass to finish.
+    consume_logits: the caller has no further use for the logits, so on the CPU the gradient is
+    written over them (a training step's logits are tens of MB: no copy of them, no second
+    buffer); they then hold the gradient, not the logits."""
     vocab = logits.size(-1)
     if epsilon > 0 and vocab <= 2:
         raise ValueError(f"label smoothing needs a vocabulary of more than 2 tokens, got {vocab}")
     target = target.reshape(-1)  # (N,)
     flat = logits.reshape(-1, vocab)  # (N, V)
     if torch.is_grad_enabled() and logits.requires_grad:
-        loss, nll = _SmoothedCrossEntropy.apply(flat, target, float(epsilon), pad_id)
+        loss, nll = _SmoothedCrossEntropy.apply(
+            flat, target, float(epsilon), pad_id, consume_logits
+        )
     else:
         loss, nll = _smoothed_sums(flat.detach(), target, float(epsilon), pad_id, None)
     if n_tokens is None:

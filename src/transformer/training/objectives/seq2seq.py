@@ -70,7 +70,12 @@ class Seq2Seq(Objective):
             logits = _forward(net, batch)
         t = self.config.train
         out = label_smoothed_cross_entropy(
-            logits, batch.tgt_out, t.label_smoothing, model.config.pad_id, batch.n_tokens
+            logits,
+            batch.tgt_out,
+            t.label_smoothing,
+            model.config.pad_id,
+            batch.n_tokens,
+            consume_logits=True,  # the logits serve the loss alone: their buffer takes its gradient
         )
         return StepSums(out.loss, out.nll, out.n_tokens, out.n_tokens)
 
