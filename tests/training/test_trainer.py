@@ -190,7 +190,7 @@ def test_language_model_bf16_and_separate_vocabularies(tmp_path, copy_data, monk
     seen = []
     loss = trainer.label_smoothed_cross_entropy
     monkeypatch.setattr(trainer, "label_smoothed_cross_entropy",
-                        lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
+                        lambda logits, *a, **k: seen.append(logits.dtype) or loss(logits, *a, **k))
     result = train(lm("bf16"), tmp_path / "lm", log=lambda _: None)
     assert result.best_valid_loss is not None and math.isfinite(result.best_valid_loss)
     assert len(seen) >= 4 and set(seen) == {torch.bfloat16}  # 3 steps and the validation

@@ -21,7 +21,7 @@ def test_precision_auto_is_measured_logged_recorded_and_kept_on_resume(tmp_path,
 
     seen = []
     loss = trainer.label_smoothed_cross_entropy
-    monkeypatch.setattr(trainer, "label_smoothed_cross_entropy", lambda logits, *a: seen.append(logits.dtype) or loss(logits, *a))
+    monkeypatch.setattr(trainer, "label_smoothed_cross_entropy", lambda logits, *a, **k: seen.append(logits.dtype) or loss(logits, *a, **k))
     for speedup, precision, dtype in ((0.5, "fp32", torch.float32), (3.0, "bf16", torch.bfloat16)):
         monkeypatch.setattr(transformer.runtime.precision, "measure_bf16_speedup", lambda *a, s=speedup: s)
         monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
