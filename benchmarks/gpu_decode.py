@@ -57,6 +57,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import torch  # noqa: E402
+from gpu_facts import sync  # noqa: E402  (benchmarks/gpu_facts.py)
 
 from transformer.config import load_config  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
@@ -76,11 +77,6 @@ NOT_EXPORTABLE_FIX = (
     + " ".join(f"--set {o}" for o in MARIAN_LAYOUT)
     + " --set train.lr=1e-3"
 )
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def read_lines(path: str | Path, n: int) -> list[str]:

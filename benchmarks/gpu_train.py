@@ -61,20 +61,20 @@ import contextlib
 import dataclasses
 import json
 import os
-import platform
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the peer is built from a config: nothing to fetch
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from gpu_facts import device_facts, matmul_precision, sync  # noqa: E402  (benchmarks/gpu_facts.py)
+from gpu_profile import OPTIMIZER, profile_steps  # noqa: E402  (benchmarks/gpu_profile.py)
 from torch.autograd.graph import increment_version  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
+from torch.profiler import record_function  # noqa: E402
 
 from transformer.config import load_config  # noqa: E402
 from transformer.data.batching import Example, batch_indices, collate, encode_examples  # noqa: E402
@@ -82,97 +82,12 @@ from transformer.data.tokenizer import train_bpe  # noqa: E402
 from transformer.model.accounting import count_parameters, flops_per_token  # noqa: E402
 from transformer.model.attention import MultiHeadAttention  # noqa: E402
 from transformer.model.build import build_model  # noqa: E402
-from transformer.runtime.precision import cpu_name  # noqa: E402
 from transformer.training.objectives import base as objective_base  # noqa: E402
 from transformer.training.objectives import seq2seq  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_ID = 4  # ids 0-3 are <pad> <unk> <s> </s>: random tokens start above them
-LOSS, OPTIMIZER = "bench:loss", "bench:optimizer"  # record_function ranges the profile reads
 SMOKE = dict(d_model=64, n_heads=4, d_ff=128, n_encoder_layers=2, n_decoder_layers=2)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_calls(fn: Callable[[], object], device, warmup: int, repeats: int) -> list[float]:
-    """Seconds per call of fn after warm-up: CUDA events around each call on a GPU (calls queued
-    back to back), perf_counter on the CPU."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    if device.type != "cuda":
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return times
-    events = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        events.append((start, end))
-    torch.cuda.synchronize(device)
-    return [s.elapsed_time(e) / 1e3 for s, e in events]
-
-
-@contextlib.contextmanager
-def matmul_precision(value: str):
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(value)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(old)
-
-
-def matmul_tflops(device, dtype, n: int, repeats: int, tf32: bool = False) -> float:
-    """Median TFLOP/s of an n x n x n matmul on random data (2 n^3 FLOPs)."""
-    g = torch.Generator(device=device).manual_seed(0)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
-    c = torch.empty(n, n, device=device, dtype=dtype)
-    with matmul_precision("high" if tf32 else "highest"):
-        times = time_calls(lambda: torch.mm(a, b, out=c), device, warmup=3, repeats=repeats)
-    return 2 * n**3 / statistics.median(times) / 1e12
-
-
-def copy_gbs(device, n_bytes: int, repeats: int) -> float:
-    """Median device-to-device copy bandwidth, GB/s counting bytes read + written."""
-    src = torch.randn(n_bytes // 4, device=device)
-    dst = torch.empty_like(src)
-    times = time_calls(lambda: dst.copy_(src), device, warmup=3, repeats=repeats)
-    return 2 * n_bytes / statistics.median(times) / 1e9
-
-
-def device_facts(device, args, full: bool) -> dict:
-    """The machine and the measured ceilings (bf16 matmul always: it is MFU's denominator)."""
-    facts = {"torch": torch.__version__, "python": platform.python_version()}
-    if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        facts.update(
-            name=p.name,
-            sm_count=p.multi_processor_count,
-            cuda=torch.version.cuda,
-            memory_gb=round(p.total_memory / 1e9, 1),
-            capability=f"{p.major}.{p.minor}",
-            cudnn=torch.backends.cudnn.version(),
-        )
-    else:
-        facts.update(name=cpu_name(), threads=torch.get_num_threads())
-    n, reps = args.matmul_size, args.matmul_repeats
-    facts["matmul_size"] = n
-    facts["bf16_tflops"] = args.peak_tflops or matmul_tflops(device, torch.bfloat16, n, reps)
-    if full:
-        facts["fp32_tflops"] = matmul_tflops(device, torch.float32, n, reps)
-        if device.type == "cuda":
-            facts["tf32_tflops"] = matmul_tflops(device, torch.float32, n, reps, tf32=True)
-        facts["copy_gbs"] = copy_gbs(device, args.copy_mb << 20, reps)
-    return facts
 
 
 # ------------------------------------------------------------------------------------------------
@@ -371,144 +286,6 @@ def warm_up(side, batches, steps: int, device) -> list[float]:
     return times
 
 
-@contextlib.contextmanager
-def loss_marked():
-    """The objective's loss call inside a LOSS range (profiling only; the call is unchanged)."""
-    original = seq2seq.label_smoothed_cross_entropy
-
-    def marked(*args, **kwargs):
-        with record_function(LOSS):
-            return original(*args, **kwargs)
-
-    seq2seq.label_smoothed_cross_entropy = marked
-    try:
-        yield
-    finally:
-        seq2seq.label_smoothed_cross_entropy = original
-
-
-# ------------------------------------------------------------------------------------------------
-# Where the time goes
-
-MATMUL = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::bmm",
-    "aten::baddbmm",
-    "aten::addbmm",
-    "aten::matmul",
-    "aten::_addmm_activation",
-    "aten::_scaled_mm",
-}
-COPIES = {"aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous"}
-CATEGORIES = (
-    "matmul",
-    "attention",
-    "loss",
-    "optimizer",
-    "norm",
-    "dropout",
-    "embedding",
-    "casts/copies",
-    "compiled (fused)",
-    "other elementwise",
-)
-
-
-def category(event) -> str:
-    """What a kernel-launching op belongs to: its enclosing ranges first (loss, optimizer,
-    attention), then its own name."""
-    chain, e = [], event
-    while e is not None:
-        chain.append(e.name)
-        e = e.cpu_parent
-    if any(n == LOSS or "SmoothedCrossEntropy" in n for n in chain):
-        return "loss"
-    if OPTIMIZER in chain:
-        return "optimizer"
-    if any("attention" in n.lower() and ("aten::" in n or "Backward" in n) for n in chain):
-        return "attention"
-    if event.name in MATMUL:
-        return "matmul"
-    for word, kind in (("layer_norm", "norm"), ("dropout", "dropout"), ("embedding", "embedding")):
-        if any(word in n for n in chain):
-            return kind
-    if any(n.startswith("triton_") or "CompiledFxGraph" in n for n in chain):
-        return "compiled (fused)"  # torch.compile's generated kernels
-    if event.name in COPIES:
-        return "casts/copies"
-    return "other elementwise"
-
-
-def profile_steps(side, batches, steps: int, device, step_ms: float, out_file: Path) -> dict:
-    """Profile `steps` steps; the step's time per category (kernel time on a GPU, self CPU time on
-    the CPU) against the unprofiled step time, the top ops, and the full table in out_file."""
-    from torch.autograd import DeviceType
-
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with loss_marked(), profile(activities=activities) as prof:
-        seconds, _ = timed_round(side, batches, 0, steps, device)
-    split = dict.fromkeys(CATEGORIES, 0.0)  # microseconds over all profiled steps
-    for e in prof.events():
-        if e.device_type != DeviceType.CPU or e.is_async:
-            continue
-        us = sum(k.duration for k in e.kernels) if cuda else e.self_cpu_time_total
-        if us:
-            split[category(e)] += us
-    if cuda:  # every kernel, memcpy and memset on the device (not the ranges' annotations)
-        total = sum(
-            e.time_range.elapsed_us()
-            for e in prof.events()
-            if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
-        )
-    else:
-        total = sum(split.values())
-    per_step = {k: v / steps / 1e3 for k, v in split.items()}  # ms
-    busy = total / steps / 1e3
-    per_step["unattributed"] = max(0.0, busy - sum(per_step.values()))
-    per_step["idle (host, syncs)"] = max(0.0, step_ms - busy)
-    shares = {k: v / step_ms for k, v in per_step.items()}
-
-    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
-    ops = [
-        a
-        for a in prof.key_averages()
-        if getattr(a, attr) > 0 and getattr(a, "device_type", DeviceType.CPU) == DeviceType.CPU
-    ]
-    ops.sort(key=lambda a: getattr(a, attr), reverse=True)
-    top = [
-        {
-            "op": a.key,
-            "ms_per_step": getattr(a, attr) / steps / 1e3,
-            "share": getattr(a, attr) / steps / 1e3 / step_ms,
-            "calls_per_step": a.count / steps,
-        }
-        for a in ops[:15]
-    ]
-    lines = [
-        f"{steps} profiled steps; unprofiled step {step_ms:.2f} ms, profiled "
-        f"{seconds / steps * 1e3:.2f} ms; {'kernel' if cuda else 'self CPU'} time "
-        f"{busy:.2f} ms per step",
-        "",
-    ]
-    lines += [f"{k:<22} {v:9.3f} ms  {shares[k]:6.1%}" for k, v in per_step.items()]
-    lines += ["", prof.key_averages().table(sort_by=key, row_limit=80)]
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return {
-        "steps": steps,
-        "step_ms": step_ms,
-        "profiled_step_ms": seconds / steps * 1e3,
-        "busy_ms": busy,
-        "ms_per_step": per_step,
-        "shares": shares,
-        "top_ops": top,
-        "table_file": str(out_file),
-    }
-
-
 # ------------------------------------------------------------------------------------------------
 # Measuring
 
@@ -589,9 +366,9 @@ def measure(
         out = Path(args.profile_out or Path(args.json).with_suffix(f".profile-{name}.txt"))
         with guarded(results, f"profile {name} {precision}"):
             key = f"{name}-{precision}-{cell['mode']}"
-            results["profile"][key] = profile_steps(
-                ours, batches, args.profile_steps, device, cell["step_ms"], out
-            )
+            steps = args.profile_steps
+            run = lambda side=ours: timed_round(side, batches, 0, steps, device)[0]  # noqa: E731
+            results["profile"][key] = profile_steps(run, steps, device, cell["step_ms"], out)
     del ours
     release(device)
 
