@@ -45,7 +45,6 @@ import copy
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -57,7 +56,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import torch  # noqa: E402
-from gpu_facts import sync  # noqa: E402  (benchmarks/gpu_facts.py)
+from gpu_facts import machine, sync  # noqa: E402  (benchmarks/gpu_facts.py)
 
 from transformer.config import load_config  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
@@ -281,18 +280,7 @@ def guarded(results: dict, what: str):
 def facts(device: torch.device) -> dict:
     import transformers
 
-    out = {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        out.update(name=torch.cuda.get_device_name(device), cuda=torch.version.cuda)
-    else:
-        from transformer.runtime.precision import cpu_name
-
-        out.update(name=cpu_name(), threads=torch.get_num_threads())
-    return out
+    return {**machine(device), "transformers": transformers.__version__}
 
 
 def print_table(results: dict) -> None:

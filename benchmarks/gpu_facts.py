@@ -72,8 +72,8 @@ def copy_gbs(device, n_bytes: int, repeats: int) -> float:
     return 2 * n_bytes / statistics.median(times) / 1e9
 
 
-def device_facts(device, args, full: bool) -> dict:
-    """The machine and the measured ceilings (bf16 matmul always: it is MFU's denominator)."""
+def machine(device) -> dict:
+    """What the benchmark ran on: torch, Python, the GPU (or the CPU and its threads)."""
     facts = {"torch": torch.__version__, "python": platform.python_version()}
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
@@ -87,6 +87,12 @@ def device_facts(device, args, full: bool) -> dict:
         )
     else:
         facts.update(name=cpu_name(), threads=torch.get_num_threads())
+    return facts
+
+
+def device_facts(device, args, full: bool) -> dict:
+    """The machine and the measured ceilings (bf16 matmul always: it is MFU's denominator)."""
+    facts = machine(device)
     n, reps = args.matmul_size, args.matmul_repeats
     facts["matmul_size"] = n
     facts["bf16_tflops"] = args.peak_tflops or matmul_tflops(device, torch.bfloat16, n, reps)
