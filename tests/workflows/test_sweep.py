@@ -156,3 +156,39 @@ def test_sweep_cli_and_its_one_line_errors(tmp_path, copy_setup, capsys):
         assert message in err and "\n" not in err, err
     assert cli_main([*args, "--resume"]) == 0  # the same command resumes: nothing left to run
     assert "2 runs scored" in capsys.readouterr().out
+
+
+def test_at_scores_each_run_along_the_way_as_a_shorter_run_would_score(tmp_path, copy_setup):
+    """--at 2 4 on 6-step runs: a row at steps 2, 4 and the end; the step-2 row equals the end row
+    of the same sweep stopped at step 2 (inverse_sqrt: nothing depends on the run's length)."""
+    root, config = copy_setup
+    sets = ["train.save_every=2", "train.keep_last=10", "train.valid_every=2"]
+    grid = parse_grid(["model.d_ff=64,128"], zip_=False)
+    long = Plan(str(config), grid, average=1, sets=[*sets, "train.max_steps=6"], at=[2, 4])
+    rows = run_sweep(long, tmp_path / "long", log=lambda _: None)
+    assert [(r["variant"], r.get("at"), r["steps"]) for r in rows] == [
+        ("base", 2, 2), ("base", 4, 4), ("base", None, 6),
+        ("d_ff=128", 2, 2), ("d_ff=128", 4, 4), ("d_ff=128", None, 6)]
+    short = Plan(str(config), grid, average=1, sets=[*sets, "train.max_steps=2"])
+    ends = run_sweep(short, tmp_path / "short", log=lambda _: None)
+    for at_2, end in zip([rows[0], rows[3]], ends, strict=True):
+        assert (at_2["valid_loss"], at_2["valid_bleu"], at_2["valid_chrf"]) == (
+            end["valid_loss"], end["valid_bleu"], end["valid_chrf"])
+    odd = Plan(str(config), [], average=1, sets=[*sets[:2], "train.max_steps=6", "train.valid_every=4"], at=[2])
+    no_loss = run_sweep(odd, tmp_path / "odd", log=lambda _: None)[0]
+    assert no_loss["at"] == 2 and no_loss["valid_loss"] is None  # not validated at step 2: no loss of step 4
+    table = (tmp_path / "long" / "results.md").read_text()
+    assert "| base @ 2 |" in table and "| d_ff=128 @ 4 |" in table and "| base |" in table
+    again = run_sweep(long, tmp_path / "long", resume=True, log=lambda _: None,
+                      train_fn=lambda *a, **k: pytest.fail("nothing is left to train"))
+    assert len(again) == 6
+
+
+def test_at_is_refused_where_training_depends_on_the_runs_length(tmp_path, copy_setup):
+    _, config = copy_setup
+    plan = Plan(str(config), [], sets=['train.schedule="cosine"', "train.lr=1e-3"], at=[2])
+    with pytest.raises(SweepError, match=r"--at .* schedule 'cosine'.*inverse_sqrt"):
+        run_sweep(plan, tmp_path / "s", log=lambda _: None)
+    missing = Plan(str(config), [], sets=["train.save_every=4"], at=[2])
+    with pytest.raises(SweepError, match=r"no checkpoint at step 2 for --at: set train.save_every"):
+        run_sweep(missing, tmp_path / "m", log=lambda _: None)

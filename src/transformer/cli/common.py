@@ -83,8 +83,9 @@ def check_flags(args: argparse.Namespace) -> None:
     """Each flag with a rule that was given (not None) must be within its bounds."""
     for dest, flag, bounds, give in getattr(args, "flag_rules", None) or ():
         value = getattr(args, dest, None)
-        if value is not None and not bounds.allows(value):
-            raise UserError(f"{flag} {value}: give {give}")
+        for item in value if isinstance(value, list) else [value]:  # nargs: each value
+            if item is not None and not bounds.allows(item):
+                raise UserError(f"{flag} {item}: give {give}")
 
 
 POSITIVE = Bounds(gt=0)

@@ -54,6 +54,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             average=args.average,
             sets=list(args.set or []),
             test=list(args.test or []),
+            at=sorted(set(args.at or [])),
         )
         rows = run_sweep(plan, args.out, resume=args.resume)
     except SweepError as e:
@@ -113,6 +114,17 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="test data to score too: SRC REF for translation, "
         "a TSV or an image split/folder for a classifier",
+    )
+    add_flag(
+        p,
+        "--at",
+        type=int,
+        nargs="+",
+        metavar="STEP",
+        bounds=POSITIVE,
+        give="positive step numbers",
+        help="also score each run at these steps (the average of its checkpoints up to there): "
+        "a learning curve from one run; needs schedule inverse_sqrt",
     )
     p.add_argument(
         "--set",

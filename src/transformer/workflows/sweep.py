@@ -11,6 +11,13 @@ A sweep directory holds:
 - `results.md`: the table, one line per variant (mean and spread over seeds), and `results.png`,
   the main score per variant with each seed's value.
 
+--at STEPS scores each run at those steps as well as at its end, one row each (column `at`): a
+learning curve from one run instead of one run per budget. The score at step N is that of the
+average of the `average` checkpoints up to N (train.save_every should divide N, and keep_last
+keep them all). It is what a run stopped at N would score only when nothing in training depends
+on the run's length: the schedule must be inverse_sqrt (a cosine decays to the run's end), so
+other schedules are refused.
+
 Variants run one after another, never two at once: on a CPU two runs would share the cores and
 each budget would mean less. A killed sweep resumes (--resume): runs with a row are not run again,
 a run killed mid-training resumes from its last checkpoint (exact resume), a run whose training
@@ -36,7 +43,7 @@ from typing import Any
 from ..config import ConfigError, RunConfig, load_config, parse_override
 from ..files import atomic_write_text
 from ..training.checkpoint import step_dirs
-from .sweep_results import RESULTS_CSV, SweepError, read_rows, score_run, write_results
+from .sweep_results import RESULTS_CSV, SweepError, read_rows, score_run, step_of, write_results
 
 PLAN_FILE = "sweep.json"
 
@@ -52,6 +59,9 @@ class Plan:
     average: int = 3
     sets: list[str] = field(default_factory=list)
     test: list[str] = field(default_factory=list)
+    at: list[int] = field(default_factory=list)
+    """Steps at which each run is scored too (a learning curve from one run): the average of the
+    `average` checkpoints up to that step; empty: the end of the run only."""
 
     def variants(self) -> list[list[tuple[str, str]]]:
         """The grid's variants, each a list of (key, value) changes, in a fixed order."""
@@ -183,7 +193,16 @@ def run_sweep(
     variants = plan.variants()
     names: dict[str, list[tuple[str, str]]] = {}
     for changes in variants:  # every variant's config is checked before anything trains
-        _run_config(plan, changes, seeds[0])
+        config = _run_config(plan, changes, seeds[0])
+        if plan.at and (config.train.schedule != "inverse_sqrt" or config.train.late_dropout):
+            raise SweepError(
+                f"--at scores checkpoints along a run, which equal shorter runs only when "
+                f"training does not depend on the run's length; variant "
+                f"{variant_name(changes)} has schedule {config.train.schedule!r}"
+                f"{' and late_dropout' if config.train.late_dropout else ''}: use "
+                'train.schedule="inverse_sqrt" without late_dropout, or a grid over '
+                "train.max_steps instead of --at"
+            )
         name = variant_name(changes, base)
         if name in names:
             raise SweepError(
@@ -193,10 +212,10 @@ def run_sweep(
         names[name] = changes
     _start(plan, out, resume)
     rows = read_rows(out / RESULTS_CSV)
-    done = {(r["variant"], int(r["seed"])) for r in rows}
+    done = {(r["variant"], int(r["seed"]), str(r.get("at") or "")) for r in rows}
     total = len(variants) * len(seeds)
     for k, ((name, changes), seed) in enumerate(itertools.product(names.items(), seeds), start=1):
-        if (name, seed) in done:
+        if (name, seed, "") in done:
             continue
         config = _run_config(plan, changes, seed)
         run_dir = out / "runs" / name / f"seed-{seed}"
@@ -210,6 +229,10 @@ def run_sweep(
                     run_dir, ignore_errors=True
                 )  # killed before its first checkpoint: nothing to keep
             train_fn(config, run_dir, resume=resume_run, log=log)
+        final = step_of(step_dirs(run_dir)[-1]) if step_dirs(run_dir) else 0
+        for at in sorted(a for a in plan.at if a < final and (name, seed, str(a)) not in done):
+            rows.append(score_run(plan, config, name, changes, seed, run_dir, log, at=at))
+            write_results(out, plan, rows)
         rows.append(score_run(plan, config, name, changes, seed, run_dir, log))
         write_results(out, plan, rows)
     write_results(out, plan, rows)  # also on a resume with nothing left to run

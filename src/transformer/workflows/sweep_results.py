@@ -28,13 +28,32 @@ class SweepError(ValueError):
     """A sweep cannot start or continue as asked."""
 
 
+def step_of(checkpoint: Path) -> int:
+    """A checkpoint directory's step (checkpoints/step-NNNNNN)."""
+    return int(checkpoint.name.rsplit("-", 1)[-1])
+
+
 def score_run(
-    plan: Plan, config: RunConfig, name: str, changes, seed: int, run_dir: Path, log
+    plan: Plan,
+    config: RunConfig,
+    name: str,
+    changes,
+    seed: int,
+    run_dir: Path,
+    log,
+    at: int | None = None,
 ) -> dict[str, Any]:
+    """The row of one run: scored at its end, or at step `at` (its checkpoints up to there)."""
     from ..decoding.pipeline import Pipeline
     from ..model.transformer import EncoderDecoder, EncoderOnly
 
-    checkpoints = step_dirs(run_dir)[-plan.average :]
+    checkpoints = [c for c in step_dirs(run_dir) if at is None or step_of(c) <= at]
+    checkpoints = checkpoints[-plan.average :]
+    if at is not None and (not checkpoints or step_of(checkpoints[-1]) != at):
+        raise SweepError(
+            f"{run_dir} has no checkpoint at step {at} for --at: set train.save_every to a "
+            "divisor of every --at step and train.keep_last high enough to keep them"
+        )
     model_dir = run_dir / "averaged"
     if checkpoints:
         shutil.rmtree(model_dir, ignore_errors=True)
@@ -44,10 +63,12 @@ def score_run(
     records = [
         json.loads(line)
         for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-        if line.strip()
+        if line.strip() and (at is None or json.loads(line).get("step", 0) <= at)
     ]
     train_records = [r for r in records if r.get("split") == "train"]
-    valid_records = [r for r in records if r.get("split") == "valid"]
+    valid_records = [  # at a step of --at, only the validation of that step is its own
+        r for r in records if r.get("split") == "valid" and (at is None or r.get("step") == at)
+    ]
     pipeline = Pipeline.load(model_dir)
     model = pipeline.model
     seconds = sum(r["tokens"] / max(r["tokens_per_s"], 1e-9) for r in train_records)
@@ -55,6 +76,7 @@ def score_run(
         "variant": name,
         **{key: value for key, value in changes},
         "seed": seed,
+        **({"at": at} if at is not None else {}),
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": train_records[-1]["step"] if train_records else 0,
         "minutes": round((train_records[-1]["elapsed_s"] if train_records else 0.0) / 60, 2),
@@ -100,24 +122,41 @@ def score_run(
 def _translation_scores(
     pipeline, src: str | tuple[str, ...], ref: str | tuple[str, ...], split: str
 ) -> dict[str, float]:
-    """BLEU and chrF on aligned files (lists of them: read one after the other)."""
+    """BLEU and chrF on aligned files; a list of them is scored as one (read one after the other)
+    and each on its own too (`{split}_bleu_{name}`, the name of the file's folder, as a mixture's
+    data/NAME/valid.spa), with their mean (`{split}_bleu_mean`)."""
     from ..evaluation.metrics import bleu, chrf
 
-    def read(paths: str | tuple[str, ...]) -> list[str]:
-        paths = (paths,) if isinstance(paths, str) else paths
-        return [line for p in paths for line in Path(p).read_text(encoding="utf-8").splitlines()]
-
-    sources, references = read(src), read(ref)
-    if len(sources) != len(references):
-        raise SweepError(
-            f"{src} has {len(sources):,} lines but {ref} has {len(references):,}: "
-            "they must be aligned"
-        )
-    hypotheses = pipeline.translate(sources)
-    return {
+    srcs = (src,) if isinstance(src, str) else tuple(src)
+    refs = (ref,) if isinstance(ref, str) else tuple(ref)
+    parts = []
+    for s, r in zip(srcs, refs, strict=True):
+        sources = Path(s).read_text(encoding="utf-8").splitlines()
+        references = Path(r).read_text(encoding="utf-8").splitlines()
+        if len(sources) != len(references):
+            raise SweepError(
+                f"{s} has {len(sources):,} lines but {r} has {len(references):,}: "
+                "they must be aligned"
+            )
+        parts.append((Path(s).parent.name or Path(s).stem, references, sources))
+    hypotheses = pipeline.translate([line for _, _, sources in parts for line in sources])
+    references = [line for _, refs_, _ in parts for line in refs_]
+    scores = {
         f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
         f"{split}_chrf": round(chrf(hypotheses, references).score, 2),
     }
+    names = [name for name, _, _ in parts]
+    if len(parts) > 1 and len(set(names)) == len(names):
+        start = 0
+        for name, refs_, _ in parts:
+            hyps = hypotheses[start : start + len(refs_)]
+            start += len(refs_)
+            scores[f"{split}_bleu_{name}"] = round(bleu(hyps, refs_).score, 2)
+            scores[f"{split}_chrf_{name}"] = round(chrf(hyps, refs_).score, 2)
+        scores[f"{split}_bleu_mean"] = round(
+            statistics.fmean(scores[f"{split}_bleu_{n}"] for n in names), 2
+        )
+    return scores
 
 
 # ------------------------------------------------------------------------------------------------
@@ -152,6 +191,7 @@ def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
         "variant",
         *keys,
         "seed",
+        *(["at"] if plan.at else []),
         "parameters",
         "steps",
         "minutes",
@@ -211,9 +251,11 @@ def write_results(out: Path, plan: Plan, rows: list[dict[str, Any]]) -> None:
 
 
 def _by_variant(rows):
+    """Rows grouped by variant (and by --at step: "VARIANT @ STEP"; the run's end: the variant)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(r["variant"], []).append(r)
+        at = r.get("at")
+        groups.setdefault(f"{r['variant']} @ {at}" if at else r["variant"], []).append(r)
     return groups
 
 
