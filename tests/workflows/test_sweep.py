@@ -192,3 +192,24 @@ def test_at_is_refused_where_training_depends_on_the_runs_length(tmp_path, copy_
     missing = Plan(str(config), [], sets=["train.save_every=4"], at=[2])
     with pytest.raises(SweepError, match=r"no checkpoint at step 2 for --at: set train.save_every"):
         run_sweep(missing, tmp_path / "m", log=lambda _: None)
+
+
+def test_several_validation_files_are_scored_together_and_each_by_its_folder(tmp_path):
+    from transformer.workflows.sweep_results import _translation_scores
+
+    lines = {"bible": ["in the beginning was the word"] * 3, "ui": ["could not open the file"] * 2}
+    for name, text in lines.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "valid.spa").write_text("\n".join(text) + "\n")
+        (tmp_path / name / "valid.eng").write_text("\n".join(text) + "\n")
+
+    class Echo:  # right on the Bible lines, wrong on the UI lines
+        def translate(self, sources):
+            return [s if s.startswith("in the") else "nothing at all here" for s in sources]
+
+    src = tuple(str(tmp_path / n / "valid.spa") for n in lines)
+    ref = tuple(str(tmp_path / n / "valid.eng") for n in lines)
+    scores = _translation_scores(Echo(), src, ref, "valid")
+    assert scores["valid_bleu_bible"] == 100.0 and scores["valid_bleu_ui"] == 0.0
+    assert scores["valid_bleu_mean"] == 50.0 and 0 < scores["valid_bleu"] < 100
+    assert "valid_bleu_mean" not in _translation_scores(Echo(), src[0], ref[0], "valid")
