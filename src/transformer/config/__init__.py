@@ -44,7 +44,8 @@ from .run import (
     TrainConfig,
 )
 from .serve import API_KEY_ENV, ServeConfig
-from .toml import build_run_config, load_config, parse_override
+from .sizing import SizingConfig
+from .toml import build_run_config, load_config, parse_override, with_overrides
 
 __all__ = [
     "ACTIVATIONS",
@@ -85,6 +86,8 @@ __all__ = [
     "cpu_tiny",
     "from_values",
     "load_config",
+    "with_overrides",
+    "SizingConfig",
     "paper_base",
     "paper_big",
     "parse_override",

@@ -12,6 +12,7 @@ from typing import Any
 from .checks import ConfigError, check_settings, check_types, setting
 from .decode import DecodeConfig
 from .model import ModelConfig
+from .sizing import SizingConfig
 
 TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
 DOCUMENT_KINDS = ("file", "paragraph", "line")
@@ -364,7 +365,7 @@ class TrainConfig:
             raise ConfigError(f"train.lr={self.lr!r} is not valid: it must be > 0")
 
 
-SECTIONS = ("model", "data", "train", "decode")
+SECTIONS = ("model", "data", "train", "decode", "sizing")
 
 
 @dataclass(frozen=True)
@@ -379,6 +380,7 @@ class RunConfig:
     data: DataConfig
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
+    sizing: SizingConfig = SizingConfig()
 
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
@@ -474,6 +476,7 @@ class RunConfig:
             "data": dataclasses.asdict(self.data),
             "train": dataclasses.asdict(self.train),
             "decode": self.decode.to_dict(),
+            **({"sizing": dataclasses.asdict(self.sizing)} if self.sizing.names else {}),
         }
 
     def to_toml(self) -> str:

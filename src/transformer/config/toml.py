@@ -11,6 +11,7 @@ from .checks import ConfigError, from_values
 from .decode import DecodeConfig
 from .model import ModelConfig
 from .run import SECTIONS, DataConfig, RunConfig, TrainConfig
+from .sizing import SizingConfig
 
 try:
     import tomllib
@@ -63,6 +64,7 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
         data=data,
         train=_section(TrainConfig, values.get("train", {})),
         decode=DecodeConfig.from_dict(values.get("decode", {})),
+        sizing=from_values(SizingConfig, values.get("sizing", {}), "sizing"),
     )
 
 
@@ -85,6 +87,18 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
         )  # a byte-order mark (Windows editors) is fine
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{file} is not valid TOML: {e}") from None
+    _override(values, overrides)
+    try:
+        return build_run_config(values, source=str(file))
+    except (ConfigError, TypeError) as e:
+        message = str(e)
+        raise ConfigError(
+            message if message.startswith(str(file)) else f"{file}: {message}"
+        ) from None
+
+
+def _override(values: dict[str, Any], overrides) -> None:
+    """Apply `section.key=value` overrides, in order, to parsed TOML."""
     for text in overrides:
         section, key, value = parse_override(text)
         table = values.setdefault(section, {})
@@ -96,10 +110,10 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
             if not isinstance(table, dict):
                 raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
         table[last] = value
-    try:
-        return build_run_config(values, source=str(file))
-    except (ConfigError, TypeError) as e:
-        message = str(e)
-        raise ConfigError(
-            message if message.startswith(str(file)) else f"{file}: {message}"
-        ) from None
+
+
+def with_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    """`config` with `section.key=value` overrides applied (as --set applies them to a file)."""
+    values = config.to_dict()
+    _override(values, overrides)
+    return build_run_config(values)

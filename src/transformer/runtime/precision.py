@@ -107,7 +107,7 @@ def resolve_precision(
     min_speedup = MIN_SPEEDUP if min_speedup is None else min_speedup
     measure = measure_bf16_speedup if measure is None else measure
     try:
-        speedup, prefix = _cached_or_measured(
+        speedup, prefix = cached_or_measured(
             cache_key(d_model, d_ff, vocab_size, tokens),
             cache_file,
             lambda: measure(d_model, d_ff, vocab_size, tokens),
@@ -119,23 +119,25 @@ def resolve_precision(
     return _judge(speedup, min_speedup, prefix)
 
 
-def _cached_or_measured(
+def cached_or_measured(
     key: str,
     cache_file: str | os.PathLike | None,
     measure: Callable[[], float],
+    field: str = "speedup",
 ) -> tuple[float, str]:
-    """(speedup, "cached: ") from the cache, else (measure(), "") with a usable result cached.
-    RuntimeError from measure propagates."""
+    """(value, "cached: ") from the cache, else (measure(), "") with a usable (finite, positive)
+    result cached; `field` names the value in the cache's entry. RuntimeError from measure
+    propagates."""
     use_cache = os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0"
     path = Path(cache_file) if cache_file is not None else default_cache_file()
     if use_cache:
         entry = _read_cache(path).get(key)
-        if isinstance(entry, dict) and _usable(entry.get("speedup")):
-            return float(entry["speedup"]), "cached: "
-    speedup = float(measure())
-    if use_cache and _usable(speedup):
-        _write_cache(path, key, speedup)
-    return speedup, ""
+        if isinstance(entry, dict) and _usable(entry.get(field)):
+            return float(entry[field]), "cached: "
+    value = float(measure())
+    if use_cache and _usable(value):
+        _write_cache(path, key, value, field)
+    return value, ""
 
 
 def inference_precision(
@@ -262,10 +264,10 @@ def _read_cache(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _write_cache(path: Path, key: str, speedup: float) -> None:
+def _write_cache(path: Path, key: str, value: float, field: str = "speedup") -> None:
     data = _read_cache(path)  # re-read: keep what another process wrote meanwhile
     data[key] = {
-        "speedup": speedup,
+        field: value,
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     try:
@@ -341,7 +343,7 @@ def resolve_attention(
     )
     measure = measure_attention_speedup if measure is None else measure
     try:
-        speedup, prefix = _cached_or_measured(
+        speedup, prefix = cached_or_measured(
             key, cache_file, lambda: measure(rows, n_heads, length, head_dim, dtype)
         )
     except RuntimeError as err:

@@ -39,6 +39,7 @@ from .checkpoint import load_training_state, step_dirs
 from .loop import Loop, TrainError
 from .objectives import Objective, prepare_objective
 from .schedule import learning_rate
+from .sizing import resolve_size
 
 __all__ = ["TrainError", "TrainResult", "learning_rate", "train"]
 
@@ -103,6 +104,11 @@ def _train(
     device = dist.device
     say = log if dist.is_main else (lambda _: None)
     checkpoints = _checkpoints(config, run_dir, resume, device)
+    if config.sizing.auto:  # the shape this machine affords best in the budget (sizing.py)
+        sized = resolve_size(config, device, run_dir, resume) if dist.is_main else None
+        sized = D.gather_objects(sized, dist)[0]
+        say(f"sizing: {sized.describe()}")
+        config = sized.config
     resumed = load_training_state(checkpoints[-1]) if resume else None
     choice = _precision(config, device, resumed, dist)
     allocator = keep_freed_memory(device.type)
