@@ -14,7 +14,7 @@ from transformer.workflows.demo import EXAMPLES, run_demo
 
 
 @pytest.mark.slow
-def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
+def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     root = tmp_path / "data"
     data = root / "bible"
     data.mkdir(parents=True)
@@ -56,7 +56,9 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path):
     printed = "\n".join(lines)
     assert "averaged the last 2 checkpoints" in printed and scores["bleu"].signature in printed
     assert f"BLEU {scores['bleu'].score:5.1f}" in printed
-    assert 'with model.dropout=0.0 train.schedule="inverse_sqrt" model.d_model=32' in printed  # the demo's, then the caller's
+    # the demo's settings, then the caller's; the shapes of [sizing] were measured and one chosen
+    assert 'with model.dropout=0.0 train.schedule="inverse_sqrt" sizing.auto=true model.d_model=32' in printed
+    assert "sizing: " in capsys.readouterr().out  # the trainer's header
     assert load_model(model_dir).config.dropout == 0.0
     for source, translation in result["examples"].items():
         assert f"{source}\n    -> {translation}" in printed
@@ -97,6 +99,8 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, recipe.model.d_model, peak), rel=0.01)
     assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
     assert config.decode == recipe.decode
+    # the demo sizes its model by the recipe's [sizing] table (measured with the demo's settings)
+    assert config.sizing == dataclasses.replace(recipe.sizing, auto=True) and config.sizing.names
     assert demo_config(15, tmp_path, ("model.dropout=0.2",)).model.dropout == 0.2  # a --set wins
 
 
