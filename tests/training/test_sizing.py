@@ -114,7 +114,7 @@ def test_training_trains_the_chosen_shape_and_a_resumed_run_keeps_it(tiny, tmp_p
     ({"steps": (100, 100, 400)}, r"sizing.steps must be ascending"),
     ({"scores": ((1.0, 2.0, 3.0, 4.0), (1.0,))}, r"scores of 'large' has 4 values for 3 steps"),
     ({"sets": ((), ("decode.beam_size=1",))}, r"changes \[decode\]; a shape changes only"),
-    ({"sets": ((), ("d_ff",))}, r"'d_ff' is not section.key=value"),
+    ({"sets": ((), ("d_ff",))}, r"sets of 'small': --set 'd_ff' is not valid: write section.key=value"),
     ({"names": ("a", "a")}, r"sizing.names repeats a name"),
 ])
 def test_a_bad_table_is_a_one_line_error(table, message):

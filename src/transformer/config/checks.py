@@ -13,6 +13,11 @@ import textwrap
 from dataclasses import dataclass, fields
 from typing import Any
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message says which and how to fix it."""
@@ -214,3 +219,19 @@ def check_settings(obj: Any, section: str | None) -> None:
         elif not bounds.allows(value):
             error = f.metadata["error"] or "{name}={value!r} is not valid: it must be {must}"
             raise ConfigError(error.format(name=full, value=value, must=bounds.must(field_kind(f))))
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a
+    string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(
+            f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000"
+        )
+    name, raw = text.split("=", 1)
+    section, key = name.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word or path: take it as a string
+    return section, key, value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .checks import ConfigError, check_types, setting
+from .checks import ConfigError, check_types, parse_override, setting
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,10 @@ class SizingConfig:
                 raise ConfigError(f"sizing.scores of {name!r} must be finite numbers")
         for name, changes in zip(self.names, self.sets, strict=True):
             for text in changes:
-                key = text.split("=", 1)[0].strip()
-                section = key.split(".", 1)[0]
-                if "=" not in text or "." not in key:
-                    raise ConfigError(f"sizing.sets of {name!r}: {text!r} is not section.key=value")
+                try:
+                    section = parse_override(text)[0]
+                except ConfigError as e:
+                    raise ConfigError(f"sizing.sets of {name!r}: {e}") from None
                 if section not in ("model", "data", "train"):
                     raise ConfigError(
                         f"sizing.sets of {name!r}: {text!r} changes [{section}]; a shape changes "

@@ -7,32 +7,11 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from .checks import ConfigError, from_values
+from .checks import ConfigError, from_values, parse_override, tomllib
 from .decode import DecodeConfig
 from .model import ModelConfig
 from .run import SECTIONS, DataConfig, RunConfig, TrainConfig
 from .sizing import SizingConfig
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
-
-def parse_override(text: str) -> tuple[str, str, Any]:
-    """'section.key=value' -> (section, key, value); the value is read as a TOML literal, else as a
-    string."""
-    if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ConfigError(
-            f"--set {text!r} is not valid: write section.key=value, e.g. --set train.max_steps=1000"
-        )
-    name, raw = text.split("=", 1)
-    section, key = name.strip().split(".", 1)
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()  # a bare word or path: take it as a string
-    return section, key, value
 
 
 def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
