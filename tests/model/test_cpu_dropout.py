@@ -41,6 +41,18 @@ def test_gradient_is_the_forward_mask_scaled():
     torch.testing.assert_close(x.grad, g * keep / 0.75)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_survivors_are_x_over_one_minus_p_rounded_once(dtype):
+    """float32 scales by a mask that carries 1 / (1 - p); bf16 multiplies by the unrounded scale
+    (a bf16 1 / 0.9 would shift every survivor's mean by 0.15%)."""
+    x = torch.randn(64, 33).to(dtype)
+    y = cpu_dropout(x, 0.1)
+    kept = y != 0
+    expected = (x.float() * (1.0 / 0.9)).to(dtype) if dtype == torch.bfloat16 else x * (1.0 / 0.9)
+    assert torch.equal(y[kept], expected[kept])
+    assert y.dtype == dtype and 0 < kept.sum() < x.numel()
+
+
 def test_seeded_by_the_global_generator_and_by_an_explicit_one():
     """The default generator decides (torch.manual_seed, exact resume); a given generator is used instead."""
     x = torch.ones(1000)
