@@ -81,12 +81,28 @@ def test_rope_equals_the_written_out_rotation_bit_for_bit(dtype):
     offsets = torch.tensor([0, 3, 50])[:, None]  # rows at different positions, as with left padding or a cache
     positions = offsets + torch.arange(7)
     assert torch.equal(rope(x, positions), rotate_pairs_written_out(x, positions))
+    trained = x.clone().requires_grad_()  # training takes the rotation with its own backward
+    assert torch.equal(rope(trained, positions), rotate_pairs_written_out(x, positions))
 
 
 def test_rope_gradient():
     rope = RotaryEmbedding(8, 32)
     x = torch.randn(2, 2, 5, 8, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: rope(t, torch.arange(5).expand(2, 5) + 3), (x,))
+
+
+def test_rope_backward_equals_autograds_on_the_written_out_rotation():
+    """float32, queries laid out as attention has them (a transposed view of (B, L, H, D))."""
+    rope = RotaryEmbedding(64, 128)
+    base = torch.randn(5, 11, 4 * 64)
+    positions = torch.arange(11).expand(5, 11) + torch.tensor([[0], [2], [9], [30], [1]])
+    grads = []
+    for rotate in (rope, rotate_pairs_written_out):
+        x = base.clone().requires_grad_()
+        y = rotate(x.view(5, 11, 4, 64).transpose(1, 2), positions)
+        y.backward(torch.linspace(-1, 1, y.numel()).view(y.shape))
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-6, atol=1e-6)
 
 
 def loop_bucket(relative: int, bidirectional: bool, buckets: int, max_distance: int) -> int:
