@@ -13,7 +13,10 @@ batches formed as ours are; it is timed on its first run only unless `--hf-repea
 
 Search settings are the same on both sides so that the outputs can be compared: greedy, and beam
 4 with length penalty alpha (decode.json's; |Y|^alpha, |Y| counting </s>: our "power" kind,
-CTranslate2's `return_end_token=True`), at most `--max-len` output tokens, no minimum length.
+CTranslate2's `return_end_token=True`), at most `--max-len` output tokens, no minimum length,
+and no repetition guards (the model's decode.json may set `no_repeat_ngram_size` and
+`repetition_penalty`; ours would apply them unless told not to): `--guards` applies decode.json's
+on both sides (CTranslate2's `no_repeat_ngram_size` and `repetition_penalty`).
 fp32 is checked line for line against CTranslate2 float32 (the output must be identical; lines
 that differ are counted and shown). The reduced-precision modes change outputs a little: their
 BLEU and chrF against the references are printed for every engine and mode.
@@ -26,6 +29,7 @@ matrix products, attention, cache copies and the rest; the remainder of the wall
 Python (beam bookkeeping, tokenization, batching).
 
     PYTHONPATH=src python benchmarks/ct2.py [--model runs/demo/averaged] [--lines 0] [--repeats 3] [--profile]
+        [--guards]
 """
 
 from __future__ import annotations
@@ -69,17 +73,17 @@ def cpu_model() -> str:
         return platform.processor() or "unknown CPU"
 
 
-def ours(pipe: Pipeline, lines: list[str], beam: int, alpha: float, max_len: int):
+def ours(pipe: Pipeline, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict):
     return lambda: pipe.translate(lines, beam_size=beam, length_penalty=alpha, length_penalty_kind="power",
-                                  max_len_a=0, max_len_b=max_len, min_len=0)
+                                  max_len_a=0, max_len_b=max_len, min_len=0, **guards)
 
 
-def theirs(translator, tokenizer, lines: list[str], beam: int, alpha: float, max_len: int):
+def theirs(translator, tokenizer, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict):
     def run():
         batch = [e.tokens for e in tokenizer.encode_batch(lines, add_special_tokens=False)]
         results = translator.translate_batch(batch, beam_size=beam, length_penalty=alpha, return_end_token=True,
                                              max_decoding_length=max_len, min_decoding_length=0,
-                                             max_batch_size=4000, batch_type="tokens")
+                                             max_batch_size=4000, batch_type="tokens", **guards)
         ids = [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
         return [text.strip() for text in tokenizer.decode_batch(ids, skip_special_tokens=True)]
     return run
@@ -125,6 +129,9 @@ def main() -> None:
                         help="timed runs of Hugging Face generate (its first run counts: beam search is slow there)")
     parser.add_argument("--no-hf", action="store_true", help="leave out Hugging Face generate (M2M100 copy)")
     parser.add_argument("--profile", action="store_true", help="split our fp32 decode's operator time by kind")
+    parser.add_argument("--guards", action="store_true",
+                        help="apply decode.json's no_repeat_ngram_size and repetition_penalty on both sides "
+                             "(leaves Hugging Face out)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -145,8 +152,12 @@ def main() -> None:
         pipes = {p: Pipeline.load(args.model, precision=p) for p in args.ours}
         first = pipes[args.ours[0]]
         alpha = first.decode.length_penalty
+        names = ("no_repeat_ngram_size", "repetition_penalty")
+        guards = {n: getattr(first.decode, n) for n in names} if args.guards else \
+            {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0}
+        print("repetition guards: " + ", ".join(f"{n} {v}" for n, v in guards.items()))
         hf = None
-        if not args.no_hf:
+        if not args.no_hf and not args.guards:
             try:
                 hf = to_m2m100(first.model)
             except ValueError as e:
@@ -155,8 +166,8 @@ def main() -> None:
             encoded, _ = first.encode_sources(lines[:16], True)
             print(f"Hugging Face M2M100 copy: logits within {check(first.model, hf, encoded):.1e} of ours")
         for beam in args.beams:
-            runs = {f"ours {p}": ours(pipe, lines, beam, alpha, args.max_len) for p, pipe in pipes.items()}
-            runs.update({f"CTranslate2 {ct}": theirs(tr, tokenizer, lines, beam, alpha, args.max_len)
+            runs = {f"ours {p}": ours(pipe, lines, beam, alpha, args.max_len, guards) for p, pipe in pipes.items()}
+            runs.update({f"CTranslate2 {ct}": theirs(tr, tokenizer, lines, beam, alpha, args.max_len, guards)
                          for ct, tr in translators.items()})
             if hf is not None:
                 runs[HF] = hugging_face(first, hf, lines, beam, alpha, args.max_len,
