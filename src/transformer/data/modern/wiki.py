@@ -35,16 +35,15 @@ Rules:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import unicodedata
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 
 from ...files import atomic_write_text
+from .. import installed
 from ..text import DataError
 from .sentences import split_sentences
 from .splits import SOURCE, SPLITS, TARGET, check_out, dropped_lines, one_line, split_of
@@ -75,27 +74,9 @@ _END = re.compile(r"[.!?][\"'”’)\]»]*$")
 def find_package(package_dir: str | os.PathLike | None = None) -> Path:
     """The package's folder (the one holding data/), found without importing it; a DataError
     saying what to install when it is not there."""
-    if package_dir is not None:
-        folder = Path(package_dir)
-        if not folder.is_dir():
-            raise DataError(
-                f"--package-dir {package_dir} does not exist: give the folder holding "
-                f"data/summaries_en-us.json, or leave it out and {INSTALL}"
-            )
-        return folder
-    spec = importlib.util.find_spec(MODULE)  # finds, does not execute
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"{PACKAGE} is not installed: {INSTALL}")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def package_version(folder: Path) -> str:
-    """The version in the *.dist-info beside the package's folder, or "unknown"."""
-    for info in sorted(folder.parent.glob(f"{MODULE}-*.dist-info")):
-        version = metadata.PathDistribution(info).version
-        if version:
-            return version
-    return "unknown"
+    return installed.find_package(
+        MODULE, PACKAGE, INSTALL, "data/summaries_en-us.json", package_dir
+    )
 
 
 def read_articles(path: Path) -> list[tuple[str, str]]:
@@ -233,7 +214,8 @@ def build_wiki_corpus(
     for split, lines in splits.items():
         atomic_write_text(out / f"{split}.{suffix}", "".join(line + "\n" for line in lines))
     atomic_write_text(out / "articles.tsv", "title\tsplit\tsentences\n" + "\n".join(rows) + "\n")
-    atomic_write_text(out / "PROVENANCE.md", _provenance(report, path, package_version(folder)))
+    version = installed.package_version(folder, MODULE)
+    atomic_write_text(out / "PROVENANCE.md", _provenance(report, path, version))
     return report
 
 
