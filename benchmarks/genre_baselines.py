@@ -36,7 +36,7 @@ def read_tsv(path: Path) -> tuple[list[str], list[str]]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         label, sep, text = line.partition("\t")
         if not sep:
-            raise SystemExit(f"{path}:{number} has no tab: each line must be `genre<TAB>verse text`")
+            raise SystemExit(f"{path}:{number} has no tab: each line must be `label<TAB>text`")
         labels.append(label)
         texts.append(text)
     return labels, texts
@@ -49,15 +49,15 @@ def scores(gold: list[str], predicted: list[str], labels=GENRES) -> dict:
             "macro_f1": f1_score(gold, predicted, labels=list(labels), average="macro", zero_division=0)}
 
 
-def majority(train: tuple[list[str], list[str]], test: tuple[list[str], list[str]]) -> dict:
+def majority(train: tuple[list[str], list[str]], test: tuple[list[str], list[str]], labels=GENRES) -> dict:
     start = time.perf_counter()
     label = Counter(train[0]).most_common(1)[0][0]
     predicted = [label] * len(test[1])
-    return {"name": f"majority class ({label})", **scores(test[0], predicted),
+    return {"name": f"majority class ({label})", **scores(test[0], predicted, labels),
             "seconds": time.perf_counter() - start}
 
 
-def bag_of_words(train, valid, test) -> dict:
+def bag_of_words(train, valid, test, labels=GENRES) -> dict:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -65,14 +65,14 @@ def bag_of_words(train, valid, test) -> dict:
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
     x_train = vectorizer.fit_transform(train[1])
     x_valid, x_test = vectorizer.transform(valid[1]), vectorizer.transform(test[1])
-    present = sorted(set(valid[0]), key=GENRES.index)
+    present = sorted(set(valid[0]), key=list(labels).index)
     models, search = {}, {}
     for c in C_VALUES:
         models[c] = LogisticRegression(C=c, max_iter=2000).fit(x_train, train[0])
         search[c] = scores(valid[0], list(models[c].predict(x_valid)), labels=present)["macro_f1"]
     best = max(C_VALUES, key=lambda c: search[c])
     predicted = list(models[best].predict(x_test))
-    return {"name": f"tf-idf 1-2 grams + logistic regression (C={best:g})", **scores(test[0], predicted),
+    return {"name": f"tf-idf 1-2 grams + logistic regression (C={best:g})", **scores(test[0], predicted, labels),
             "seconds": time.perf_counter() - start, "C": best, "valid_macro_f1_by_C": search,
             "features": x_train.shape[1]}
 
