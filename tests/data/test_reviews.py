@@ -115,7 +115,6 @@ def test_the_command_and_its_one_line_errors(tmp_path, capsys, monkeypatch):
     (folder / reviews.FILE).write_bytes(b"not bzip2")
     with pytest.raises(DataError, match="is not bzip2-compressed UTF-8 CSV"):
         reviews.build_reviews_corpus(tmp_path / "z", folder)
-    write_csv(folder / reviews.FILE, [])
     (folder / reviews.FILE).write_bytes(bz2.compress(b"text,film\nx,y\n"))
     with pytest.raises(DataError, match="has no category, movie_name column"):
         reviews.build_reviews_corpus(tmp_path / "z", folder)

