@@ -6,7 +6,6 @@ import importlib.util
 import pytest
 
 from tests.data.test_wiki import fake_package
-
 from transformer.cli import main
 from transformer.data.modern.splits import split_of
 from transformer.data.tasks import summaries
