@@ -1,9 +1,10 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
 One module per command group, each holding its parsers beside its handlers (`register(sub)`):
-data.py (data ..., tokenize), training.py (train, sweep, average, demo), decoding.py
-(translate, generate, classify, backtranslate), evaluation.py (evaluate), inspection.py (info,
-attention), models.py (import-hf, export, serve); common.py holds what they share (UserError,
+data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep,
+average, demo), decoding.py (translate, generate, classify, backtranslate), answering.py
+(answer), evaluation.py (evaluate), inspection.py (info, attention), models.py (import-hf,
+export, serve); common.py holds what they share (UserError,
 the one way flags are checked, device and files). Errors a user can fix are printed as one line
 and exit with status 2; an unknown flag prints the command's usage with the closest flag it has.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import data, decoding, evaluation, inspection, models, training
+from . import answering, data, decoding, evaluation, inspection, models, training
 from .common import USER_ERRORS, UserError, check_flags, remember_parsers, run
 
 DESCRIPTION = """\
@@ -29,7 +30,7 @@ examples:
   echo "the cat" | transformer translate runs/copy/best
   transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
-GROUPS = (training, inspection, models, data, decoding, evaluation)
+GROUPS = (training, inspection, models, data, decoding, answering, evaluation)
 """The command groups, in the order `transformer --help` lists their commands."""
 
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]

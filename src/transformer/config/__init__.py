@@ -5,6 +5,7 @@ the other packages; a component that validates a choice reads its list from here
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
 from .decode import (
+    ANSWER_SETTINGS,
     ATTENTION_KINDS,
     EARLY_STOPPING,
     INFERENCE_PRECISIONS,
@@ -49,6 +50,7 @@ from .sizing import SizingConfig
 from .toml import build_run_config, load_config, parse_override, with_overrides
 
 __all__ = [
+    "ANSWER_SETTINGS",
     "ACTIVATIONS",
     "API_KEY_ENV",
     "ARCHS",

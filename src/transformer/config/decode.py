@@ -72,6 +72,16 @@ class DecodeConfig:
         50, gt=0, flag="--max-new-tokens", give="a positive number of tokens"
     )
     """New tokens to generate from a prompt (language models)."""
+    answer_window: int = setting(384, ge=8, flag="--answer-window", give="a number of tokens >= 8")
+    """Extractive question answering: tokens per window, [CLS] question [SEP] context [SEP]; a
+    longer context is read in overlapping windows (training and answering; at most the model's
+    max_positions)."""
+    answer_stride: int = setting(128, gt=0, flag="--answer-stride", give="a number of tokens > 0")
+    """Extractive question answering: context tokens each window moves past the one before."""
+    max_answer_tokens: int = setting(
+        30, gt=0, flag="--max-answer-tokens", give="a number of tokens > 0"
+    )
+    """Extractive question answering: the longest answer span, in tokens (SQuAD's script: 30)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow
     their tokenizer."""
@@ -115,3 +125,5 @@ TRANSLATE_SETTINGS = (
 """The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
 SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", *REPETITION_SETTINGS)
 """The settings of sampling from a language model: generate's flags, /v1/generate's fields."""
+ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
+"""The settings of extractive question answering: answer's flags."""

@@ -173,6 +173,9 @@ class ModelConfig:
     default) or "mean" (the mean over real tokens, as sentence-transformers and ViT variants do)."""
     n_classes: int = setting(0, ge=0)
     """Classes of a classifier on the pooled output of an encoder-only model (0 = none)."""
+    span_head: bool = False
+    """A span head on an encoder-only model (BERT for SQuAD): a start and an end logit per token,
+    for extractive question answering."""
     pad_id: int = setting(0, ge=0)
     """Padding token id; padding positions are never attended to on the source side."""
     bos_id: int = setting(2, ge=0)
@@ -282,19 +285,20 @@ class ModelConfig:
             raise ConfigError(
                 f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0"
             )
-        if (self.mlm_head or self.pooler) and self.arch != "encoder":
+        if (self.mlm_head or self.pooler or self.span_head) and self.arch != "encoder":
             raise ConfigError(
-                f"mlm_head and pooler are heads of arch='encoder' models, not of arch={self.arch!r}"
+                "mlm_head, pooler and span_head are heads of arch='encoder' models, not of "
+                f"arch={self.arch!r}"
             )
         if self.vision is not None:
             if self.arch != "encoder":
                 raise ConfigError(
                     f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}"
                 )
-            if self.mlm_head or self.n_token_types:
+            if self.mlm_head or self.n_token_types or self.span_head:
                 raise ConfigError(
-                    "an image encoder (model.vision) has no masked-LM head or token types: "
-                    "leave mlm_head and n_token_types at false and 0"
+                    "an image encoder (model.vision) has no masked-LM head, span head or token "
+                    "types: leave mlm_head, span_head and n_token_types at false and 0"
                 )
             if self.vision.n_patches + 1 > self.max_positions:
                 raise ConfigError(

@@ -61,6 +61,11 @@ class DataConfig:
     DIR/<label>/*.png|jpg."""
     valid_images: str | None = None
     """Labelled validation images (optional), as train_images; every label must occur there."""
+    train_squad: str | None = None
+    """Extractive question answering: questions on contexts with their answers, in SQuAD's JSON
+    format (data / paragraphs / context / qas / answers), for objective qa."""
+    valid_squad: str | None = None
+    """Validation questions (optional), as train_squad: exact match and F1 each validation."""
     pack: bool | None = None
     """Language models: read the text as one token stream (each document <s> ... </s>, see
     documents) cut into blocks of block_size tokens, as GPT-style trainers do, so context crosses
@@ -160,6 +165,7 @@ class DataConfig:
                 ("train_tsv", self.train_tsv),
                 ("train_images", self.train_images),
                 ("train_pairs", self.train_pairs),
+                ("train_squad", self.train_squad),
             )
             if value is not None
         ]
@@ -167,14 +173,15 @@ class DataConfig:
             raise ConfigError(
                 f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
                 "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
-                "(language model, masked-LM, span corruption), train_tsv (text classification) or "
-                "train_images (image classification)"
+                "(language model, masked-LM, span corruption), train_tsv (text classification), "
+                "train_images (image classification) or train_squad (question answering)"
             )
         if not given:
             raise ConfigError(
                 "no training data: set data.train_src and data.train_tgt (translation), "
                 "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
-                "data.train_tsv (text classification) or data.train_images (image classification)"
+                "data.train_tsv (text classification), data.train_images (image classification) "
+                "or data.train_squad (question answering)"
             )
         if self.valid_src is not None and self.train_src is None:
             raise ConfigError(
@@ -186,6 +193,7 @@ class DataConfig:
             ("train_tsv", "valid_tsv"),
             ("train_images", "valid_images"),
             ("train_pairs", "valid_pairs"),
+            ("train_squad", "valid_squad"),
         ):
             if getattr(self, valid) is not None and getattr(self, train) is None:
                 raise ConfigError(
@@ -258,13 +266,14 @@ def _as_tuple(value: str | tuple[str, ...]) -> tuple[str, ...]:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
-OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption")
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa")
 OBJECTIVE_ARCHS = {
     "seq2seq": "encoder-decoder",
     "lm": "decoder",
     "mlm": "encoder",
     "classify": "encoder",
     "span_corruption": "encoder-decoder",
+    "qa": "encoder",
 }
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
@@ -291,8 +300,9 @@ class TrainConfig:
     objective: str | None = setting(None, choices=OBJECTIVES)
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
-    text, arch = "encoder", on train_tsv) or "span_corruption" (T5's pretraining, arch =
-    "encoder-decoder", on train_text). None: from the data and arch (see RunConfig.objective)."""
+    text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
+    "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
+    encoder, on train_squad). None: from the data and arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""
@@ -344,6 +354,9 @@ class TrainConfig:
     bleu_samples: int = setting(200, ge=0)
     """Translation: greedy-decode this many validation pairs at each validation for BLEU (0 =
     off)."""
+    valid_questions: int = setting(200, ge=0)
+    """Question answering: validate (loss, exact match, F1) on the first this many questions of
+    data.valid_squad (0 = all)."""
     save_every: int = setting(1000, gt=0)
     """Write a checkpoint every this many steps (and at the end)."""
     keep_last: int = setting(5, gt=0)
@@ -393,6 +406,7 @@ class RunConfig:
                 "mlm": "train_text",
                 "span_corruption": "train_text",
                 "classify": "train_images" if d.train_images else "train_tsv",
+                "qa": "train_squad",
             }[objective],
             OBJECTIVE_ARCHS[objective],
         )
@@ -445,6 +459,16 @@ class RunConfig:
                     f"model.max_positions={self.model.max_positions}: lower data.max_len or raise "
                     "model.max_positions"
                 )
+            if (
+                objective == "qa"
+                and self.decode.answer_window > self.model.max_positions
+                and self.model.positional in ("sinusoidal", "learned")
+            ):
+                raise ConfigError(
+                    f"decode.answer_window={self.decode.answer_window} exceeds "
+                    f"model.max_positions={self.model.max_positions}: lower "
+                    "decode.answer_window or raise model.max_positions"
+                )
             if self.packed and (self.data.block_size or 0) > self.model.max_positions:
                 raise ConfigError(
                     f"data.block_size={self.data.block_size} exceeds "
@@ -467,6 +491,8 @@ class RunConfig:
             return "seq2seq"
         if self.data.train_tsv is not None or self.data.train_images is not None:
             return "classify"
+        if self.data.train_squad is not None:
+            return "qa"
         return "mlm" if self.model.arch == "encoder" else "lm"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

@@ -97,6 +97,11 @@ class Tokenizer:
         """Text -> token ids, without special tokens."""
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+    def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Text -> token ids and each token's character span [start, end) in text."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        return encoding.ids, [tuple(span) for span in encoding.offsets]
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 

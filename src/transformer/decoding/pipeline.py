@@ -215,6 +215,44 @@ class Pipeline:
 
         return classify_images(self, images, top_k, batch_size)
 
+    def answer(self, questions, contexts, **decode) -> list:
+        """The answer span of each question in its context (extractive question answering with a
+        span head): a question and a context (strings), or lists of them (one context for all the
+        questions, or one each). decode: answer_window, answer_stride, max_answer_tokens. Returns
+        an Answer (text, start, end, score) or a list of them. See transformer.decoding.answer."""
+        from ..data.tokenizer import EncoderTokens
+        from ..model.transformer import EncoderOnly
+        from .answer import answer_questions
+
+        model = self.model
+        if not isinstance(model, EncoderOnly) or model.span_head is None:
+            raise PipelineError(
+                'this model has no span head: answer needs an encoder trained with objective = "qa"'
+            )
+        one = isinstance(questions, str)
+        questions = [questions] if one else list(questions)
+        contexts = [contexts] * len(questions) if isinstance(contexts, str) else list(contexts)
+        if len(contexts) != len(questions):
+            raise PipelineError(
+                f"{len(questions)} questions but {len(contexts)} contexts: give one context for "
+                "all or one each"
+            )
+        s = self.settings(**decode)
+        window = s.answer_window
+        if model.config.positional in ("sinusoidal", "learned"):
+            window = min(window, model.config.max_positions)
+        tokens = EncoderTokens(self.source_tokenizer, self.special_tokens)
+        answers = answer_questions(
+            model,
+            self.source_tokenizer,
+            tokens,
+            list(zip(questions, contexts, strict=True)),
+            window,
+            s.answer_stride,
+            s.max_answer_tokens,
+        )
+        return answers[0] if one else answers
+
     def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):
         """Token ids in, ids out under settings s: greedy when s.beam_size is 1, else beam search
         (with return_attention, also the attention weights, as greedy_search/beam_search return

@@ -5,6 +5,7 @@ classifier's and a text-to-text model's scores run the Pipeline over a labelled 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -241,6 +242,12 @@ def score_classifier(
     return classification_scores(predicted, gold, labels), predicted
 
 
+TASK_SHARE = 0.05
+"""score_pairs: an input's text before its first ": " names its task when at least this share of
+the file's inputs start with it (a prefix such as "summarize: "); other inputs are task "-", so
+text that holds ": " by chance is not cut into tasks."""
+
+
 def score_pairs(
     pipeline,
     path,
@@ -248,7 +255,8 @@ def score_pairs(
     metric: str = "bleu",
     **decode,
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input) and
+    """A text-to-text model on an `input<TAB>target` file, per task (task_name of each input, see
+    TASK_SHARE) and
     over all lines: {task: {"lines", ..., "exact"}}, and the outputs in file order. metric "bleu"
     gives "bleu" and "chrf", "rouge" gives "rouge1", "rouge2" and "rougeL" (overlap.rouge); exact
     is the share of outputs equal to the target (the accuracy of a task whose targets are labels).
@@ -265,9 +273,12 @@ def score_pairs(
         else (lambda numbers: on_truncate([rows[n - 1][0] + 1 for n in numbers]))
     )
     outputs = pipeline.translate([x for _, x, _ in rows], on_truncate=cut, **decode)
+    names = [task_name(x) for _, x, _ in rows]
+    counts = Counter(names)
+    tasks = {name for name, n in counts.items() if n >= TASK_SHARE * len(rows)}
     groups: dict[str, list[int]] = {}
-    for i, (_, x, _) in enumerate(rows):
-        groups.setdefault(task_name(x), []).append(i)
+    for i, name in enumerate(names):
+        groups.setdefault(name if name in tasks else "-", []).append(i)
     if len(groups) > 1:
         groups["all"] = list(range(len(rows)))
     scores = {}
@@ -317,3 +328,40 @@ def greedy_scores(
             hypotheses[i] = decode(row).strip()
     exact = sum(h == r.strip() for h, r in zip(hypotheses, references, strict=True)) / len(sources)
     return bleu(hypotheses, references).score, exact
+
+
+def covered_verses(start: int, end: int, verse_starts: Sequence[int], length: int) -> set[int]:
+    """The verses (numbered from 1) whose characters overlap [start, end): verse k spans
+    [verse_starts[k - 1], verse_starts[k]) (the last to the context's end, `length`)."""
+    if start >= end:
+        return set()
+    bounds = [*verse_starts, length]
+    return {k + 1 for k in range(len(verse_starts)) if start < bounds[k + 1] and bounds[k] < end}
+
+
+def score_squad(pipeline, path, **decode) -> tuple[dict[str, float], list]:
+    """An extractive QA model on a SQuAD-format file: {"questions", "exact_match", "f1"} (SQuAD's
+    definitions, times 100) and, when the file gives verses (`transformer data commentary-qa`),
+    "verse_f1": the mean over questions of the F1 of the verses the answer overlaps against the
+    gold verses; and the answers (decoding.answer.Answer) in file order."""
+    from ..data.squad import read_squad
+    from .overlap import set_f1, squad_scores
+
+    questions = read_squad(path)
+    answers = pipeline.answer(
+        [q.question for q in questions], [q.context for q in questions], **decode
+    )
+    scores = {
+        "questions": len(questions),
+        **squad_scores([a.text for a in answers], [[t for t, _ in q.answers] for q in questions]),
+    }
+    if all(q.verses and q.verse_starts for q in questions):
+        f1 = [
+            set_f1(
+                covered_verses(a.start, a.end, q.verse_starts, len(q.context)),
+                set(range(q.verses[0], q.verses[1] + 1)),
+            )
+            for a, q in zip(answers, questions, strict=True)
+        ]
+        scores["verse_f1"] = 100 * sum(f1) / len(f1)
+    return scores, answers

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from .attention import MultiHeadAttention
-from .heads import MaskedLMHead, PooledClassifier
+from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
 from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
@@ -55,7 +55,8 @@ def build_model(cfg: ModelConfig) -> Model:
                 mlm = None
                 if cfg.mlm_head:
                     mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps)
-                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler)
+                spans = SpanHead(cfg.d_model) if cfg.span_head else None
+                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler, spans)
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")
     init_weights(model, cfg)

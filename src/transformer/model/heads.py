@@ -1,4 +1,5 @@
-"""Heads on an encoder's hidden states: BERT's masked-LM head and the pooled classifier.
+"""Heads on an encoder's hidden states: BERT's masked-LM head, the pooled classifier and the span
+head of extractive question answering.
 
 Legend (model/__init__.py): B batch, L length, C d_model, V vocabulary.
 """
@@ -63,3 +64,17 @@ class PooledClassifier(nn.Module):
         """(B, L, C) -> (B, n_classes) logits, or the pooled (B, C) when there is no classifier."""
         pooled = self.pool(hidden, mask)
         return pooled if self.classifier is None else self.classifier(dropped(self.dropout, pooled))
+
+
+class SpanHead(nn.Module):
+    """BERT's head for SQuAD (Devlin et al. 2019, §4.2): one linear map of each token's state to a
+    start logit and an end logit; an answer is the span whose start and end logits sum highest."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, 2)
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, C) -> start logits (B, L), end logits (B, L)."""
+        start, end = self.proj(hidden).unbind(-1)
+        return start, end

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from .cache import KVCache
-from .heads import MaskedLMHead, PooledClassifier
+from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .linear import linear
 from .masks import as_token_mask, padding_mask
 from .stacks import Decoder, Encoder, ImageEncoder
@@ -135,12 +135,14 @@ class EncoderOnly(nn.Module):
         encoder: Encoder,
         mlm_head: MaskedLMHead | None = None,
         pooler: PooledClassifier | None = None,
+        span_head: SpanHead | None = None,
     ):
         super().__init__()
         self.config = config
         self.encoder = encoder
         self.mlm_head = mlm_head
         self.pooler = pooler
+        self.span_head = span_head
 
     def forward(
         self,
@@ -175,6 +177,25 @@ class EncoderOnly(nn.Module):
             return self.pooler(self(ids))
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.pooler(self.encoder(ids, mask), mask)
+
+    def spans(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids (B, L), attention_mask (B, L), token_type_ids (B, L) -> start and end logits (B, L)
+        each, -inf at padding."""
+        if self.span_head is None:
+            raise ValueError(
+                'this encoder has no span head: train one with objective = "qa" (SQuAD data)'
+            )
+        mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
+        start, end = self.span_head(self.encoder(ids, mask, token_type_ids))
+        if mask is not None:
+            start = start.masked_fill(~mask, float("-inf"))
+            end = end.masked_fill(~mask, float("-inf"))
+        return start, end
 
 
 Model = EncoderDecoder | EncoderOnly | DecoderOnly

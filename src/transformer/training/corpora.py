@@ -37,7 +37,7 @@ def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
         return [(T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0))]
     if d.is_translation:
         return [(tgt, src) for src, tgt in d.train_sources]
-    return [((d.train_text or d.train_tsv), None)]
+    return [((d.train_text or d.train_tsv or d.train_squad), None)]
 
 
 def train_files(d: DataConfig) -> tuple[str, str | None]:
@@ -144,7 +144,7 @@ def special_tokens(config: RunConfig) -> tuple[str, ...]:
     objectives, ours followed by T5's sentinels for span corruption."""
     if config.objective == "span_corruption":
         return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
-    return ENCODER_SPECIALS if config.objective in ("mlm", "classify") else SPECIAL_TOKENS
+    return ENCODER_SPECIALS if config.objective in ("mlm", "classify", "qa") else SPECIAL_TOKENS
 
 
 def tokenizer_cache_key(config: RunConfig) -> dict:
@@ -165,6 +165,8 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
         key["specials"] = list(special_tokens(config))
     if d.train_tsv:
         key["labelled"] = True
+    if d.train_squad:
+        key["squad"] = True
     if config.packed:
         key["documents"] = d.documents
     return key
@@ -179,6 +181,8 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     specials = special_tokens(config)
     if d.train_tsv:
         texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
+    elif d.train_squad:
+        texts = lambda side: squad_texts(d.train_squad, sample)  # noqa: E731
     elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
         texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
     else:
@@ -190,6 +194,21 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
         train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
         train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials),
     )
+
+
+def squad_texts(path: str, sample: int) -> Iterator[str]:
+    """A SQuAD file's questions and distinct contexts (at most `sample` of them; 0: all), for the
+    tokenizer."""
+    from ..data.squad import read_squad
+
+    seen: set[str] = set()
+    texts = []
+    for q in read_squad(path):
+        texts.append(q.question)
+        if q.context not in seen:
+            seen.add(q.context)
+            texts.append(q.context)
+    return iter(texts[:sample] if sample else texts)
 
 
 def mixture_texts(

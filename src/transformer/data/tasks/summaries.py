@@ -16,7 +16,8 @@ Rules:
 - Splits hold whole articles: sha256 of the title (splits.split_of), VALID_PERCENT valid,
   TEST_PERCENT test, the rest train; in the package's article order. An input seen before is
   dropped (the same lead under two titles).
-- Writes OUT/{train,valid,test}.tsv (`input<TAB>summary`: data.train_pairs / evaluate --pairs),
+- Writes OUT/{train,valid,test}.tsv (`input<TAB>summary`: data.train_pairs / evaluate --pairs;
+  --prefix starts each input with a task name, as a text-to-text model reads it),
   OUT/articles.tsv (title and split: the attribution CC BY-SA asks for) and OUT/PROVENANCE.md,
   each atomically.
 """
@@ -57,8 +58,10 @@ def build_summaries_corpus(
     out_dir: str | os.PathLike,
     target: str = "first-sentence",
     package_dir: str | os.PathLike | None = None,
+    prefix: str = "",
 ) -> dict:
-    """Write OUT/{train,valid,test}.tsv, articles.tsv and PROVENANCE.md; return the counts."""
+    """Write OUT/{train,valid,test}.tsv, articles.tsv and PROVENANCE.md; return the counts. prefix
+    starts every input (a text-to-text task's name, "summarize: ")."""
     if target not in TARGETS:
         raise DataError(f"--target {target}: give one of {', '.join(TARGETS)}")
     out = check_out(out_dir, "summarization data")
@@ -82,10 +85,11 @@ def build_summaries_corpus(
         rows.append(f"{title}\t{split}")
     out.mkdir(parents=True, exist_ok=True)
     for name, pairs in splits.items():
-        atomic_write_text(out / f"{name}.tsv", "".join(f"{x}\t{y}\n" for x, y in pairs))
+        atomic_write_text(out / f"{name}.tsv", "".join(f"{prefix}{x}\t{y}\n" for x, y in pairs))
     atomic_write_text(out / "articles.tsv", "title\tsplit\n" + "\n".join(rows) + "\n")
     report = {
         "target": target,
+        "prefix": prefix,
         "pairs": {name: len(pairs) for name, pairs in splits.items()},
         "words": {
             name: (
@@ -116,10 +120,13 @@ def _provenance(report: dict, path, version: str) -> str:
     lines = [
         f"# Summarization: Wikipedia lead paragraphs ({report['target']})",
         "",
-        f"Built by `transformer data wiki-summaries --target {report['target']}` from {path}, "
+        f"Built by `transformer data wiki-summaries --target {report['target']}"
+        + (f" --prefix '{report['prefix']}'" if report["prefix"] else "")
+        + f"` from {path}, "
         f"installed by the PyPI package {wiki.PACKAGE} {version}: the lead paragraph of each of "
         "Wikipedia's Level 4 Vital Articles. Lines of {train,valid,test}.tsv are "
-        f"`input<TAB>summary`: {what}.",
+        f"`input<TAB>summary`: {what}"
+        + (f", each input starting with `{report['prefix']}`." if report["prefix"] else "."),
         "",
         f"Licence: {wiki.LICENCE} (Wikipedia's text). Reuse must credit Wikipedia's contributors "
         "and share alike: articles.tsv lists each article (https://en.wikipedia.org/wiki/TITLE) "

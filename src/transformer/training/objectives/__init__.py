@@ -6,6 +6,7 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - lm.py: lm on packed text (the default): blocks of one token stream, GPT-style; best/ by loss.
 - encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.
+- qa.py: qa, extractive question answering (a span head, SQuAD's data); best/ by validation F1.
 
 `prepare_objective` picks one with a `match` on train.objective: no registry.
 """
@@ -23,6 +24,7 @@ from .base import Objective, StepSums
 from .classify import Classify, ImageClassify
 from .encoder import MaskedLM, encoder_model, init_dir
 from .lm import PackedLM
+from .qa import SpanQA
 from .seq2seq import Seq2Seq, SpanCorruption
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "PackedLM",
     "Seq2Seq",
     "SpanCorruption",
+    "SpanQA",
     "StepSums",
     "encoder_model",
     "prepare_objective",
@@ -54,6 +57,8 @@ def prepare_objective(
             return ImageClassify(config, run_dir, say, resume)
         case "classify":
             return Classify(config, run_dir, dist, say, resume)
+        case "qa":
+            return SpanQA(config, run_dir, dist, say, resume)
         case "span_corruption":
             return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
         case "mlm":

@@ -49,7 +49,8 @@ class StepSums:
     units: int
     tokens: int
     logits: torch.Tensor | None = None
-    """mlm and classify: the (detached) logits the loss was taken on, for validation's accuracy."""
+    """mlm and classify: the (detached) logits the loss was taken on, for validation's accuracy;
+    qa: the start and end logits (B, L, 2), for its answers."""
 
 
 class Objective:
