@@ -29,10 +29,14 @@ def bert_batch():
     return ids, mask, types
 
 
-@pytest.mark.parametrize("cls_name", ["BertModel", "BertForMaskedLM", "BertForSequenceClassification",
-                                      "BertForPreTraining"])
+CLASSES = ["BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining",
+           "BertForQuestionAnswering"]
+
+
+@pytest.mark.parametrize("cls_name", CLASSES)
 def test_bert_outputs_match_hf(cls_name):
-    hf_model = bert_model(cls_name, hidden_act="gelu_new" if cls_name == "BertForMaskedLM" else "gelu")
+    hf_model = bert_model(cls_name, hidden_act="gelu_new" if cls_name == "BertForMaskedLM" else "gelu",
+                          **({"num_labels": 2} if cls_name == "BertForQuestionAnswering" else {}))
     model = from_hf(hf_model)
     ids, mask, types = bert_batch()
     with torch.no_grad():
@@ -49,12 +53,15 @@ def test_bert_outputs_match_hf(cls_name):
             assert_rel_close(model.mlm_head(hidden)[mask], mlm[mask])
         if cls_name == "BertForPreTraining":
             assert_rel_close(model.pooler(hidden), out.seq_relationship_logits)
+        if cls_name == "BertForQuestionAnswering":
+            start, end = model.spans(ids, mask, types)
+            assert_rel_close(start[mask], out.start_logits[mask])
+            assert_rel_close(end[mask], out.end_logits[mask])
 
 
-@pytest.mark.parametrize("cls_name", ["BertModel", "BertForMaskedLM", "BertForSequenceClassification",
-                                      "BertForPreTraining"])
+@pytest.mark.parametrize("cls_name", CLASSES)
 def test_bert_round_trip_reproduces_outputs(cls_name):
-    hf_model = bert_model(cls_name)
+    hf_model = bert_model(cls_name, **({"num_labels": 2} if cls_name == "BertForQuestionAnswering" else {}))
     back = to_hf(from_hf(hf_model))
     assert type(back) is type(hf_model)
     ids, mask, types = bert_batch()
@@ -62,7 +69,10 @@ def test_bert_round_trip_reproduces_outputs(cls_name):
         a = back(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
         b = hf_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
     assert_rel_close(a.hidden_states[-1][mask], b.hidden_states[-1][mask], 1e-6)
-    if cls_name != "BertModel":
+    if cls_name == "BertForQuestionAnswering":
+        assert_rel_close(a.start_logits, b.start_logits, 1e-6)
+        assert_rel_close(a.end_logits, b.end_logits, 1e-6)
+    elif cls_name != "BertModel":
         first = a.logits if hasattr(a, "logits") else a.prediction_logits
         second = b.logits if hasattr(b, "logits") else b.prediction_logits
         assert_rel_close(first, second, 1e-6)

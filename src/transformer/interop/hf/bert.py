@@ -1,10 +1,11 @@
-"""BERT (BertModel, BertForMaskedLM, BertForSequenceClassification, BertForPreTraining) <-> our
-EncoderOnly.
+"""BERT (BertModel, BertForMaskedLM, BertForSequenceClassification, BertForPreTraining,
+BertForQuestionAnswering) <-> our EncoderOnly.
 
 BERT is a post-norm encoder with learned positions, token-type (segment) embeddings, a
 LayerNorm on the summed embeddings, GELU, and optional heads: the pooler (dense + tanh on
 the first token, with a classifier on top) and the masked-LM head. BertForPreTraining's
-next-sentence head is a 2-class classifier on the pooled output.
+next-sentence head is a 2-class classifier on the pooled output; BertForQuestionAnswering's
+qa_outputs (a start and an end logit per token) is our span head.
 """
 
 from __future__ import annotations
@@ -23,26 +24,40 @@ from .common import (
     weights_of,
 )
 
-CLASSES = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining")
+CLASSES = (
+    "BertModel",
+    "BertForMaskedLM",
+    "BertForSequenceClassification",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+)
 
 
-def _heads(hf_model) -> tuple[bool, bool, int]:
-    """(mlm_head, pooler, n_classes) of a transformers BERT model."""
+def _heads(hf_model) -> tuple[bool, bool, int, bool]:
+    """(mlm_head, pooler, n_classes, span_head) of a transformers BERT model."""
     name = type(hf_model).__name__
     match name:
         case "BertModel":
-            return False, hf_model.pooler is not None, 0
+            return False, hf_model.pooler is not None, 0, False
         case "BertForMaskedLM":
-            return True, False, 0
+            return True, False, 0, False
         case "BertForSequenceClassification":
-            return False, True, hf_model.config.num_labels
+            return False, True, hf_model.config.num_labels, False
         case "BertForPreTraining":
-            return True, True, 2
+            return True, True, 2, False
+        case "BertForQuestionAnswering":
+            if hf_model.config.num_labels != 2:
+                raise unsupported(
+                    "num_labels",
+                    hf_model.config.num_labels,
+                    "a span head has a start and an end logit (2)",
+                )
+            return False, False, 0, True
     raise HFConversionError(f"{name} is not supported: pass one of {', '.join(CLASSES)}")
 
 
 def config_from_hf(
-    c, mlm_head: bool = False, pooler: bool = False, n_classes: int = 0
+    c, mlm_head: bool = False, pooler: bool = False, n_classes: int = 0, span_head: bool = False
 ) -> ModelConfig:
     """A BertConfig (+ the heads present) -> our ModelConfig; errors name the BERT field."""
     position_type = getattr(c, "position_embedding_type", "absolute")
@@ -89,6 +104,7 @@ def config_from_hf(
         n_token_types=c.type_vocab_size,
         mlm_head=mlm_head,
         pooler=pooler,
+        span_head=span_head,
         n_classes=n_classes,
         pad_id=pad,
         bos_id=bos if bos is not None else pad,
@@ -153,6 +169,15 @@ def config_to_hf(cfg: ModelConfig):
         family,
         "BertForSequenceClassification's classifier reads the pooler's output",
     )
+    if cfg.span_head:
+        require(
+            not (cfg.mlm_head or cfg.pooler or cfg.n_classes),
+            "span_head",
+            cfg.span_head,
+            family,
+            "BertForQuestionAnswering has the span head alone (no masked-LM head, pooler or "
+            "classifier)",
+        )
     if cfg.mlm_head and cfg.pooler:
         require(
             cfg.n_classes == 2,
@@ -175,7 +200,7 @@ def config_to_hf(cfg: ModelConfig):
         layer_norm_eps=cfg.norm_eps,
         pad_token_id=cfg.pad_id,
         tie_word_embeddings=cfg.tie_embeddings,
-        num_labels=max(cfg.n_classes, 1),
+        num_labels=2 if cfg.span_head else max(cfg.n_classes, 1),
     )
 
 
@@ -216,6 +241,8 @@ def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, st
         pairs.append(("mlm_head.decoder.bias", "cls.predictions.decoder.bias"))
         if not cfg.tie_embeddings:
             pairs.append(("mlm_head.decoder.weight", "cls.predictions.decoder.weight"))
+    if cfg.span_head:
+        pairs += [(f"span_head.proj.{p}", f"qa_outputs.{p}") for p in ("weight", "bias")]
     return pairs
 
 
@@ -244,7 +271,9 @@ def to_hf(model: EncoderOnly):
 
     cfg = model.config
     hf_config = config_to_hf(cfg)
-    if cfg.mlm_head and cfg.pooler:
+    if cfg.span_head:
+        hf_model = transformers.BertForQuestionAnswering(hf_config)
+    elif cfg.mlm_head and cfg.pooler:
         hf_model = transformers.BertForPreTraining(hf_config)
     elif cfg.mlm_head:
         hf_model = transformers.BertForMaskedLM(hf_config)

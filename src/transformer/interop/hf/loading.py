@@ -25,7 +25,13 @@ _CLASSES = {
     "t5": ("T5ForConditionalGeneration",),
     "gpt2": ("GPT2LMHeadModel", "GPT2Model"),
     "llama": ("LlamaForCausalLM",),
-    "bert": ("BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining"),
+    "bert": (
+        "BertModel",
+        "BertForMaskedLM",
+        "BertForSequenceClassification",
+        "BertForPreTraining",
+        "BertForQuestionAnswering",
+    ),
 }
 
 # Files whose presence means a Hugging Face directory ships a tokenizer (without them,
