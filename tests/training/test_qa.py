@@ -125,7 +125,9 @@ def test_a_qa_run_learns_to_point_at_the_answer(qa_run):
     assert any("windows of at most 16 tokens" in line for line in lines)
     metrics = [json.loads(x) for x in (root / "run" / "metrics.jsonl").read_text().splitlines()]
     valid = [m for m in metrics if m.get("split") == "valid"][-1]
-    assert valid["valid_f1"] > 80 and valid["valid_exact_match"] > 60  # chance: ~1/40 of the spans
+    # fp32 runs on either attention kernel land at F1 93-95, exact match 67-78; a span drawn at
+    # random is exactly right about 1 time in 40
+    assert valid["valid_f1"] > 80 and valid["valid_exact_match"] > 40
 
 
 def test_answers_through_windows_are_the_best_span_of_the_logits(qa_run):

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_indices, batch_seed, pad_rows, padding_share, to_device
+from ...data.batching import batch_indices, batch_seed, pad_rows, to_device
 from ...data.images import augment, load_images, to_pixels
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
@@ -27,9 +27,16 @@ from ...model.io import load_config
 from ...model_dir import load_labels, load_model
 from .. import distributed as D
 from ..checkpoint import step_dirs
-from ..corpora import run_tokenizers
 from .base import Objective, StepSums, autocast, validation_sums
-from .encoder import EncoderBatch, EncoderObjective, encoder_model, init_dir, pretrained_under
+from .encoder import (
+    EncoderBatch,
+    EncoderObjective,
+    TextRows,
+    encoder_model,
+    init_dir,
+    pretrained_under,
+    run_tokenizer,
+)
 
 
 class Labelled:
@@ -71,7 +78,7 @@ class Labelled:
         )
 
 
-class Classify(Labelled, EncoderObjective):
+class Classify(Labelled, TextRows, EncoderObjective):
     """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a
     classifier."""
 
@@ -84,11 +91,7 @@ class Classify(Labelled, EncoderObjective):
         resume: bool,
     ):
         d = config.data
-        if dist.is_main:
-            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
-        D.barrier(dist)
-        if not dist.is_main:
-            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
+        tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
         if resume:
             labels = load_labels(step_dirs(run_dir)[-1])
@@ -153,17 +156,6 @@ class Classify(Labelled, EncoderObjective):
                     rows.append(self.tokens.wrap(ids))
                     kept.append(labels[i])
         return rows, np.asarray(kept, dtype=np.int64), dropped
-
-    def batches(self, epoch):
-        return batch_indices(
-            self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch
-        )
-
-    def padding_share(self, batches):
-        return padding_share(batches, self.sizes - 1)
-
-    def units(self, indices, key):
-        return len(indices)
 
     def collate(self, indices, key=None, rows=None, labels=None):
         rows = self.train_ids if rows is None else rows

@@ -10,6 +10,7 @@ masked-token accuracy; best/ by loss.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from ...data.tokenizer import EncoderTokens, Tokenizer
 from ...model.build import build_model, tie_weights
 from ...model.transformer import EncoderOnly
 from ...model_dir import load_model, load_special_tokens
+from .. import distributed as D
 from ..checkpoint import step_dirs
-from ..corpora import TrainingData
+from ..corpora import TrainingData, run_tokenizers
 from .base import BatchCache, Objective, StepSums, autocast, validation_sums
 
 
@@ -111,6 +113,35 @@ class EncoderObjective(Objective):
             "decode": self.config.decode,
             "special_tokens": self.tokens.record(),
         }
+
+
+class TextRows:
+    """What the objectives with one unit per row ([CLS] text [SEP], a window) share: rows batched
+    by tokens from self.sizes (each row's length with its special tokens)."""
+
+    def batches(self, epoch):
+        return batch_indices(
+            self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch
+        )
+
+    def padding_share(self, batches):
+        return padding_share(batches, self.sizes - 1)
+
+    def units(self, indices, key):
+        return len(indices)
+
+
+def run_tokenizer(
+    config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None], resume: bool
+) -> Tokenizer:
+    """The run's one tokenizer (corpora.run_tokenizers): rank 0 trains or loads it first, the other
+    processes then read what it wrote."""
+    if dist.is_main:
+        tokenizer, _ = run_tokenizers(config, run_dir, dist, say, resume)
+    D.barrier(dist)
+    if not dist.is_main:
+        tokenizer, _ = run_tokenizers(config, run_dir, dist, say, resume)
+    return tokenizer
 
 
 def init_dir(config: RunConfig, run_dir: Path, resume: bool) -> Path | None:

@@ -24,15 +24,14 @@ import torch
 import torch.nn.functional as F
 
 from ...config import RunConfig
-from ...data.batching import batch_indices, pad_rows, padding_share, to_device
+from ...data.batching import batch_indices, pad_rows, to_device
 from ...data.squad import Question, Window, read_squad
 from ...data.text import DataError
 from ...decoding.answer import Best, question_windows
 from ...evaluation.overlap import squad_scores
 from .. import distributed as D
-from ..corpora import run_tokenizers
 from .base import StepSums, autocast, validation_sums
-from .encoder import EncoderObjective, encoder_model, init_dir
+from .encoder import EncoderObjective, TextRows, encoder_model, init_dir, run_tokenizer
 
 HEADS = dict(span_head=True, mlm_head=False, pooler=False, n_classes=0)
 
@@ -62,7 +61,7 @@ class SpanBatch:
         )
 
 
-class SpanQA(EncoderObjective):
+class SpanQA(TextRows, EncoderObjective):
     """Start and end of the answer span in a context (data.train_squad)."""
 
     name = "qa"
@@ -77,11 +76,7 @@ class SpanQA(EncoderObjective):
         resume: bool,
     ):
         d, s = config.data, config.decode
-        if dist.is_main:
-            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
-        D.barrier(dist)
-        if not dist.is_main:
-            tok, _ = run_tokenizers(config, run_dir, dist, say, resume)
+        tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
         self.train_rows = self._windows(read_squad(d.train_squad))
         self.sizes = np.fromiter((len(r.ids) for r in self.train_rows), np.int64)
@@ -110,17 +105,6 @@ class SpanQA(EncoderObjective):
         return question_windows(
             self.tokenizer, self.tokens, pairs, s.answer_window, s.answer_stride, answers
         )
-
-    def batches(self, epoch):
-        return batch_indices(
-            self.sizes, self.config.train.batch_tokens, self.config.train.seed, epoch
-        )
-
-    def padding_share(self, batches):
-        return padding_share(batches, self.sizes - 1)
-
-    def units(self, indices, key):
-        return len(indices)
 
     def collate(self, indices, key=None, rows=None):
         rows = self.train_rows if rows is None else rows
