@@ -54,8 +54,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
     if not args.text and not (args.src and args.ref):
         raise UserError(
-            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification) or "
-            "--pairs (text-to-text)"
+            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), "
+            "--pairs (text-to-text) or --squad (question answering)"
         )
     if args.output:
         check_output(args.output)
