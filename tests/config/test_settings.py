@@ -37,6 +37,9 @@ DECODE = {
     "no_repeat_ngram_size": ([0, 1, 3], [-1]),
     "repetition_penalty": ([1.0, 1.2, 0.8, 3], [0.0, -1.0, math.inf, math.nan]),
     "precision": (["fp32", "bf16", "int8", "auto"], ["fp16", "x"]),
+    "answer_window": ([8, 384], [7, 0]),
+    "answer_stride": ([1, 128], [0, -1]),
+    "max_answer_tokens": ([1, 30], [0, -1]),
 }
 COMPANIONS = {"n_best": {"beam_size": 4}}
 """Settings given with the one under test (n_best needs a beam at least as wide)."""
@@ -45,8 +48,13 @@ COMMANDS = {
     "top_k": "generate",
     "top_p": "generate",
     "max_new_tokens": "generate",
+    "answer_window": "answer",
+    "answer_stride": "answer",
+    "max_answer_tokens": "answer",
 }
 """The command whose flag is tried (translate unless named)."""
+REQUIRED = {"generate": ["--prompt", "x"], "answer": ["--question", "q", "--context", "c"]}
+"""What each command needs besides the flag."""
 
 SERVE = {
     "max_batch_tokens": ([1, 4000], [0, -1]),
@@ -116,9 +124,8 @@ def cli_accepts(cls, command: list[str], name, value) -> bool | None:
 @pytest.mark.parametrize("name", list(DECODE))
 def test_the_cli_and_the_config_file_agree(tmp_path, capsys, name):
     accepted, refused = DECODE[name]
-    command = [COMMANDS.get(name, "translate"), "model"] + (
-        ["--prompt", "x"] if name in COMMANDS else []
-    )
+    command = [COMMANDS.get(name, "translate"), "model"]
+    command += REQUIRED.get(command[0], [])
     for values, ok in ((accepted, True), (refused, False)):
         for value in values:
             assert config_accepts(tmp_path, name, value) is ok, (name, value, "config")
@@ -175,8 +182,9 @@ def api_accepts(clients, name, value) -> bool | None:
     return r.status_code == 200
 
 
-API_LESS = {"early_stopping", "precision"}
-"""Settings no request takes: a model directory's decode.json and the server's --precision set them."""
+API_LESS = {"early_stopping", "precision", "answer_window", "answer_stride", "max_answer_tokens"}
+"""Settings no request takes: a model directory's decode.json and the server's --precision set them
+(the server has no question-answering route)."""
 
 
 @pytest.mark.parametrize("name", list(DECODE))

@@ -14,9 +14,9 @@ import torch
 
 from transformer.cli import main
 from transformer.config import build_run_config
-from transformer.data.squad import make_windows, read_squad, token_span
+from transformer.data.squad import best_span, make_windows, question_windows, read_squad, token_span
 from transformer.data.text import DataError
-from transformer.decoding.answer import answer_windows, best_span, question_windows
+from transformer.decoding.answer import answer_windows
 from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.evaluation.scoring import covered_verses
 from transformer.training.trainer import train

@@ -11,16 +11,31 @@ to QUESTION_TOKENS tokens; a context longer than the window is read in windows o
 so neighbouring windows overlap and every token is read with context on both sides in some
 window. In training, a window's target is the answer's first and last token when the whole answer
 lies inside it, else [CLS] (position 0: "not in this window").
+
+Answers (Best): in each window the candidate spans are pairs of the N_BEST highest start logits
+and the N_BEST highest end logits over the window's context tokens, with start <= end < start +
+max_answer_tokens; a span scores start logit + end logit, and a question's answer is its best
+span over all its windows (as Hugging Face's question-answering pipeline and the BERT reference
+code choose), the characters of the context from its first token's start to its last token's
+end. decoding.answer runs a model over the windows; the qa objective's validation reads the same
+spans off its loss's logits.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .text import DataError
+from .tokenizer import EncoderTokens, Tokenizer
+
+N_BEST = 20
+"""Start and end candidates per window (the BERT reference code's n_best_size)."""
 
 QUESTION_TOKENS = 64
 """A question longer than this many tokens is cut to it."""
@@ -172,3 +187,98 @@ def make_windows(
         if end >= len(context_ids):
             return rows
         begin += min(stride, room)
+
+
+# --------------------------------------------------------------------------------------------
+# Answers: the best span of each question over its windows
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The best span of a context: its text, its characters [start, end) and its score."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+
+
+def question_windows(
+    tokenizer: Tokenizer,
+    tokens: EncoderTokens,
+    pairs: Sequence[tuple[str, str]],
+    window: int,
+    stride: int,
+    answers: Sequence[tuple[int, int] | None] | None = None,
+) -> list[Window]:
+    """The windows of each (question, context) pair, in order; each context is tokenised once.
+    answers: each pair's gold character span, for training targets."""
+    contexts: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
+    rows = []
+    for n, (question, context) in enumerate(pairs):
+        if context not in contexts:
+            contexts[context] = tokenizer.encode_offsets(context)
+        ids, offsets = contexts[context]
+        rows += make_windows(
+            n,
+            tokenizer.encode(question),
+            ids,
+            offsets,
+            tokens.cls,
+            tokens.sep,
+            window,
+            stride,
+            answers[n] if answers else None,
+        )
+    return rows
+
+
+def best_span(
+    start: torch.Tensor, end: torch.Tensor, first: int, n: int, max_tokens: int
+) -> tuple[float, int, int] | None:
+    """The best (score, first token, last token) of one window: start and end are its logits (L,),
+    the context tokens are positions first .. first + n - 1; token numbers count from the first
+    context token."""
+    if n <= 0:
+        return None
+    start, end = start[first : first + n].float(), end[first : first + n].float()
+    k = min(N_BEST, n)
+    starts, ends = start.topk(k).indices.tolist(), end.topk(k).indices.tolist()
+    best = None
+    for s in starts:
+        for e in ends:
+            if s <= e < s + max_tokens:
+                score = float(start[s] + end[e])
+                if best is None or score > best[0]:
+                    best = (score, s, e)
+    return best
+
+
+class Best:
+    """The best span of each question so far, over the windows seen (see the module doc)."""
+
+    def __init__(self, contexts: Sequence[str], max_answer_tokens: int):
+        self.contexts = contexts
+        self.max_tokens = max_answer_tokens
+        self.best: list[tuple[float, int, int] | None] = [None] * len(contexts)
+
+    def see(self, row: Window, start: torch.Tensor, end: torch.Tensor) -> None:
+        """One window's start and end logits (L,)."""
+        span = best_span(start, end, row.first, len(row.offsets), self.max_tokens)
+        if span is not None:
+            score, s, e = span
+            known = self.best[row.question]
+            if known is None or score > known[0]:
+                self.best[row.question] = (score, row.offsets[s][0], row.offsets[e][1])
+
+    def answers(self) -> list[Answer]:
+        out = []
+        for context, found in zip(self.contexts, self.best, strict=True):
+            if found is None:
+                out.append(Answer("", 0, 0, float("-inf")))
+                continue
+            score, a, b = found
+            while a < b and context[a].isspace():  # byte-level BPE spans start at the space before
+                a += 1
+            out.append(Answer(context[a:b], a, b, score))
+        return out

@@ -343,7 +343,7 @@ def score_squad(pipeline, path, **decode) -> tuple[dict[str, float], list]:
     """An extractive QA model on a SQuAD-format file: {"questions", "exact_match", "f1"} (SQuAD's
     definitions, times 100) and, when the file gives verses (`transformer data commentary-qa`),
     "verse_f1": the mean over questions of the F1 of the verses the answer overlaps against the
-    gold verses; and the answers (decoding.answer.Answer) in file order."""
+    gold verses; and the answers (data.squad.Answer) in file order."""
     from ..data.squad import read_squad
     from .overlap import set_f1, squad_scores
 

@@ -9,7 +9,7 @@ excluded), the target being the answer's first and last token when the whole ans
 window, else [CLS]. Units are windows.
 
 Validation, on the first train.valid_questions questions of data.valid_squad: the loss over their
-windows and, from the same logits, each question answered as decoding.answer does (the best span
+windows and, from the same logits, each question answered as data.squad.Best does (the best span
 over its windows), scored with SQuAD's exact match and F1 (evaluation.overlap); best/ by F1.
 """
 
@@ -25,9 +25,8 @@ import torch.nn.functional as F
 
 from ...config import RunConfig
 from ...data.batching import batch_indices, pad_rows, to_device
-from ...data.squad import Question, Window, read_squad
+from ...data.squad import Best, Question, Window, question_windows, read_squad
 from ...data.text import DataError
-from ...decoding.answer import Best, question_windows
 from ...evaluation.overlap import squad_scores
 from .. import distributed as D
 from .base import StepSums, autocast, validation_sums
