@@ -211,8 +211,7 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
 def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
     """The table of score_pairs: a row per task, a column per score."""
     columns = [k for k in next(iter(scores.values())) if k not in ("lines", "exact")]
-    names = {"bleu": "BLEU", "chrf": "chrF", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2"}
-    names["rougeL"] = "ROUGE-L"
+    names = dict(bleu="BLEU", chrf="chrF", rouge1="ROUGE-1", rouge2="ROUGE-2", rougeL="ROUGE-L")
     width = max(len(task) for task in scores)
     print(
         f"{'task':<{width}}  {'lines':>6}  "

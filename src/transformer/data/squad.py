@@ -244,11 +244,12 @@ def best_span(
     start, end = start[first : first + n].float(), end[first : first + n].float()
     k = min(N_BEST, n)
     starts, ends = start.topk(k).indices.tolist(), end.topk(k).indices.tolist()
+    start, end = start.tolist(), end.tolist()  # Python floats: no tensor op per candidate pair
     best = None
     for s in starts:
         for e in ends:
             if s <= e < s + max_tokens:
-                score = float(start[s] + end[e])
+                score = start[s] + end[e]
                 if best is None or score > best[0]:
                     best = (score, s, e)
     return best

@@ -77,7 +77,8 @@ class SpanQA(TextRows, EncoderObjective):
         d, s = config.data, config.decode
         tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
-        self.train_rows = self._windows(read_squad(d.train_squad))
+        train = read_squad(d.train_squad)
+        self.train_rows = self._windows(train)
         self.sizes = np.fromiter((len(r.ids) for r in self.train_rows), np.int64)
         self.valid_questions: list[Question] = []
         if d.valid_squad:
@@ -86,7 +87,7 @@ class SpanQA(TextRows, EncoderObjective):
         self.valid_rows = self._windows(self.valid_questions)
         held = sum(r.start > 0 for r in self.train_rows)
         say(
-            f"data: {len(self.train_rows) and self.train_rows[-1].question + 1:,} training "
+            f"data: {len(train):,} training "
             f"questions in {len(self.train_rows):,} windows of at most {s.answer_window} tokens "
             f"({held:,} hold their whole answer; the rest point at [CLS]), "
             f"{len(self.valid_questions):,} validation questions in {len(self.valid_rows):,}"
@@ -135,7 +136,8 @@ class SpanQA(TextRows, EncoderObjective):
             F.cross_entropy(start, batch.starts, reduction="sum")
             + F.cross_entropy(end, batch.ends, reduction="sum")
         ) / 2
-        logits = torch.stack([start, end], dim=-1).detach()  # (B, L, 2)
+        # validation reads its answers off these; a training step has no use for them
+        logits = None if model.training else torch.stack([start, end], dim=-1).detach()  # (B, L, 2)
         return StepSums(nll, nll.detach(), batch.units, batch.tokens, logits)
 
     def valid_batches(self):
