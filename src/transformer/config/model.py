@@ -1,4 +1,4 @@
-"""The shape of a Transformer: ModelConfig with its nested front ends (vision, relative bias), the
+"""The shape of a Transformer: ModelConfig with its nested front ends (vision, audio, relative bias), the
 choice lists of its settings, and the paper's presets (Table 3).
 
 Every field carries a one-line doc. A config is validated when it is built, and an error
@@ -16,6 +16,8 @@ from .checks import ConfigError, check_settings, check_types, from_values, setti
 ARCHS = ("encoder-decoder", "encoder", "decoder")
 VISION_POSITIONS = ("learned", "sinusoidal2d", "none")
 """Patch positions of an image encoder (transformer.model.patches)."""
+AUDIO_POSITIONS = ("sinusoidal", "learned")
+"""Frame positions of an audio encoder (transformer.model.audio)."""
 ATTENTION_IMPLS = ("auto", "fused", "textbook")
 """How attention is computed (transformer.runtime.precision chooses for auto)."""
 
@@ -46,6 +48,38 @@ class VisionConfig:
     @property
     def n_patches(self) -> int:
         return (self.image_size // self.patch_size) ** 2
+
+
+@dataclass(frozen=True)
+class AudioConfig:
+    """The speech front end of an encoder-decoder (Whisper): `[model.audio]`. The encoder reads a
+    log-mel spectrogram (n_mels x frames, 100 frames a second) through two 1-D convolutions, the
+    second with stride 2; see transformer.model.audio and transformer.data.audio."""
+
+    n_mels: int = setting(80, gt=0)
+    """Mel bands of the spectrogram (Whisper: 80; large-v3: 128)."""
+    max_frames: int = setting(3000, ge=2)
+    """Longest input in spectrogram frames (3000 = 30 s); the encoder has max_frames / 2
+    positions."""
+    positions: str = setting("sinusoidal", choices=AUDIO_POSITIONS)
+    """sinusoidal (Whisper's fixed table, sines then cosines) or learned."""
+    pad_to_max: bool = False
+    """Pad every input to max_frames, as Whisper was trained (true for imported Whisper models);
+    false: a batch is padded to its longest input and the padding is masked."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "model.audio")
+        check_settings(self, "model.audio")
+        if self.max_frames % 2:
+            raise ConfigError(
+                f"model.audio.max_frames={self.max_frames} must be even: the second convolution "
+                "halves the frames"
+            )
+
+    @property
+    def n_positions(self) -> int:
+        """Encoder positions after the stride-2 convolution."""
+        return self.max_frames // 2
 
 
 @dataclass(frozen=True)
@@ -191,6 +225,9 @@ class ModelConfig:
     vision: VisionConfig | None = None
     """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder"
     only)."""
+    audio: AudioConfig | None = None
+    """A speech encoder (Whisper): log-mel frames instead of source token ids ([model.audio];
+    arch = "encoder-decoder" only)."""
     relative_bias: RelativeBiasConfig | None = None
     """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional =
     "t5_bias"."""
@@ -204,6 +241,12 @@ class ModelConfig:
             raise ConfigError(
                 f"vision={self.vision!r} is not valid: give a [model.vision] table or a "
                 "VisionConfig"
+            )
+        if isinstance(self.audio, dict):
+            object.__setattr__(self, "audio", from_values(AudioConfig, self.audio, "model.audio"))
+        if self.audio is not None and not isinstance(self.audio, AudioConfig):
+            raise ConfigError(
+                f"audio={self.audio!r} is not valid: give a [model.audio] table or an AudioConfig"
             )
         if isinstance(self.relative_bias, dict):
             object.__setattr__(
@@ -304,6 +347,17 @@ class ModelConfig:
                 raise ConfigError(
                     f"{self.vision.n_patches} patches + [CLS] exceed "
                     f"max_positions={self.max_positions}"
+                )
+        if self.audio is not None:
+            if self.arch != "encoder-decoder":
+                raise ConfigError(
+                    f"model.audio is for arch='encoder-decoder' (Whisper), not arch={self.arch!r}"
+                )
+            if self.relative_bias is not None or self.positional == "rope":
+                raise ConfigError(
+                    f"positional={self.positional!r} does not fit a speech model: its decoder "
+                    'takes positional = "learned" or "sinusoidal" (the encoder takes '
+                    "model.audio.positions)"
                 )
         if self.n_classes and self.arch != "encoder":
             raise ConfigError(

@@ -25,6 +25,8 @@ Conventions (also in docs):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass
 
 import torch
@@ -90,6 +92,9 @@ def beam_search(
     return_attention: bool = False,
     no_repeat_ngram_size: int = DecodeConfig.no_repeat_ngram_size,
     repetition_penalty: float = DecodeConfig.repetition_penalty,
+    prefix: Sequence[int] | None = None,
+    suppress_tokens: Sequence[int] = (),
+    begin_suppress_tokens: Sequence[int] = (),
 ):
     """Beam search for a batch of sources (or prompts, for a decoder-only model).
 
@@ -97,6 +102,7 @@ def beam_search(
     right-padded with pad_id; with return_scores also the penalised scores (B,) or (B, n_best)
     (-inf for a slot no hypothesis filled); with return_attention also
     {"self": (B, [n_best,] layers, H, T, keys), "cross": (B, [n_best,] layers, H, T, S) or None}.
+    prefix, suppress_tokens, begin_suppress_tokens and speech input: as greedy_search.
     """
     DecodeConfig(
         beam_size=beam_size,
@@ -112,7 +118,16 @@ def beam_search(
     )  # validates the values
     guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
     with inference(model):
-        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention, guards=guards)
+        stepper = Stepper(
+            model,
+            src_ids,
+            src_mask,
+            need_weights=return_attention,
+            guards=guards,
+            prefix=prefix,
+            suppress=suppress_tokens,
+            begin_suppress=begin_suppress_tokens,
+        )
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
         finished = _search(
             stepper,
@@ -210,7 +225,7 @@ def _history(stepper: Stepper, steps: int) -> AttentionHistory:
         stepper.config.n_heads,
         steps,
         self_key_count(stepper, steps),
-        None if stepper.decoder_only else stepper.src_ids.shape[1],
+        None if stepper.decoder_only else stepper.source_positions,
         stepper.device,
     )
 
@@ -310,7 +325,7 @@ def _collect(
                 len(stepper.model.decoder.layers),
                 cfg.n_heads,
                 0,
-                stepper.src_ids.shape[1],
+                stepper.source_positions,
                 device=device,
             ),
         }

@@ -6,7 +6,7 @@ produced </s> (or reached its length bound) leaves the cache, so it stops costin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -37,11 +37,12 @@ def pack_outputs(
 
 
 def self_key_count(stepper: Stepper, steps: int) -> int:
-    """Self-attention keys seen while predicting `steps` tokens: <s> + outputs, or the padded
-    prompt + outputs."""
+    """Self-attention keys seen while predicting `steps` tokens: <s> (or the decoder prefix) +
+    outputs, or the padded prompt + outputs."""
     if steps == 0:
         return 0
-    return stepper.src_ids.shape[1] + steps - 1 if stepper.decoder_only else steps
+    first = stepper.src_ids.shape[1] if stepper.decoder_only else stepper.prefix_length
+    return first + steps - 1
 
 
 def one_token_per_row(
@@ -78,7 +79,7 @@ def one_token_per_row(
             cfg.n_heads,
             steps,
             self_key_count(stepper, steps),
-            None if stepper.decoder_only else stepper.src_ids.shape[1],
+            None if stepper.decoder_only else stepper.source_positions,
             device,
         )
     if steps > 0:
@@ -140,6 +141,9 @@ def greedy_search(
     on_step: OnStep | None = None,
     no_repeat_ngram_size: int = DecodeConfig.no_repeat_ngram_size,
     repetition_penalty: float = DecodeConfig.repetition_penalty,
+    prefix: Sequence[int] | None = None,
+    suppress_tokens: Sequence[int] = (),
+    begin_suppress_tokens: Sequence[int] = (),
 ):
     """Greedy decoding for a batch: the argmax token at every step.
 
@@ -152,7 +156,10 @@ def greedy_search(
     summed log-probabilities (B,) (</s> included; with repetition_penalty, of the penalised
     distribution); with return_attention also
     {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None}. on_step: see
-    one_token_per_row.
+    one_token_per_row. prefix: an encoder-decoder's forced first decoder tokens (None = the start
+    token), not repeated in the output; suppress_tokens are never generated, begin_suppress_tokens
+    not as the first token. A speech model (config.audio) takes log-mel features (B, n_mels, F)
+    as src_ids and a frame mask (B, F) as src_mask.
     """
     DecodeConfig(
         max_len_a=max_len_a,
@@ -163,7 +170,16 @@ def greedy_search(
     )  # validates the values
     guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
     with inference(model):
-        stepper = Stepper(model, src_ids, src_mask, need_weights=return_attention, guards=guards)
+        stepper = Stepper(
+            model,
+            src_ids,
+            src_mask,
+            need_weights=return_attention,
+            guards=guards,
+            prefix=prefix,
+            suppress=suppress_tokens,
+            begin_suppress=begin_suppress_tokens,
+        )
         max_new = stepper.max_new_tokens(max_len_a, max_len_b)
         ids, scores, attention = one_token_per_row(
             stepper, lambda lp: lp.argmax(dim=-1), max_new, min_len, return_attention, on_step

@@ -5,7 +5,11 @@ output so far, V vocabulary, H heads; spelled out: layers, keys (self-attention 
 columns).
 
 For an encoder-decoder model the source is encoded once and the decoder starts from the
-model's start token (`ModelConfig.start_id`). For a decoder-only model the source *is* the
+model's start token (`ModelConfig.start_id`), or from a prefix of forced tokens (Whisper's
+`<|startoftranscript|> <|notimestamps|>`), which the output does not repeat. A speech model's
+source is log-mel features (B, n_mels, F) with a frame mask (B, F) or None. Token ids can be
+suppressed: never generated, or not as the first token (Whisper's blank and </s>); they get
+-inf logits before the softmax. For a decoder-only model the source *is* the
 prompt: a batch of prompts is left-padded so every row's next token lands in the same
 column, and the model counts positions from each row's first real token. Either way a step
 feeds one token per row and costs one new position of work over the KV cache; rows can be
@@ -104,6 +108,9 @@ class Stepper:
         src_mask: torch.Tensor | None = None,
         need_weights: bool = False,
         guards: RepetitionGuards | None = None,
+        prefix: Sequence[int] | None = None,
+        suppress: Sequence[int] = (),
+        begin_suppress: Sequence[int] = (),
     ):
         if not isinstance(model, EncoderDecoder | DecoderOnly):
             raise ValueError(
@@ -115,6 +122,59 @@ class Stepper:
         self.decoder_only = isinstance(model, DecoderOnly)
         self.need_weights = need_weights
         self.device = next(model.parameters()).device
+        self.audio = self.config.audio is not None
+        if prefix is not None and self.decoder_only:
+            raise ValueError("a decoder prefix is for encoder-decoder models: put it in the prompt")
+        self.prefix = [self.config.start_id] if prefix is None else [int(t) for t in prefix]
+        if not self.prefix:
+            raise ValueError("the decoder prefix is empty: give at least the start token")
+        vocab = self.config.target_vocab_size
+        self.suppress = self._ids(suppress, vocab, "suppress_tokens")
+        self.begin_suppress = self._ids(begin_suppress, vocab, "begin_suppress_tokens")
+        self.batch_size = 0
+        if self.audio:
+            self._audio_source(src_ids, src_mask)
+        else:
+            self._token_source(src_ids, src_mask)
+        self.cache = model.new_cache()
+        if need_weights:  # weights are per row: keep each beam's history in its own row
+            self.cache.share_prefixes = False
+        self.weights: dict | None = None
+        self.guards = guards
+        self.output = (
+            None
+            if guards is None
+            else torch.zeros(self.batch_size, 0, dtype=torch.long, device=self.device)
+        )  # (B, T): the tokens fed by step, the guards' history
+
+    def _ids(self, ids: Sequence[int], vocab: int, name: str) -> torch.Tensor | None:
+        ids = sorted({int(t) for t in ids})
+        bad = [t for t in ids if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"{name} holds id {bad[0]}, outside the vocabulary [0, {vocab})")
+        return torch.tensor(ids, dtype=torch.long, device=self.device) if ids else None
+
+    def _audio_source(self, features, mask: torch.Tensor | None) -> None:
+        """Log-mel features (B, n_mels, F) or (n_mels, F), frame mask (B, F) or None."""
+        if not isinstance(features, torch.Tensor) or not features.is_floating_point():
+            raise ValueError(
+                "a speech model decodes log-mel features: pass a float tensor (B, n_mels, frames) "
+                "(transformer.data.audio.log_mel)"
+            )
+        features = features[None] if features.dim() == 2 else features
+        if mask is not None:
+            mask = mask.to(torch.bool).reshape(features.shape[0], features.shape[-1])
+            mask = None if bool(mask.all()) else mask.to(self.device)
+        self.src_ids, self.src_mask = features.to(self.device), mask
+        self.batch_size = features.shape[0]
+        frames = (
+            torch.full((self.batch_size,), features.shape[-1], device=self.device)
+            if mask is None
+            else mask.sum(-1)
+        )
+        self.src_lengths = (frames + 1) // 2  # (B,): encoder positions
+
+    def _token_source(self, src_ids: SourceInput, src_mask: torch.Tensor | None) -> None:
         rows = _rows(src_ids, src_mask, self.config.pad_id)
         if self.decoder_only:
             empty = [i for i, r in enumerate(rows) if len(r) == 0]
@@ -129,16 +189,16 @@ class Stepper:
         )
         self.src_lengths = self.src_mask.sum(-1)  # (B,)
         self.batch_size = len(rows)
-        self.cache = model.new_cache()
-        if need_weights:  # weights are per row: keep each beam's history in its own row
-            self.cache.share_prefixes = False
-        self.weights: dict | None = None
-        self.guards = guards
-        self.output = (
-            None
-            if guards is None
-            else torch.zeros(self.batch_size, 0, dtype=torch.long, device=self.device)
-        )  # (B, T): the tokens fed by step, the guards' history
+
+    @property
+    def source_positions(self) -> int:
+        """Keys of the cross-attention: source tokens, or a speech encoder's positions."""
+        return (self.src_ids.shape[-1] + 1) // 2 if self.audio else self.src_ids.shape[1]
+
+    @property
+    def prefix_length(self) -> int:
+        """Decoder positions before the first output token (<s>, or the forced prefix)."""
+        return 0 if self.decoder_only else len(self.prefix)
 
     @property
     def max_positions(self) -> int | None:
@@ -152,15 +212,16 @@ class Stepper:
             # Encoder-decoder: <s> takes position 0 and y_1..y_{T-1} the next ones, so T <=
             # max_positions. Decoder-only: the prompt takes P positions and y_1..y_{N-1} the next
             # ones, so N <= max_positions - P + 1.
+            # A prefix of P forced tokens: T <= max_positions - P + 1.
             room = (
                 self.max_positions - self.src_lengths + 1
                 if self.decoder_only
-                else torch.full_like(limit, self.max_positions)
+                else torch.full_like(limit, self.max_positions - self.prefix_length + 1)
             )
             limit = torch.minimum(limit, room)
         return limit.clamp(min=0).cpu()
 
-    def _log_probs(self, out, last_only: bool) -> torch.Tensor:
+    def _log_probs(self, out, last_only: bool, first: bool = False) -> torch.Tensor:
         if self.need_weights:
             logits, weights = out
             self.weights = {
@@ -172,6 +233,9 @@ class Stepper:
         else:
             logits = out
         logits = logits[:, -1] if last_only else logits[:, 0]
+        for ids in (self.suppress, self.begin_suppress if first else None):
+            if ids is not None:
+                logits = logits.index_fill(1, ids, -float("inf"))
         if self.guards is not None:
             return self.guards.log_probs(logits, self.output)  # (B, V)
         return torch.log_softmax(
@@ -185,15 +249,15 @@ class Stepper:
             out = self.model(
                 self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True
             )
-            return self._log_probs(out, last_only=True)
-        memory, src_mask = self.model.encode(self.src_ids, self.src_mask)
-        start = torch.full(
-            (self.batch_size, 1), self.config.start_id, dtype=torch.long, device=self.device
-        )
+            return self._log_probs(out, last_only=True, first=True)
+        memory, src_mask = self.model.encode(self.src_ids, self.src_mask)[:2]
+        start = torch.tensor(self.prefix, dtype=torch.long, device=self.device).expand(
+            self.batch_size, -1
+        )  # (B, P)
         out = self.model.decode(
             start, memory, src_mask, cache=self.cache, need_weights=self.need_weights
         )
-        return self._log_probs(out, last_only=True)
+        return self._log_probs(out, last_only=True, first=True)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,) -> log-probabilities of the next (B, V)."""

@@ -10,11 +10,12 @@ from torch import nn
 
 from ..config import ModelConfig
 from .attention import MultiHeadAttention
+from .audio import AudioFrontEnd
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
 from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
-from .stacks import Decoder, Embeddings, Encoder, ImageEncoder
+from .stacks import AudioEncoder, Decoder, Embeddings, Encoder, ImageEncoder
 from .transformer import DecoderOnly, EncoderDecoder, EncoderOnly, Model
 
 
@@ -28,16 +29,19 @@ def build_model(cfg: ModelConfig) -> Model:
         )
     match cfg.arch:
         case "encoder-decoder":
-            src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            tgt_tokens = (
-                src_tokens
-                if cfg.shares_embeddings
-                else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
-            )
+            if cfg.audio is not None:  # Whisper: log-mel frames in, no source tokens
+                tgt_tokens = nn.Embedding(cfg.target_vocab_size, cfg.d_model)
+                encoder = _audio_encoder(cfg)
+            else:
+                src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+                tgt_tokens = (
+                    src_tokens
+                    if cfg.shares_embeddings
+                    else nn.Embedding(cfg.target_vocab_size, cfg.d_model)
+                )
+                encoder = _encoder(cfg, src_tokens)
             lm_head = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
-            model = EncoderDecoder(
-                cfg, _encoder(cfg, src_tokens), _decoder(cfg, tgt_tokens, cross=True), lm_head
-            )
+            model = EncoderDecoder(cfg, encoder, _decoder(cfg, tgt_tokens, cross=True), lm_head)
         case "decoder":
             tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
@@ -194,6 +198,12 @@ def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
         v.image_size, v.patch_size, v.channels, cfg.d_model, v.positions, cfg.dropout
     )
     return ImageEncoder(patches, layers, _final_norm(cfg))
+
+
+def _audio_encoder(cfg: ModelConfig) -> AudioEncoder:
+    a = cfg.audio
+    front = AudioFrontEnd(a.n_mels, a.max_frames, cfg.d_model, a.positions, cfg.dropout)
+    return AudioEncoder(front, _encoder_layers(cfg, None), _final_norm(cfg))
 
 
 def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:

@@ -1,8 +1,9 @@
 """The stacks the model families are built of (§3.1): token embeddings with positions, the encoder,
-the image encoder (ViT's patch front end), and the decoder with its KV cache bookkeeping.
+the image encoder (ViT's patch front end), the audio encoder (Whisper's convolutions), and the
+decoder with its KV cache bookkeeping.
 
 Legend (model/__init__.py): B batch, S source length, T target length, L length of either side's
-sequence, H heads, C d_model, P patches; N sentences and G beams per sentence in a prefix-tree
+sequence, H heads, C d_model, P patches, F audio frames; N sentences and G beams per sentence in a prefix-tree
 cache. Token masks are (B, L) booleans, True = real token.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .audio import AudioFrontEnd
 from .cache import KVCache
 from .layers import DecoderLayer, EncoderLayer, dropped
 from .masks import attention_mask, causal_mask, positions_from_mask
@@ -163,6 +165,34 @@ class ImageEncoder(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, weights) if need_weights else x
+
+
+class AudioEncoder(nn.Module):
+    """The encoder with a speech front end (Whisper): AudioFrontEnd, encoder layers, an optional
+    final norm."""
+
+    def __init__(
+        self, front: AudioFrontEnd, layers: list[EncoderLayer], final_norm: nn.Module | None
+    ):
+        super().__init__()
+        self.front = front
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ):
+        """features (B, n_mels, F), frame mask (B, F) or None -> (B, L, C) and the positions'
+        mask (B, L) or None; with need_weights also a list of (B, H, L, L) per layer."""
+        x, mask = self.front(features, mask)
+        attn_mask = attention_mask(mask, x.size(1))  # (B, 1, 1, L) or None
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, attn_mask, None, need_weights)
+            weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return (x, mask, weights) if need_weights else (x, mask)
 
 
 class Decoder(nn.Module):

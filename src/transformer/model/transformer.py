@@ -18,7 +18,7 @@ from .cache import KVCache
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .linear import linear
 from .masks import as_token_mask, padding_mask
-from .stacks import Decoder, Encoder, ImageEncoder
+from .stacks import AudioEncoder, Decoder, Encoder, ImageEncoder
 
 
 def _output_scale(cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
@@ -31,7 +31,13 @@ class EncoderDecoder(nn.Module):
     """The paper's model (Figure 1): encode the source once, decode the target with teacher forcing
     or step by step."""
 
-    def __init__(self, config: ModelConfig, encoder: Encoder, decoder: Decoder, lm_head: nn.Linear):
+    def __init__(
+        self,
+        config: ModelConfig,
+        encoder: Encoder | AudioEncoder,
+        decoder: Decoder,
+        lm_head: nn.Linear,
+    ):
         super().__init__()
         self.config = config
         self.encoder = encoder
@@ -45,7 +51,16 @@ class EncoderDecoder(nn.Module):
         need_weights: bool = False,
     ):
         """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when
-        omitted)."""
+        omitted). A speech model (config.audio) takes log-mel features (B, n_mels, F) and a frame
+        mask (B, F) or None, and returns memory (B, L, C) with the positions' mask (B, L) or
+        None."""
+        if isinstance(self.encoder, AudioEncoder):
+            if src_mask is not None:
+                src_mask = as_token_mask(
+                    src_mask, (src_ids.shape[0], src_ids.shape[-1]), "src_mask"
+                )
+            out = self.encoder(src_ids, src_mask, need_weights=need_weights)
+            return out
         src_mask = as_token_mask(src_mask, src_ids.shape, "src_mask")
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)

@@ -1,4 +1,5 @@
-"""Hugging Face weights in and out: BERT, GPT-2, Llama, Marian, T5 and ViT, with identical outputs.
+"""Hugging Face weights in and out: BERT, GPT-2, Llama, Marian, T5, ViT and Whisper, with identical
+outputs.
 
     model = from_hf(hf_model_or_path)          # our EncoderOnly / DecoderOnly / EncoderDecoder
     hf_model = to_hf(model)                    # the matching transformers model
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 
 from ...model.transformer import Model
-from . import bert, gpt2, llama, marian, t5, vit
+from . import bert, gpt2, llama, marian, t5, vit, whisper
 from .common import HFConversionError
 
 
@@ -50,17 +51,21 @@ def _convert(hf_model) -> Model:
             return vit.from_hf(hf_model)
         case "t5":
             return t5.from_hf(hf_model)
+        case "whisper":
+            return whisper.from_hf(hf_model)
         case _:
             raise HFConversionError(
                 f"Hugging Face model_type={model_type!r} is not supported: "
-                "from_hf converts marian, t5, gpt2, llama, bert and vit models"
+                "from_hf converts marian, t5, whisper, gpt2, llama, bert and vit models"
             )
 
 
 def to_hf(model: Model):
-    """Our model -> the matching transformers model (Marian, T5, GPT-2, Llama, BERT or ViT) with the
-    same outputs."""
+    """Our model -> the matching transformers model (Marian, T5, Whisper, GPT-2, Llama, BERT or
+    ViT) with the same outputs."""
     cfg = model.config
+    if cfg.audio is not None:
+        return whisper.to_hf(model)
     if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
         return t5.to_hf(model)
     if cfg.qk_dim != cfg.head_dim:

@@ -16,6 +16,7 @@ from .common import HFConversionError
 _DEFAULT_CLASS = {
     "marian": "MarianMTModel",
     "t5": "T5ForConditionalGeneration",
+    "whisper": "WhisperForConditionalGeneration",
     "gpt2": "GPT2LMHeadModel",
     "llama": "LlamaForCausalLM",
     "bert": "BertModel",
@@ -23,6 +24,7 @@ _DEFAULT_CLASS = {
 _CLASSES = {
     "marian": ("MarianMTModel",),
     "t5": ("T5ForConditionalGeneration",),
+    "whisper": ("WhisperForConditionalGeneration", "WhisperModel"),
     "gpt2": ("GPT2LMHeadModel", "GPT2Model"),
     "llama": ("LlamaForCausalLM",),
     "bert": (
