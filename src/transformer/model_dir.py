@@ -11,6 +11,8 @@ load_* functions below its other parts.
     labels.json          a classifier's class names, in the order of its outputs
     special_tokens.json  an encoder's special tokens by role: pad_token, unk_token, cls_token,
                          sep_token, mask_token (Hugging Face's names; data/tokenizer.EncoderTokens)
+    speech.json          a speech model's decoder prompt and suppressed token ids:
+                         {"prompt": [...], "suppress_tokens": [...], "begin_suppress_tokens": [...]}
 
 This module sits above `model/` and `data/`, so that neither imports the other: `model/io.py`
 knows configs and weights only, `data/tokenizer.py` knows tokenizer files only.
@@ -33,18 +35,22 @@ from .model.transformer import Model
 DECODE_FILE = "decode.json"
 CHAT_TEMPLATE_FILE = "chat_template.json"
 LABELS_FILE = "labels.json"
+SPEECH_FILE = "speech.json"
+SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
 
 __all__ = [
     "CHAT_TEMPLATE_FILE",
     "DECODE_FILE",
     "LABELS_FILE",
     "SPECIAL_TOKENS_FILE",
+    "SPEECH_FILE",
     "has_tokenizer",
     "load_chat_template",
     "load_decode_config",
     "load_labels",
     "load_model",
     "load_special_tokens",
+    "load_speech",
     "load_tokenizers",
     "model_files",
     "save_model",
@@ -59,6 +65,7 @@ def save_model(
     chat: dict | None = None,
     labels: list[str] | None = None,
     special_tokens: dict[str, str] | None = None,
+    speech: dict | None = None,
 ) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given.
@@ -68,6 +75,7 @@ def save_model(
     a `save(file)` method works (`transformer.data.tokenizer.Tokenizer`).
     decode: the decoding defaults, written as decode.json. chat: the chat template record.
     labels: a classifier's class names (labels.json). special_tokens: an encoder's {role: token}.
+    speech: a speech model's decoder prompt and suppressed tokens (speech.json).
     """
     path = save_weights(model, path)
     if tokenizer is not None:
@@ -96,6 +104,9 @@ def save_model(
             path / SPECIAL_TOKENS_FILE,
             json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n",
         )
+    if speech is not None:
+        record = {key: [int(t) for t in speech.get(key, [])] for key in SPEECH_KEYS}
+        atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
     return path
 
 
@@ -108,12 +119,14 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
 
 def model_files(path: str | os.PathLike) -> dict:
     """What save_model takes besides the model and tokenizer, as a model directory holds it:
-    decode, chat, labels, special_tokens (for copying a directory's extras onto another)."""
+    decode, chat, labels, special_tokens, speech (for copying a directory's extras onto
+    another)."""
     return {
         "decode": load_decode_config(path),
         "chat": load_chat_template(path),
         "labels": load_labels(path),
         "special_tokens": load_special_tokens(path),
+        "speech": load_speech(path),
     }
 
 
@@ -147,6 +160,23 @@ def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
             f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it"
         )
     return record
+
+
+def load_speech(path: str | os.PathLike) -> dict | None:
+    """A speech model's decoder prompt and suppressed token ids (speech.json), or None."""
+    file = Path(path) / SPEECH_FILE
+    if not file.is_file():
+        return None
+    record = _read_json(file, f"it should hold {', '.join(SPEECH_KEYS)}")
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(k, []), list)
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in record.get(k, []))
+        for k in SPEECH_KEYS
+    ):
+        raise ModelFileError(
+            f"{file} should map {', '.join(SPEECH_KEYS)} to lists of token ids: fix or delete it"
+        )
+    return {key: list(record.get(key, [])) for key in SPEECH_KEYS}
 
 
 def load_decode_config(path: str | os.PathLike) -> DecodeConfig:

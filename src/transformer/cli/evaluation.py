@@ -30,6 +30,15 @@ SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, perplexity of a language model on text, a
     classifier's accuracy on labelled text or images, or a text-to-text model's scores per task."""
+    if args.audio:
+        if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.squad:
+            raise UserError(
+                "give --audio (a speech model's word error rate) alone, without --text, --src, "
+                "--ref, --tsv, --images, --pairs or --squad"
+            )
+        from .speech import evaluate_audio
+
+        return evaluate_audio(args)
     if args.squad:
         if args.text or args.src or args.ref or args.tsv or args.images or args.plot or args.pairs:
             raise UserError(
@@ -55,7 +64,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if not args.text and not (args.src and args.ref):
         raise UserError(
             "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), "
-            "--pairs (text-to-text) or --squad (question answering)"
+            "--pairs (text-to-text), --squad (question answering) or --audio (speech)"
         )
     if args.output:
         check_output(args.output)
@@ -364,6 +373,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--squad",
         help="questions on contexts in SQuAD's JSON format: a question-answering model's exact "
         "match and F1 (and verse-level F1 where the file gives verses)",
+    )
+    p.add_argument(
+        "--audio",
+        help="a folder of WAV files with transcripts.tsv (file<TAB>transcript): a speech model's "
+        "word error rate per clip and overall",
     )
     p.add_argument(
         "--metric",

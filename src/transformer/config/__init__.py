@@ -11,6 +11,7 @@ from .decode import (
     INFERENCE_PRECISIONS,
     LENGTH_PENALTY_KINDS,
     SAMPLING_SETTINGS,
+    TRANSCRIBE_SETTINGS,
     TRANSLATE_SETTINGS,
     DecodeConfig,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "DataConfig",
     "DecodeConfig",
     "SAMPLING_SETTINGS",
+    "TRANSCRIBE_SETTINGS",
     "TRANSLATE_SETTINGS",
     "EARLY_STOPPING",
     "GATED_ACTIVATIONS",

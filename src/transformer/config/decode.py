@@ -125,5 +125,14 @@ TRANSLATE_SETTINGS = (
 """The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
 SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", *REPETITION_SETTINGS)
 """The settings of sampling from a language model: generate's flags, /v1/generate's fields."""
+TRANSCRIBE_SETTINGS = (
+    "beam_size",
+    "length_penalty",
+    "length_penalty_kind",
+    "max_len_b",
+    "min_len",
+    *REPETITION_SETTINGS,
+)
+"""The settings of transcribing speech: transcribe's flags, /v1/transcribe's fields."""
 ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
 """The settings of extractive question answering: answer's flags."""

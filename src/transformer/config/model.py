@@ -1,5 +1,5 @@
-"""The shape of a Transformer: ModelConfig with its nested front ends (vision, audio, relative bias), the
-choice lists of its settings, and the paper's presets (Table 3).
+"""The shape of a Transformer: ModelConfig with its nested front ends (vision, audio, relative
+bias), the choice lists of its settings, and the paper's presets (Table 3).
 
 Every field carries a one-line doc. A config is validated when it is built, and an error
 names the field, the bad value and what would be valid.

@@ -26,7 +26,6 @@ Conventions (also in docs):
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from dataclasses import dataclass
 
 import torch

@@ -36,6 +36,7 @@ from ..model_dir import (
     load_labels,
     load_model,
     load_special_tokens,
+    load_speech,
     load_tokenizers,
 )
 from ..runtime.precision import PrecisionChoice, inference_precision
@@ -65,6 +66,8 @@ class Pipeline:
     """A classifier's class names (labels.json)."""
     special_tokens: dict | None = None
     """An encoder's special tokens by role (special_tokens.json)."""
+    speech: dict | None = None
+    """A speech model's decoder prompt and suppressed token ids (speech.json)."""
 
     @classmethod
     def load(
@@ -95,6 +98,7 @@ class Pipeline:
             choice,
             load_labels(path),
             load_special_tokens(path),
+            load_speech(path),
         )
 
     @property
@@ -253,10 +257,27 @@ class Pipeline:
         )
         return answers[0] if one else answers
 
-    def search(self, sources: list[list[int]], s: DecodeConfig, return_attention: bool = False):
+    def transcribe(self, audio, batch_size: int = 8, **decode) -> list[str]:
+        """The transcript of each audio input: WAV file paths, or 1-D float tensors of 16 kHz
+        samples (a single one gives a list of one). Audio longer than the model's window (30 s for
+        Whisper) is cut into windows whose transcripts are joined. decode overrides the model's
+        defaults (beam_size 1 = greedy). See transformer.decoding.transcribe."""
+        from .transcribe import transcribe
+
+        return transcribe(self, audio, batch_size, **decode)
+
+    def search(
+        self,
+        sources: list[list[int]] | torch.Tensor,
+        s: DecodeConfig,
+        return_attention: bool = False,
+        src_mask: torch.Tensor | None = None,
+        **speech,
+    ):
         """Token ids in, ids out under settings s: greedy when s.beam_size is 1, else beam search
         (with return_attention, also the attention weights, as greedy_search/beam_search return
-        them)."""
+        them). A speech model's sources are log-mel features with their frame mask (src_mask), and
+        speech holds prefix, suppress_tokens and begin_suppress_tokens."""
         if s.beam_size == 1:
             return greedy_search(
                 self.model,
@@ -264,9 +285,11 @@ class Pipeline:
                 max_len_a=s.max_len_a,
                 max_len_b=s.max_len_b,
                 min_len=s.min_len,
+                src_mask=src_mask,
                 return_attention=return_attention,
                 no_repeat_ngram_size=s.no_repeat_ngram_size,
                 repetition_penalty=s.repetition_penalty,
+                **speech,
             )
         return beam_search(
             self.model,
@@ -279,9 +302,11 @@ class Pipeline:
             min_len=s.min_len,
             n_best=s.n_best,
             early_stopping=s.early_stopping,
+            src_mask=src_mask,
             return_attention=return_attention,
             no_repeat_ngram_size=s.no_repeat_ngram_size,
             repetition_penalty=s.repetition_penalty,
+            **speech,
         )
 
     def _sample_translations(

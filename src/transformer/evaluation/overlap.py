@@ -1,12 +1,14 @@
 """Word-overlap metrics on plain strings: ROUGE-1/2/L for summaries (Lin 2004, as Google's
-rouge-score package computes them) and SQuAD's exact match and token F1 for extracted answers
-(Rajpurkar et al. 2016, as its evaluation script v1.1 computes them).
+rouge-score package computes them), SQuAD's exact match and token F1 for extracted answers
+(Rajpurkar et al. 2016, as its evaluation script v1.1 computes them), and the word error rate of
+transcripts (the fewest word edits, as jiwer computes it, on normalised words).
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
@@ -119,3 +121,69 @@ def squad_scores(predictions: Sequence[str], golds: Sequence[Sequence[str]]) -> 
 def set_f1(predicted: set, gold: set) -> float:
     """F1 of two sets (verse-level F1: the verses an answer covers against the gold verses)."""
     return _f1(len(predicted & gold), len(predicted), len(gold))[2]
+
+
+# The word error rate (WER) of transcripts: both sides normalised (normalize_transcript), then the
+# fewest word substitutions S, deletions D and insertions I that turn the reference into the
+# hypothesis (Levenshtein on words). Ties between alignments of as few edits go to the one with
+# the fewest substitutions, i.e. the most matched words ("a b" heard as "b c": b matched, a
+# deleted, c inserted; not two substitutions); D and I follow, as D - I = |ref| - |hyp|. Corpus
+# WER = 100 * (S + D + I) / N summed over the pairs, N the reference words: the edits of the whole
+# test set over its words, not a mean of per-pair rates (a long clip weighs more). It can pass 100
+# (insertions). With no reference words at all it is 0.0 when the hypotheses are empty too and
+# 100.0 when they are not.
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # ’ ‘ ʼ as '
+
+
+def normalize_transcript(text: str) -> str:
+    """The usual normalisation for English WER: lowercased; an apostrophe between two letters or
+    digits kept ("don't", "o'clock"; ’ written as '); every other punctuation mark or symbol
+    (Unicode categories P and S: . , ! ? " - – — / ( ) $ % and the rest, quotes and the apostrophes
+    at a word's edge) a space, so hyphenated words and "u.s." fall apart into words; whitespace
+    collapsed, ends stripped. Digits and accents are kept as written ("3.5" -> "3 5")."""
+    text = text.lower().translate(_APOSTROPHES)
+    out = []
+    for i, c in enumerate(text):
+        if c == "'" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
+            out.append(c)
+        else:
+            out.append(" " if unicodedata.category(c)[0] in "PS" else c)
+    return " ".join("".join(out).split())
+
+
+def word_errors(hypothesis: str, reference: str) -> tuple[int, int, int, int]:
+    """(substitutions, deletions, insertions, reference words) of the normalised hypothesis against
+    the normalised reference: the fewest edits, then the fewest substitutions (see above). The
+    table of edits is filled one reference word (row) at a time, each cell (edits, S, D, I)."""
+    hyp, ref = normalize_transcript(hypothesis).split(), normalize_transcript(reference).split()
+    row = [(j, 0, 0, j) for j in range(len(hyp) + 1)]  # the empty reference: j insertions
+    for word in ref:
+        previous = row[0]  # the table's [i-1][j-1]
+        row[0] = (previous[0] + 1, previous[1], previous[2] + 1, previous[3])
+        for j, heard in enumerate(hyp, start=1):
+            e, s, d, i = previous
+            diagonal = previous if word == heard else (e + 1, s + 1, d, i)
+            e, s, d, i = row[j]  # [i-1][j]: the reference word deleted
+            deleted = (e + 1, s, d + 1, i)
+            e, s, d, i = row[j - 1]  # [i][j-1]: the heard word inserted
+            inserted = (e + 1, s, d, i + 1)
+            previous, row[j] = row[j], min(diagonal, deleted, inserted)
+    _, s, d, i = row[-1]
+    return s, d, i, len(ref)
+
+
+def wer(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus word error rate times 100: all edits over all reference words (see above)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses):,} hypotheses but {len(references):,} references: they must be "
+            "aligned line by line"
+        )
+    edits = words = 0
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        s, d, i, n = word_errors(hypothesis, reference)
+        edits, words = edits + s + d + i, words + n
+    if words == 0:  # then every edit is an inserted word
+        return 100.0 if edits else 0.0
+    return 100 * edits / words

@@ -3,8 +3,8 @@ the image encoder (ViT's patch front end), the audio encoder (Whisper's convolut
 decoder with its KV cache bookkeeping.
 
 Legend (model/__init__.py): B batch, S source length, T target length, L length of either side's
-sequence, H heads, C d_model, P patches, F audio frames; N sentences and G beams per sentence in a prefix-tree
-cache. Token masks are (B, L) booleans, True = real token.
+sequence, H heads, C d_model, P patches, F audio frames; N sentences and G beams per sentence in a
+prefix-tree cache. Token masks are (B, L) booleans, True = real token.
 """
 
 from __future__ import annotations
