@@ -3,10 +3,10 @@
 One module per command group, each holding its parsers beside its handlers (`register(sub)`):
 data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep,
 average, demo), decoding.py (translate, generate, classify, backtranslate), answering.py
-(answer), speech.py (transcribe, evaluate --audio), evaluation.py (evaluate), inspection.py (info, attention), models.py (import-hf,
-export, serve); common.py holds what they share (UserError,
-the one way flags are checked, device and files). Errors a user can fix are printed as one line
-and exit with status 2; an unknown flag prints the command's usage with the closest flag it has.
+(answer), speech.py (transcribe, evaluate --audio), evaluation.py (evaluate), inspection.py
+(info, attention), models.py (import-hf, export, serve); common.py holds what they share
+(UserError, the one way flags are checked, device and files). Errors a user can fix are printed
+as one line and exit with status 2; an unknown flag prints the command's usage with the closest flag it has.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ The rules:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 import torch
 
