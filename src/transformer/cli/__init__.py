@@ -6,7 +6,8 @@ average, demo), decoding.py (translate, generate, classify, backtranslate), answ
 (answer), speech.py (transcribe, evaluate --audio), evaluation.py (evaluate), inspection.py
 (info, attention), models.py (import-hf, export, serve); common.py holds what they share
 (UserError, the one way flags are checked, device and files). Errors a user can fix are printed
-as one line and exit with status 2; an unknown flag prints the command's usage with the closest flag it has.
+as one line and exit with status 2; an unknown flag prints the command's usage with the closest
+flag it has.
 """
 
 from __future__ import annotations
