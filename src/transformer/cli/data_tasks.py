@@ -1,11 +1,13 @@
 """`transformer data ...` for tasks other than translation: movie-reviews (sentiment),
-wiki-summaries and commentary-headings (summarization), commentary-qa (question answering); each
-parser beside its handler."""
+wiki-summaries and commentary-headings (summarization), commentary-qa (question answering), speech
+(synthetic speech for speech recognition); each parser beside its handler."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..config import Bounds
+from .common import add_flag
 from .data import BIBLES, SWORD_HELP, add_package_dir
 
 
@@ -115,8 +117,56 @@ def add_commentary_parsers(data: argparse._SubParsersAction) -> None:
         p.set_defaults(func=cmd_data_commentary)
 
 
+def cmd_data_speech(args: argparse.Namespace) -> None:
+    """Bible clauses spoken by espeak-ng and flite, voices held out: log-mel features and WAVs."""
+    from ..data.speech import build_speech_corpus
+
+    counts = {"train": args.train, "valid": args.valid, "test": args.test}
+    report = build_speech_corpus(args.out, counts, args.seed, args.sword_dir, args.workers)
+    clips, hours = report["clips"], {k: v / 3600 for k, v in report["seconds"].items()}
+    real = f"; test-real {report['real']} recordings" if report["real"] else ""
+    print(
+        f"wrote {args.out}: train {clips['train']:,} clips ({hours['train']:.1f} h), valid "
+        f"{clips['valid']:,}, test {clips['test']:,} (voices held out){real} (see "
+        f"{args.out}/PROVENANCE.md)"
+    )
+
+
+def add_speech_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data speech`."""
+    p = data.add_parser(
+        "speech",
+        help="speech recognition: Bible clauses spoken by espeak-ng and flite, voices held out "
+        "(apt-get install espeak-ng flite sword-text-kjv; pocketsphinx-testdata for real speech)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    for name, default in (("train", 40000), ("valid", 400), ("test", 300)):
+        add_flag(
+            p,
+            f"--{name}",
+            type=int,
+            default=default,
+            bounds=Bounds(ge=0),
+            give="a number of clips",
+            help=f"{name} clips (default {default:,})",
+        )
+    p.add_argument("--seed", type=int, default=1, help="what is drawn for each clip (default 1)")
+    add_flag(
+        p,
+        "--workers",
+        type=int,
+        default=2,
+        bounds=Bounds(ge=1),
+        give="a number of processes",
+        help="synthesisers run at once (default 2)",
+    )
+    p.add_argument("--sword-dir", default=None, help=SWORD_HELP)
+    p.set_defaults(func=cmd_data_speech)
+
+
 def add_task_parsers(data: argparse._SubParsersAction) -> None:
     """The task datasets' parsers."""
     add_movie_reviews_parser(data)
     add_wiki_summaries_parser(data)
     add_commentary_parsers(data)
+    add_speech_parser(data)

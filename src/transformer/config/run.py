@@ -66,6 +66,14 @@ class DataConfig:
     format (data / paragraphs / context / qas / answers), for objective qa."""
     valid_squad: str | None = None
     """Validation questions (optional), as train_squad: exact match and F1 each validation."""
+    train_audio: str | None = None
+    """Speech recognition (model.audio): a folder of log-mel features and transcripts, as
+    `transformer data speech` writes (its train/), for objective speech."""
+    valid_audio: str | None = None
+    """Validation speech (optional), as train_audio (its valid/): loss and greedy WER each
+    validation."""
+    spec_augment: bool = False
+    """speech: SpecAugment's frequency and time masks on each training clip (Park et al. 2019)."""
     pack: bool | None = None
     """Language models: read the text as one token stream (each document <s> ... </s>, see
     documents) cut into blocks of block_size tokens, as GPT-style trainers do, so context crosses
@@ -166,6 +174,7 @@ class DataConfig:
                 ("train_images", self.train_images),
                 ("train_pairs", self.train_pairs),
                 ("train_squad", self.train_squad),
+                ("train_audio", self.train_audio),
             )
             if value is not None
         ]
@@ -174,14 +183,15 @@ class DataConfig:
                 f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
                 "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
                 "(language model, masked-LM, span corruption), train_tsv (text classification), "
-                "train_images (image classification) or train_squad (question answering)"
+                "train_images (image classification), train_squad (question answering) or "
+                "train_audio (speech recognition)"
             )
         if not given:
             raise ConfigError(
                 "no training data: set data.train_src and data.train_tgt (translation), "
                 "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
-                "data.train_tsv (text classification), data.train_images (image classification) "
-                "or data.train_squad (question answering)"
+                "data.train_tsv (text classification), data.train_images (image classification), "
+                "data.train_squad (question answering) or data.train_audio (speech recognition)"
             )
         if self.valid_src is not None and self.train_src is None:
             raise ConfigError(
@@ -194,6 +204,7 @@ class DataConfig:
             ("train_images", "valid_images"),
             ("train_pairs", "valid_pairs"),
             ("train_squad", "valid_squad"),
+            ("train_audio", "valid_audio"),
         ):
             if getattr(self, valid) is not None and getattr(self, train) is None:
                 raise ConfigError(
@@ -266,7 +277,7 @@ def _as_tuple(value: str | tuple[str, ...]) -> tuple[str, ...]:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
-OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa")
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa", "speech")
 OBJECTIVE_ARCHS = {
     "seq2seq": "encoder-decoder",
     "lm": "decoder",
@@ -274,6 +285,7 @@ OBJECTIVE_ARCHS = {
     "classify": "encoder",
     "span_corruption": "encoder-decoder",
     "qa": "encoder",
+    "speech": "encoder-decoder",
 }
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
@@ -302,7 +314,8 @@ class TrainConfig:
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
-    encoder, on train_squad). None: from the data and arch (see RunConfig.objective)."""
+    encoder, on train_squad) or "speech" (speech recognition, arch = "encoder-decoder" with
+    model.audio, on train_audio). None: from the data and arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""
@@ -407,6 +420,7 @@ class RunConfig:
                 "span_corruption": "train_text",
                 "classify": "train_images" if d.train_images else "train_tsv",
                 "qa": "train_squad",
+                "speech": "train_audio",
             }[objective],
             OBJECTIVE_ARCHS[objective],
         )
@@ -416,6 +430,17 @@ class RunConfig:
             raise ConfigError(
                 "data.train_images needs an image encoder ([model.vision]), and an image encoder "
                 "needs data.train_images: set both or neither"
+            )
+        if (d.train_audio is not None) != (
+            self.model.audio is not None
+        ) and self.train.init_from is None:
+            raise ConfigError(
+                "data.train_audio needs a speech encoder ([model.audio]), and a speech encoder "
+                "needs data.train_audio: set both or neither"
+            )
+        if d.spec_augment and objective != "speech":
+            raise ConfigError(
+                f"data.spec_augment is for objective speech, not {objective!r}: remove it"
             )
         if getattr(d, needs[0]) is None:
             raise ConfigError(
@@ -493,6 +518,8 @@ class RunConfig:
             return "classify"
         if self.data.train_squad is not None:
             return "qa"
+        if self.data.train_audio is not None:
+            return "speech"
         return "mlm" if self.model.arch == "encoder" else "lm"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

@@ -8,9 +8,13 @@ the file named relative to the folder (what `transformer data speech` writes for
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from ..decoding.greedy import greedy_search
 from .overlap import wer, word_errors
 
 TRANSCRIPTS_FILE = "transcripts.tsv"
@@ -79,3 +83,25 @@ def score_transcripts(pipeline, folder, batch_size: int = 8, **decode) -> tuple[
         for (path, ref), hyp in zip(clips, hypotheses, strict=True)
     ]
     return wer(hypotheses, [ref for _, ref in clips]), results
+
+
+@torch.no_grad()
+def greedy_wer(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor | None]],
+    references: Sequence[str],
+    decode: Callable[[list[int]], str],
+    prefix: Sequence[int],
+    suppress_tokens: Sequence[int],
+    max_len: int,
+) -> float:
+    """Corpus WER (x100) of greedy transcripts of batches of (features (B, n_mels, F), frame mask
+    (B, F) or None), in the references' order; decode turns output ids into text."""
+    hypotheses: list[str] = []
+    for features, mask in batches:
+        ids = greedy_search(
+            model, features, src_mask=mask, max_len_a=0, max_len_b=max_len, prefix=prefix,
+            suppress_tokens=suppress_tokens,
+        )  # fmt: skip
+        hypotheses += [decode(row).strip() for row in ids.tolist()]
+    return wer(hypotheses, references)

@@ -37,6 +37,8 @@ def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
         return [(T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0))]
     if d.is_translation:
         return [(tgt, src) for src, tgt in d.train_sources]
+    if d.train_audio is not None:  # the transcripts: clip<TAB>voice<TAB>text
+        return [(str(Path(d.train_audio) / "transcripts.tsv"), None)]
     return [((d.train_text or d.train_tsv or d.train_squad), None)]
 
 
@@ -167,6 +169,8 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
         key["labelled"] = True
     if d.train_squad:
         key["squad"] = True
+    if d.train_audio:
+        key["audio"] = True
     if config.packed:
         key["documents"] = d.documents
     return key
@@ -183,6 +187,8 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
         texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
     elif d.train_squad:
         texts = lambda side: squad_texts(d.train_squad, sample)  # noqa: E731
+    elif d.train_audio:
+        texts = lambda side: transcript_texts(sources_of_audio(d), sample)  # noqa: E731
     elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
         texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
     else:
@@ -208,6 +214,20 @@ def squad_texts(path: str, sample: int) -> Iterator[str]:
         if q.context not in seen:
             seen.add(q.context)
             texts.append(q.context)
+    return iter(texts[:sample] if sample else texts)
+
+
+def sources_of_audio(d: DataConfig) -> Path:
+    return Path(d.train_audio) / "transcripts.tsv"
+
+
+def transcript_texts(path: Path, sample: int) -> Iterator[str]:
+    """The transcripts (last column) of a speech folder's transcripts.tsv, for the tokenizer."""
+    if not path.is_file():
+        raise T.DataError(
+            f"{path} not found: give data.train_audio a folder that `transformer data speech` wrote"
+        )
+    texts = [line.rsplit("\t", 1)[-1] for line in path.read_text(encoding="utf-8").splitlines()]
     return iter(texts[:sample] if sample else texts)
 
 

@@ -7,6 +7,7 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.
 - qa.py: qa, extractive question answering (a span head, SQuAD's data); best/ by validation F1.
+- speech.py: speech, speech recognition (model.audio, Whisper's shape); best/ by validation WER.
 
 `prepare_objective` picks one with a `match` on train.objective: no registry.
 """
@@ -26,6 +27,7 @@ from .encoder import MaskedLM, encoder_model, init_dir
 from .lm import PackedLM
 from .qa import SpanQA
 from .seq2seq import Seq2Seq, SpanCorruption
+from .speech import Speech
 
 __all__ = [
     "Classify",
@@ -36,6 +38,7 @@ __all__ = [
     "Seq2Seq",
     "SpanCorruption",
     "SpanQA",
+    "Speech",
     "StepSums",
     "encoder_model",
     "prepare_objective",
@@ -59,6 +62,8 @@ def prepare_objective(
             return Classify(config, run_dir, dist, say, resume)
         case "qa":
             return SpanQA(config, run_dir, dist, say, resume)
+        case "speech":
+            return Speech(config, run_dir, dist, say, resume)
         case "span_corruption":
             return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
         case "mlm":
