@@ -10,8 +10,9 @@ come first, then all cosines, and the frequencies are 10000^(-i / (C/2 - 1)) for
 paper's are 10000^(-2i / C)). It is kept in the weights (a buffer), so an imported model carries its
 table exactly. "learned": one trained vector per position.
 Padding: a batch of clips of different lengths comes with a frame mask (B, F); padded frames are
-zeroed before the convolutions and the encoder position j (centred on frame 2j) is real when that
-frame is. Whisper itself always reads 30 s (3000 frames), padding the audio with silence, and has no
+zeroed before each convolution (as the convolutions' own zero padding past the end of a clip
+alone), so a clip's real positions come out as they would unpadded, and the encoder position j
+(centred on frame 2j) is real when that frame is. Whisper itself always reads 30 s (3000 frames), padding the audio with silence, and has no
 mask (AudioConfig.pad_to_max).
 """
 
@@ -88,6 +89,8 @@ class AudioFrontEnd(nn.Module):
         if mask is not None:
             x = x * mask[:, None, :].to(x.dtype)  # padded frames read as zeros
         x = F.gelu(self.conv1(x))  # (B, C, F)
+        if mask is not None:  # as the convolution's own zero padding past a clip's end
+            x = x * mask[:, None, :].to(x.dtype)
         x = F.gelu(self.conv2(x)).transpose(1, 2)  # (B, L, C)
         x = x + self.positions[: x.size(1)].to(x.dtype)
         positions_mask = None if mask is None else mask[:, ::2].to(torch.bool)  # (B, L)
