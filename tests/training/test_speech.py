@@ -1,0 +1,166 @@
+"""Speech recognition trained here: a corpus of tone "words" (each word a pitch) in the folder
+format `transformer data speech` writes, a small run that learns to transcribe it, resume's
+batches, and the transcribe / evaluate --audio commands on its output (WAV files, padded batches,
+30 s windows)."""
+
+from __future__ import annotations
+
+import json
+import math
+import wave
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer.cli import main
+from transformer.config import ConfigError, build_run_config
+from transformer.data.audio import SAMPLE_RATE, log_mel
+from transformer.data.speech import features_of, write_wav
+from transformer.decoding.pipeline import Pipeline
+from transformer.decoding.transcribe import TranscribeError, windows
+from transformer.training.objectives.speech import SpeechCorpus, spec_augment
+from transformer.training.trainer import train
+
+WORDS = {"do": 262, "re": 294, "mi": 330, "fa": 349, "so": 392, "la": 440}
+WORD_SECONDS, GAP_SECONDS = 0.12, 0.05
+
+
+def speak(words: list[str], gain: float = 0.3) -> torch.Tensor:
+    """16 kHz samples: each word a tone of its pitch (and its octave), a short silence after."""
+    parts = []
+    t = torch.arange(int(WORD_SECONDS * SAMPLE_RATE)) / SAMPLE_RATE
+    for w in words:
+        f = WORDS[w]
+        parts += [gain * (torch.sin(2 * math.pi * f * t) + 0.5 * torch.sin(4 * math.pi * f * t)),
+                  torch.zeros(int(GAP_SECONDS * SAMPLE_RATE))]
+    return torch.cat(parts)
+
+
+def sentences(n: int, seed: int) -> list[list[str]]:
+    g = torch.Generator().manual_seed(seed)
+    names = list(WORDS)
+    return [[names[int(i)] for i in torch.randint(len(names), (int(k),), generator=g)]
+            for k in torch.randint(2, 6, (n,), generator=g)]
+
+
+def write_features(folder: Path, texts: list[list[str]]) -> Path:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    feats = [features_of(speak(words)) for words in texts]
+    offsets = torch.tensor([0] + [len(f) for f in feats]).cumsum(0)
+    save_file({"frames": torch.cat(feats), "offsets": offsets}, str(folder / "features.safetensors"))
+    (folder / "transcripts.tsv").write_text("".join(f"{i}\ttones\t{' '.join(w)}\n" for i, w in enumerate(texts)))
+    return folder
+
+
+def write_wavs(folder: Path, texts: list[list[str]]) -> Path:
+    folder.mkdir(parents=True)
+    for i, words in enumerate(texts):
+        write_wav(folder / f"{i}.wav", speak(words))
+    (folder / "transcripts.tsv").write_text("".join(f"{i}.wav\t{' '.join(w)}\n" for i, w in enumerate(texts)))
+    return folder
+
+
+def _config(root: Path, steps: int) -> dict:
+    return {
+        "model": {"arch": "encoder-decoder", "d_model": 64, "n_heads": 4, "n_encoder_layers": 1,
+                  "n_decoder_layers": 1, "d_ff": 128, "dropout": 0.0, "norm_position": "pre",
+                  "activation": "gelu", "positional": "learned", "max_positions": 16,
+                  "scale_embedding": False, "audio": {"n_mels": 80, "max_frames": 200}},
+        "data": {"train_audio": str(root / "train"), "valid_audio": str(root / "valid"),
+                 "tokenizer": "word", "vocab_size": 20, "max_len": 12, "cache": str(root / "cache")},
+        "train": {"batch_tokens": 1200, "max_steps": steps, "warmup_steps": 20, "lr": 3e-3, "label_smoothing": 0.0,
+                  "schedule": "cosine", "valid_every": steps, "save_every": steps, "log_every": 50,
+                  "precision": "fp32", "valid_questions": 40},
+        "decode": {"beam_size": 1, "max_len_a": 0.0, "max_len_b": 12},
+    }
+
+
+@pytest.fixture(scope="module")
+def speech_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("speech")
+    write_features(root / "train", sentences(500, 1))
+    write_features(root / "valid", sentences(40, 2))
+    write_wavs(root / "test", sentences(12, 3))
+    config = build_run_config(_config(root, 200))
+    assert config.objective == "speech"
+    lines = []
+    train(config, root / "run", log=lines.append)
+    return root, lines
+
+
+def test_a_speech_run_learns_to_transcribe(speech_run):
+    root, lines = speech_run
+    assert any("500 training clips" in line for line in lines)
+    metrics = [json.loads(x) for x in (root / "run" / "metrics.jsonl").read_text().splitlines()]
+    valid = [m for m in metrics if m.get("split") == "valid"][-1]
+    assert valid["valid_wer"] < 10  # 1.3 here; a transcript drawn at random has a WER near 100
+    assert json.loads((root / "run" / "best" / "speech.json").read_text())["prompt"] == [2]
+
+
+def test_transcripts_of_wav_files_and_their_wer(speech_run, capsys):
+    root, _ = speech_run
+    assert main(["evaluate", str(root / "run" / "best"), "--audio", str(root / "test")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 13 and out[-1].startswith("WER = ")
+    assert float(out[-1].split()[2]) < 15
+    wav = str(root / "test" / "0.wav")
+    assert main(["transcribe", str(root / "run" / "best"), wav, wav, "--json", "--beam", "1"]) == 0
+    records = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["file"] for r in records] == [wav, wav] and records[0]["text"] == records[1]["text"]
+
+
+def test_padded_batches_and_windows_transcribe_as_each_clip_alone(speech_run):
+    root, _ = speech_run
+    pipe = Pipeline.load(root / "run" / "best")
+    clips = [speak(w) for w in sentences(6, 4)]
+    alone = [pipe.transcribe(c, beam_size=1)[0] for c in clips]
+    assert pipe.transcribe(clips, beam_size=1, batch_size=4) == alone
+    # a clip longer than the model's 2 s window is cut in windows: here exactly two
+    window = 200 * 160
+    first, second = speak(["do", "re", "mi"]), speak(["la", "so"])
+    long = torch.cat([first, torch.zeros(window - len(first)), second])
+    assert pipe.transcribe(long, beam_size=1) == [
+        " ".join(pipe.transcribe([long[:window], second], beam_size=1))
+    ]
+    assert [len(w) for w in windows(long, window)] == [window, len(second)]
+
+
+def test_transcribe_errors_are_one_line(speech_run, tmp_path, capsys):
+    root, _ = speech_run
+    pipe = Pipeline.load(root / "run" / "best")
+    with pytest.raises(TranscribeError, match="pass WAV file paths or 1-D float tensors"):
+        pipe.transcribe([torch.zeros(2, 3)])
+    text = tmp_path / "notes.wav"
+    text.write_text("not audio")
+    assert main(["transcribe", str(root / "run" / "best"), str(text)]) == 2
+    assert "is not a WAV file" in capsys.readouterr().err
+    assert main(["evaluate", str(root / "run" / "best"), "--audio", str(tmp_path)]) == 2
+    assert "has no transcripts.tsv" in capsys.readouterr().err
+
+
+def test_the_corpus_drops_what_does_not_fit_and_spec_augment_masks(tmp_path):
+    from transformer.data.tokenizer import train_tokenizer
+
+    folder = write_features(tmp_path / "c", [["do"] * 2, ["re"] * 20])  # 20 words: 3.4 s
+    tok = train_tokenizer("word", iter(["do re"]), 20, 1, ("<pad>", "<unk>", "<s>", "</s>"))
+    corpus = SpeechCorpus(str(folder), tok, max_frames=200, max_len=12)
+    assert len(corpus) == 1 and corpus.dropped == 1 and corpus.kept_texts == ["do do"]
+    x = corpus.features(0)
+    masked = spec_augment(x, torch.Generator().manual_seed(0))
+    assert masked.shape == x.shape and (masked != x).any() and (masked == x).float().mean() > 0.5
+
+
+def test_speech_config_rules(tmp_path):
+    values = _config(tmp_path, 10)
+    values["model"].pop("audio")
+    with pytest.raises(ConfigError, match="data.train_audio needs a speech encoder"):
+        build_run_config(values)
+    values = _config(tmp_path, 10)
+    values["data"].pop("train_audio")
+    values["data"].pop("valid_audio")
+    values["data"]["train_text"] = "x.txt"
+    with pytest.raises(ConfigError, match="a speech encoder needs data.train_audio"):
+        build_run_config(values)
