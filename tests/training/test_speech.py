@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import wave
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import torch
 
 from transformer.cli import main
 from transformer.config import ConfigError, build_run_config
-from transformer.data.audio import SAMPLE_RATE, log_mel
+from transformer.data.audio import SAMPLE_RATE
 from transformer.data.speech import features_of, write_wav
 from transformer.decoding.pipeline import Pipeline
 from transformer.decoding.transcribe import TranscribeError, windows

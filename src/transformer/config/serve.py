@@ -45,7 +45,12 @@ class ServeConfig:
     max_lines: int = setting(256, gt=0, flag="--max-lines", give="a positive number")
     """Lines (or texts, images) in one request at most; 413 beyond."""
     max_body_bytes: int = setting(1 << 20, gt=0, flag="--max-body-bytes", give="a positive number")
-    """Request body size at most, in bytes (1 MiB); 413 beyond."""
+    """Request body size at most, in bytes (1 MiB: 30 s of 16 kHz speech in base64 is 1.3 MB, so
+    raise it to serve long audio); 413 beyond."""
+    max_audio_seconds: float = setting(
+        600.0, gt=0, finite=True, flag="--max-audio-seconds", give="a number of seconds > 0"
+    )
+    """Seconds of audio one /v1/transcribe request may send at most; 413 beyond."""
     api_key: str | None = setting(None, flag="--api-key")
     """Require 'Authorization: Bearer KEY' (better: the TRANSFORMER_API_KEY environment variable,
     which ps does not show)."""

@@ -163,6 +163,8 @@ class Pipeline:
         module's rules)."""
         if not isinstance(self.model, EncoderDecoder):
             raise PipelineError("this is a language model: use generate, not translate")
+        if self.model.config.audio is not None:
+            raise PipelineError("this is a speech model: use transcribe, not translate")
         lines = as_lines(lines)
         settings = self.settings(**decode)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:

@@ -10,6 +10,7 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   POST /v1/generate    decoder-only models; "stream": true sends Server-Sent Events (streaming.py)
   POST /v1/attention   the weights `transformer attention` draws, for the page
   POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels
+  POST /v1/transcribe  speech models: base64 WAV files ("audio") -> transcripts
   GET  /health         200 once the model is loaded (503 before)
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
   GET  /v1/models, POST /v1/completions, POST /v1/chat/completions

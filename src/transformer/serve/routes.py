@@ -27,6 +27,8 @@ from .schemas import (
     ClassifyResponse,
     GenerateRequest,
     GenerateResponse,
+    TranscribeRequest,
+    TranscribeResponse,
     TranslateRequest,
     TranslateResponse,
 )
@@ -59,10 +61,11 @@ async def model_info(request: Request):
     endpoints = {
         "encoder-decoder": ["/v1/translate", "/v1/attention"],
         "decoder": ["/v1/generate", "/v1/attention"],
+        "speech": ["/v1/transcribe"],
     }
     return {
-        "family": cfg.arch,
-        "endpoints": endpoints.get(cfg.arch, ["/v1/classify"] if cfg.n_classes else []),
+        "family": state.family,
+        "endpoints": endpoints.get(state.family, ["/v1/classify"] if cfg.n_classes else []),
         "parameters": sum(p.numel() for p in m.parameters()),
         "vocabulary": {"source": cfg.vocab_size, "target": cfg.target_vocab_size},
         "config": asdict(cfg),
@@ -315,6 +318,53 @@ async def classify(body: ClassifyRequest, request: Request):
         ],
         "truncated": [n - 1 for n in cut],
     }
+
+
+@router.post("/v1/transcribe", response_model=TranscribeResponse)
+async def transcribe(body: TranscribeRequest, request: Request):
+    from ..data.audio import SAMPLE_RATE, AudioError, read_wav_bytes
+
+    state = _state(request)
+    pipeline, config = state.serving("speech", "/v1/transcribe"), state.config
+    items = [body.audio] if isinstance(body.audio, str) else body.audio
+    if not items:
+        raise ApiError(422, "invalid_request", "audio is an empty list: send a WAV file")
+    if len(items) > config.max_lines:
+        raise ApiError(
+            413,
+            "too_many_lines",
+            f"the request has {len(items)} audio files, more than this server takes in one "
+            f"request ({config.max_lines}; see --max-lines): send them in several requests",
+        )
+    clips = []
+    for i, item in enumerate(items):
+        name = f"audio[{i}]" if isinstance(body.audio, list) else "audio"
+        try:
+            raw = base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(
+                422, "invalid_request", f"{name} is not base64: send the WAV file base64-encoded"
+            ) from None
+        try:
+            clips.append(read_wav_bytes(raw, name))
+        except AudioError as e:
+            raise ApiError(422, "invalid_request", str(e)) from None
+    seconds = [len(c) / SAMPLE_RATE for c in clips]
+    if sum(seconds) > config.max_audio_seconds:
+        raise ApiError(
+            413,
+            "too_long",
+            f"the request has {sum(seconds):.0f} s of audio, more than this server takes in one "
+            f"request ({config.max_audio_seconds:.0f} s; see --max-audio-seconds): send less",
+        )
+    settings = {k: v for k, v in body.model_dump(exclude={"audio"}).items() if v is not None}
+    try:
+        pipeline.settings(**settings)
+    except (PipelineError, ValueError) as e:
+        raise ApiError(422, "invalid_request", str(e)) from None
+    run = lambda: pipeline.transcribe(clips, **settings)  # noqa: E731
+    texts = await state.submit(Job("transcribe", run=run), request)
+    return {"texts": texts, "seconds": [round(s, 3) for s in seconds]}
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from ..config import (
     ATTENTION_KINDS,
     SAMPLING_SETTINGS,
+    TRANSCRIBE_SETTINGS,
     TRANSLATE_SETTINGS,
     DecodeConfig,
     settings_of,
@@ -191,6 +192,25 @@ class AttentionResponse(BaseModel):
         description="the keys: source tokens (cross, encoder) or decoder inputs (self)"
     )
     weights: list[list[list[float]]] = Field(description="(heads, rows, columns)")
+
+
+TranscribeRequest = create_model(
+    "TranscribeRequest",
+    __base__=Strict,
+    audio=(
+        str | list[str],
+        Field(
+            description="A WAV file (PCM, any sample rate, mono or stereo) base64-encoded, or a "
+            "list of them; each is transcribed on its own (long ones in 30 s windows)."
+        ),
+    ),
+    **decode_fields(TRANSCRIBE_SETTINGS),
+)
+
+
+class TranscribeResponse(BaseModel):
+    texts: list[str] = Field(description="One transcript per audio file, in order.")
+    seconds: list[float] = Field(description="Each file's length in seconds.")
 
 
 class ClassifyRequest(Strict):

@@ -174,7 +174,9 @@ class State:
 
     @property
     def family(self) -> str:
-        return self.pipeline.model.config.arch
+        """encoder-decoder, decoder, encoder, or speech (an encoder-decoder over audio)."""
+        cfg = self.pipeline.model.config
+        return "speech" if cfg.audio is not None else cfg.arch
 
     def ready(self) -> Pipeline:
         """The pipeline, or 503 while it loads (or when it failed to)."""
@@ -196,7 +198,11 @@ class State:
         pipeline = self.ready()
         arch = self.family
         if arch != needed:
-            other = {"encoder-decoder": "/v1/translate", "decoder": "/v1/generate"}.get(arch)
+            other = {
+                "encoder-decoder": "/v1/translate",
+                "decoder": "/v1/generate",
+                "speech": "/v1/transcribe",
+            }.get(arch)
             if arch == "encoder" and pipeline.model.config.n_classes:
                 other = "/v1/classify"
             hint = f"; use {other}" if other else "; it serves /v1/model only"
