@@ -14,7 +14,7 @@ import torch
 
 from transformer.cli import main
 from transformer.config import ConfigError, build_run_config
-from transformer.data.audio import SAMPLE_RATE
+from transformer.data.audio import SAMPLE_RATE, log_mel
 from transformer.data.speech import features_of, write_wav
 from transformer.decoding.pipeline import Pipeline
 from transformer.decoding.transcribe import TranscribeError, windows
@@ -163,3 +163,23 @@ def test_speech_config_rules(tmp_path):
     values["data"]["train_text"] = "x.txt"
     with pytest.raises(ConfigError, match="a speech encoder needs data.train_audio"):
         build_run_config(values)
+
+
+def test_attention_over_the_audio(speech_run, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from transformer.viz.audio_attention import audio_attention
+
+    root, _ = speech_run
+    pipe = Pipeline.load(root / "run" / "best")
+    samples = speak(["do", "mi", "so"])
+    m = audio_attention(pipe, samples, head="all")
+    frames = log_mel(samples, pad_to=None).shape[1]
+    assert m.weights.shape == (4, len(m.tokens), (frames + 1) // 2) and m.text == pipe.transcribe(samples)[0]
+    assert torch.allclose(m.weights.sum(-1), torch.ones(4, len(m.tokens)), atol=1e-4)  # all real keys
+    wav = tmp_path / "clip.wav"
+    write_wav(wav, samples)
+    out = tmp_path / "att.png"
+    assert main(["attention", str(root / "run" / "best"), "--audio", str(wav), "--out", str(out)]) == 0
+    assert out.stat().st_size > 0 and "cross-attention" in capsys.readouterr().out
+    assert main(["attention", str(root / "run" / "best"), "--text", "do", "--out", str(out)]) == 2
+    assert "give --audio" in capsys.readouterr().err

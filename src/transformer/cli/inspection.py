@@ -85,13 +85,18 @@ def cmd_attention(args: argparse.Namespace) -> None:
             head = int(head)
         except ValueError:
             raise UserError(f"--head {head}: give a head number (from 0), mean or all") from None
-    if (args.text is None) == (args.image is None):
+    if sum(x is not None for x in (args.text, args.image, args.audio)) != 1:
         raise UserError(
-            "give --text (a sentence or prompt) or --image (for an image encoder), one of the two"
+            "give --text (a sentence or prompt), --image (for an image encoder) or --audio (for a "
+            "speech model), one of them"
         )
     pipeline = Pipeline.load(args.model_dir, setup_device(args))
     if args.image is not None:
         return _image_attention(args, pipeline)
+    if args.audio is not None:
+        return _audio_attention(args, pipeline, head)
+    if pipeline.model.config.audio is not None:
+        raise UserError("this is a speech model: give --audio FILE.wav, not --text")
     if pipeline.model.config.vision is not None:
         raise UserError("this is an image encoder: give --image FILE, not --text")
     m = attention_map(
@@ -113,6 +118,10 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--image",
         help="an image file, for an image encoder: [CLS] attention per head and the rollout",
+    )
+    p.add_argument(
+        "--audio",
+        help="a WAV file, for a speech model: the cross-attention over its spectrogram",
     )
     p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
     p.add_argument(
@@ -163,6 +172,23 @@ def _image_attention(args: argparse.Namespace, pipeline) -> None:
         f"wrote {args.out}: [CLS] attention per head, {layers}, and the rollout over all layers"
         + (f"; model: {guess}" if guess else "")
     )
+
+
+def _audio_attention(args: argparse.Namespace, pipeline, head) -> None:
+    """A speech model's cross-attention over the spectrogram of one WAV file."""
+    from ..data.audio import read_wav
+    from ..viz.audio_attention import audio_attention, plot_audio_attention
+
+    if pipeline.model.config.audio is None:
+        raise UserError("this model reads text: give --text, not --audio")
+    m = audio_attention(pipeline, read_wav(args.audio), args.layer, head, args.beam_size)
+    heads = {"mean": f"mean of {m.n_heads} heads", "all": f"{m.n_heads} heads"}.get(
+        m.head, f"head {m.head}"
+    )
+    what = f"cross-attention, layer {m.layer} of 0-{m.n_layers - 1}, {heads}"
+    plot_audio_attention(m, args.out, title=f"{Path(args.audio).name}: {what}")
+    print(f"wrote {args.out}: {what}")
+    print(f"output: {m.text}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
