@@ -180,6 +180,10 @@ def test_what_ct2_cannot_run_is_one_line_and_leaves_nothing(tmp_path, tokenizers
     _, path, _, _ = make_model(tmp_path, tokenizers, "encoder-decoder", {"positional": "t5_bias"})
     with pytest.raises(ExportError, match="positional='t5_bias' cannot be exported to CTranslate2.*--to hf"):
         export_model(path, "ct2", tmp_path / "out")
+    _, path, _, _ = make_model(tmp_path, tokenizers, "encoder-decoder",
+                               {"positional": "learned", "audio": {"n_mels": 8, "max_frames": 100}})
+    with pytest.raises(ExportError, match="a speech model .* --to hf"):
+        export_model(path, "ct2", tmp_path / "out")
     _, path, _, _ = make_model(tmp_path, tokenizers, "encoder-decoder", {})
     with pytest.raises(ExportError, match="quantization 'int3' is not one of"):
         export_model(path, "ct2", tmp_path / "out", quantization="int3")

@@ -81,6 +81,12 @@ def check_exportable(cfg: ModelConfig) -> None:
             "CTranslate2 runs encoder-decoder and decoder-only models here; "
             "export encoder-only models with --to hf",
         )
+    if cfg.audio is not None:
+        raise ExportError(
+            "a speech model (model.audio) cannot be exported with --to ct2, which writes text "
+            "models: export it with --to hf, then convert that with CTranslate2's "
+            "ct2-transformers-converter"
+        )
     if cfg.positional == "none":
         refuse(
             "positional",

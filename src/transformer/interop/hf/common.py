@@ -109,3 +109,38 @@ def weights_of(module: nn.Module) -> dict[str, torch.Tensor]:
         k: v.detach().float() if v.is_floating_point() else v.detach()
         for k, v in module.state_dict().items()
     }
+
+
+ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def bart_layer_pairs(
+    n_encoder_layers: int, n_decoder_layers: int, key_bias: bool = True
+) -> list[tuple[str, str]]:
+    """(our name, Hugging Face name) of every tensor of the encoder and decoder layers in BART's
+    layout (Marian, Whisper): model.{encoder,decoder}.layers.i.{self_attn,encoder_attn}.{q,k,v,
+    out}_proj, *_layer_norm, fc1, fc2. key_bias=False leaves out the key projections' biases
+    (Whisper has none)."""
+    pairs = []
+    for side, n_layers in (("encoder", n_encoder_layers), ("decoder", n_decoder_layers)):
+        for i in range(n_layers):
+            ours, theirs = f"{side}.layers.{i}", f"model.{side}.layers.{i}"
+            blocks = [("self_attn", "self_attn", "norm1", "self_attn_layer_norm")]
+            if side == "decoder":
+                blocks.append(("cross_attn", "encoder_attn", "norm2", "encoder_attn_layer_norm"))
+            ffn_norm = "norm3" if side == "decoder" else "norm2"
+            for attn, hf_attn, norm, hf_norm in blocks:
+                for proj in ATTENTION_PROJECTIONS:
+                    params = ("weight", "bias") if key_bias or proj != "k_proj" else ("weight",)
+                    pairs += [
+                        (f"{ours}.{attn}.{proj}.{p}", f"{theirs}.{hf_attn}.{proj}.{p}")
+                        for p in params
+                    ]
+                pairs += [
+                    (f"{ours}.{norm}.{p}", f"{theirs}.{hf_norm}.{p}") for p in ("weight", "bias")
+                ]
+            for p in ("weight", "bias"):
+                pairs.append((f"{ours}.feed_forward.w1.{p}", f"{theirs}.fc1.{p}"))
+                pairs.append((f"{ours}.feed_forward.w2.{p}", f"{theirs}.fc2.{p}"))
+                pairs.append((f"{ours}.{ffn_norm}.{p}", f"{theirs}.final_layer_norm.{p}"))
+    return pairs

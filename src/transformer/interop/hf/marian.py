@@ -16,6 +16,7 @@ from ...model.transformer import EncoderDecoder
 from .common import (
     activation_from_hf,
     activation_to_hf,
+    bart_layer_pairs,
     first_id,
     load_weights,
     require,
@@ -23,7 +24,6 @@ from .common import (
     weights_of,
 )
 
-_ATTN = ("q_proj", "k_proj", "v_proj", "out_proj")
 _MARIAN_LAYERNORM_EPS = 1e-5  # torch's nn.LayerNorm default, which Marian uses
 
 
@@ -157,27 +157,7 @@ def config_to_hf(cfg: ModelConfig):
 
 def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
     """(our name, Marian name) for every tensor that is copied as is."""
-    pairs = []
-    for side, n_layers in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
-        for i in range(n_layers):
-            ours, theirs = f"{side}.layers.{i}", f"model.{side}.layers.{i}"
-            blocks = [("self_attn", "self_attn", "norm1", "self_attn_layer_norm")]
-            if side == "decoder":
-                blocks.append(("cross_attn", "encoder_attn", "norm2", "encoder_attn_layer_norm"))
-            blocks_norm_ffn = "norm3" if side == "decoder" else "norm2"
-            for attn, hf_attn, norm, hf_norm in blocks:
-                for proj in _ATTN:
-                    for p in ("weight", "bias"):
-                        pairs.append(
-                            (f"{ours}.{attn}.{proj}.{p}", f"{theirs}.{hf_attn}.{proj}.{p}")
-                        )
-                pairs += [
-                    (f"{ours}.{norm}.{p}", f"{theirs}.{hf_norm}.{p}") for p in ("weight", "bias")
-                ]
-            for p in ("weight", "bias"):
-                pairs.append((f"{ours}.feed_forward.w1.{p}", f"{theirs}.fc1.{p}"))
-                pairs.append((f"{ours}.feed_forward.w2.{p}", f"{theirs}.fc2.{p}"))
-                pairs.append((f"{ours}.{blocks_norm_ffn}.{p}", f"{theirs}.final_layer_norm.{p}"))
+    pairs = bart_layer_pairs(cfg.n_encoder_layers, cfg.n_decoder_layers)
     shared = cfg.tgt_vocab_size is None and cfg.tie_embeddings
     if shared:
         pairs.append(("encoder.embed.tokens.weight", "model.shared.weight"))

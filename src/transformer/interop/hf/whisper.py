@@ -18,6 +18,7 @@ from ...model.transformer import EncoderDecoder
 from .common import (
     activation_from_hf,
     activation_to_hf,
+    bart_layer_pairs,
     first_id,
     load_weights,
     require,
@@ -26,7 +27,6 @@ from .common import (
 )
 
 WHISPER_LAYERNORM_EPS = 1e-5  # torch's nn.LayerNorm default, which Whisper uses
-_ATTN = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
 def config_from_hf(c) -> ModelConfig:
@@ -175,32 +175,11 @@ def _pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
         pairs += [
             (f"encoder.front.{conv}.{p}", f"model.encoder.{conv}.{p}") for p in ("weight", "bias")
         ]
-    for side, n_layers in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
+    for side in ("encoder", "decoder"):
         pairs += [
             (f"{side}.final_norm.{p}", f"model.{side}.layer_norm.{p}") for p in ("weight", "bias")
         ]
-        for i in range(n_layers):
-            ours, theirs = f"{side}.layers.{i}", f"model.{side}.layers.{i}"
-            blocks = [("self_attn", "self_attn", "norm1", "self_attn_layer_norm")]
-            if side == "decoder":
-                blocks.append(("cross_attn", "encoder_attn", "norm2", "encoder_attn_layer_norm"))
-            ffn_norm = "norm3" if side == "decoder" else "norm2"
-            for attn, hf_attn, norm, hf_norm in blocks:
-                for proj in _ATTN:
-                    pairs.append(
-                        (f"{ours}.{attn}.{proj}.weight", f"{theirs}.{hf_attn}.{proj}.weight")
-                    )
-                    if proj != "k_proj":
-                        pairs.append(
-                            (f"{ours}.{attn}.{proj}.bias", f"{theirs}.{hf_attn}.{proj}.bias")
-                        )
-                pairs += [
-                    (f"{ours}.{norm}.{p}", f"{theirs}.{hf_norm}.{p}") for p in ("weight", "bias")
-                ]
-            for p in ("weight", "bias"):
-                pairs.append((f"{ours}.feed_forward.w1.{p}", f"{theirs}.fc1.{p}"))
-                pairs.append((f"{ours}.feed_forward.w2.{p}", f"{theirs}.fc2.{p}"))
-                pairs.append((f"{ours}.{ffn_norm}.{p}", f"{theirs}.final_layer_norm.{p}"))
+    pairs += bart_layer_pairs(cfg.n_encoder_layers, cfg.n_decoder_layers, key_bias=False)
     return pairs
 
 
