@@ -82,3 +82,20 @@ def test_a_speech_model_saves_and_loads(tmp_path):
     x, tgt = torch.randn(2, 8, 100), torch.randint(4, 50, (2, 5))
     with torch.no_grad():
         assert torch.equal(model.eval()(x, tgt), loaded(x, tgt))
+
+
+def test_the_ctc_head_reads_the_encoder_positions():
+    torch.manual_seed(0)
+    model = transformer.build_model(speech_config(audio=AudioConfig(n_mels=8, max_frames=120, ctc=True))).eval()
+    x, tgt = torch.randn(2, 8, 90), torch.randint(4, 50, (2, 5))
+    mask = torch.ones(2, 90, dtype=torch.bool)
+    mask[1, 61:] = False
+    with torch.no_grad():
+        logits, ctc, positions = model(x, tgt, src_mask=mask, ctc=True)
+        memory, _ = model.encode(x, mask)
+        assert torch.equal(logits, model(x, tgt, src_mask=mask))
+        assert ctc.shape == (2, 45, 50) and positions.sum(-1).tolist() == [45, 31]
+        assert torch.allclose(ctc, model.ctc_head(memory))
+    plain = transformer.build_model(speech_config())
+    with pytest.raises(ValueError, match="no CTC head"):
+        plain(x, tgt, ctc=True)

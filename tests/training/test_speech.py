@@ -183,3 +183,31 @@ def test_attention_over_the_audio(speech_run, tmp_path, capsys):
     assert out.stat().st_size > 0 and "cross-attention" in capsys.readouterr().out
     assert main(["attention", str(root / "run" / "best"), "--text", "do", "--out", str(out)]) == 2
     assert "give --audio" in capsys.readouterr().err
+
+
+def test_the_ctc_loss_is_ctcs_per_clip(tmp_path):
+    root = tmp_path
+    write_features(root / "train", sentences(12, 5))
+    write_features(root / "valid", sentences(4, 6))
+    values = _config(root, 1)
+    values["model"]["audio"]["ctc"] = True
+    config = build_run_config(values)
+    from transformer.training import distributed as D
+    from transformer.training.objectives import prepare_objective
+
+    (root / "run").mkdir()
+    objective = prepare_objective(config, root / "run", D.DistInfo(0, 1, 0, torch.device("cpu")), lambda line: None)
+    model = objective.new_model()
+    objective.bind(model)
+    batch = objective._batch(objective.train, list(range(6)))
+    with torch.no_grad():
+        _, ctc_logits, positions = model(batch.features, batch.tgt_in, src_mask=batch.mask, ctc=True)
+        total = objective.ctc_loss(ctc_logits, positions, batch)
+        expected, start = 0.0, 0
+        for row in range(6):  # each clip alone: its real positions, its own transcript
+            n, k = int(positions[row].sum()), int(batch.ctc_lengths[row])
+            lp = torch.log_softmax(ctc_logits[row, :n], -1)[:, None]  # (L, 1, V)
+            target = batch.ctc_targets[start : start + k][None]
+            expected += float(torch.nn.functional.ctc_loss(lp, target, [n], [k], blank=0, reduction="sum"))
+            start += k
+    assert float(total) == pytest.approx(expected, rel=1e-5)

@@ -66,6 +66,9 @@ class AudioConfig:
     pad_to_max: bool = False
     """Pad every input to max_frames, as Whisper was trained (true for imported Whisper models);
     false: a batch is padded to its longest input and the padding is masked."""
+    ctc: bool = False
+    """A CTC head on the encoder (Graves et al. 2006): a linear layer to the target vocabulary, the
+    padding id as CTC's blank, for an auxiliary loss in training (train.ctc_weight)."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.audio")

@@ -369,7 +369,11 @@ class TrainConfig:
     off)."""
     valid_questions: int = setting(200, ge=0)
     """Question answering: validate (loss, exact match, F1) on the first this many questions of
-    data.valid_squad (0 = all)."""
+    data.valid_squad; speech: the greedy WER of the first this many clips of data.valid_audio (0 =
+    all)."""
+    ctc_weight: float = setting(0.3, ge=0, le=1)
+    """speech, with a CTC head on the encoder (model.audio.ctc): the loss is (1 - w) x the
+    decoder's cross entropy + w x CTC's (Kim et al. 2017, joint CTC-attention)."""
     save_every: int = setting(1000, gt=0)
     """Write a checkpoint every this many steps (and at the end)."""
     keep_last: int = setting(5, gt=0)

@@ -93,6 +93,7 @@ def greedy_wer(
     decode: Callable[[list[int]], str],
     prefix: Sequence[int],
     suppress_tokens: Sequence[int],
+    begin_suppress_tokens: Sequence[int],
     max_len: int,
 ) -> float:
     """Corpus WER (x100) of greedy transcripts of batches of (features (B, n_mels, F), frame mask
@@ -101,7 +102,7 @@ def greedy_wer(
     for features, mask in batches:
         ids = greedy_search(
             model, features, src_mask=mask, max_len_a=0, max_len_b=max_len, prefix=prefix,
-            suppress_tokens=suppress_tokens,
+            suppress_tokens=suppress_tokens, begin_suppress_tokens=begin_suppress_tokens,
         )  # fmt: skip
         hypotheses += [decode(row).strip() for row in ids.tolist()]
     return wer(hypotheses, references)

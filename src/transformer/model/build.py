@@ -41,7 +41,12 @@ def build_model(cfg: ModelConfig) -> Model:
                 )
                 encoder = _encoder(cfg, src_tokens)
             lm_head = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
-            model = EncoderDecoder(cfg, encoder, _decoder(cfg, tgt_tokens, cross=True), lm_head)
+            ctc = None
+            if cfg.audio is not None and cfg.audio.ctc:
+                ctc = nn.Linear(cfg.d_model, cfg.target_vocab_size)
+            model = EncoderDecoder(
+                cfg, encoder, _decoder(cfg, tgt_tokens, cross=True), lm_head, ctc_head=ctc
+            )
         case "decoder":
             tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)

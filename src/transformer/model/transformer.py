@@ -37,12 +37,15 @@ class EncoderDecoder(nn.Module):
         encoder: Encoder | AudioEncoder,
         decoder: Decoder,
         lm_head: nn.Linear,
+        ctc_head: nn.Linear | None = None,
     ):
         super().__init__()
         self.config = config
         self.encoder = encoder
         self.decoder = decoder
         self.lm_head = lm_head
+        self.ctc_head = ctc_head
+        """A speech model's CTC head on the encoder (model.audio.ctc), for training only."""
 
     def encode(
         self,
@@ -98,11 +101,18 @@ class EncoderDecoder(nn.Module):
         tgt_ids: torch.Tensor,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        ctc: bool = False,
+    ):
         """src (B, S), tgt (B, T) -> logits (B, T, V). Position t sees tgt[:, :t+1] and the whole
-        source."""
+        source. With ctc (a speech model with a CTC head): also the CTC head's logits over the
+        encoder's positions (B, L, V) and their mask (B, L) or None."""
         memory, src_mask = self.encode(src_ids, src_mask)
-        return self.decode(tgt_ids, memory, src_mask, tgt_mask)
+        logits = self.decode(tgt_ids, memory, src_mask, tgt_mask)
+        if not ctc:
+            return logits
+        if self.ctc_head is None:
+            raise ValueError("this model has no CTC head: set model.audio.ctc = true to train one")
+        return logits, linear(self.ctc_head, memory), src_mask
 
 
 class DecoderOnly(nn.Module):

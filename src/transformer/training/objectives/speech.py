@@ -11,11 +11,15 @@ The rules:
   the transcript then </s>; the prompt's own next tokens are not scored. Units are target tokens.
 - Batches: clips grouped by length, at most train.batch_tokens encoder positions (frames / 2) a
   batch; padded frames are masked, unless the model was trained on whole windows
-  (model.audio.pad_to_max: Whisper), where every clip is padded with silence-level features to
-  max_frames as Whisper's own front end pads.
+  (model.audio.pad_to_max: Whisper), where every clip is padded to max_frames with the features of
+  silence (the clip's maximum less 2, where Whisper's log-mel clamps).
 - Augmentation (data.spec_augment): SpecAugment's masks (Park et al. 2019) on each training clip,
   drawn from the batch's generator: two bands of up to 10 mel channels and two spans of up to 5%
   of the frames set to the clip's mean.
+- CTC (model.audio.ctc): a linear head on the encoder's positions and CTC's loss of the transcript
+  (the padding id its blank), added as (1 - train.ctc_weight) x cross entropy + train.ctc_weight x
+  CTC (Kim et al. 2017); it teaches the encoder a monotonic alignment early. Decoding does not use
+  it.
 - Validation: loss, NLL and perplexity per target token, and the word error rate of greedy
   transcripts of the first train.valid_questions clips (evaluation.overlap.wer); best/ by WER.
 """
@@ -54,12 +58,15 @@ class SpeechBatch:
     units: int
     tokens: int
     rows: list[int]
+    ctc_targets: torch.Tensor
+    """The transcripts' tokens one after another (N,), and each one's length (B,): CTC's targets."""
+    ctc_lengths: torch.Tensor
 
     def to(self, device) -> SpeechBatch:
         move = lambda t: None if t is None else to_device(t, device)  # noqa: E731
         return SpeechBatch(
             move(self.features), move(self.mask), move(self.tgt_in), move(self.tgt_out),
-            self.units, self.tokens, self.rows,
+            self.units, self.tokens, self.rows, move(self.ctc_targets), move(self.ctc_lengths),
         )  # fmt: skip
 
 
@@ -216,8 +223,8 @@ class Speech(Objective):
         for row, f in enumerate(feats):
             features[row, :, : f.shape[1]] = f
             mask[row, : f.shape[1]] = True
-            if self.audio.pad_to_max:  # Whisper pads its audio with silence: the clip's floor
-                features[row, :, f.shape[1] :] = f.min()
+            if self.audio.pad_to_max:  # Whisper pads its audio with silence, which its log-mel
+                features[row, :, f.shape[1] :] = f.max() - 2.0  # clamps to 8 (/ 4) below the max
         targets = [corpus.targets[i] for i in indices]
         cfg = self.model_config
         p = len(self.prompt)
@@ -229,9 +236,11 @@ class Speech(Objective):
             tgt_out[row, p - 1 : p + len(ids)] = torch.tensor(ids + [cfg.eos_id], dtype=torch.long)
         units = sum(len(t) + 1 for t in targets)
         positions = (width + 1) // 2 * len(feats)
+        ctc_targets = torch.tensor([t for ids in targets for t in ids], dtype=torch.long)
+        ctc_lengths = torch.tensor([len(ids) for ids in targets], dtype=torch.long)
         return SpeechBatch(
             features, None if self.audio.pad_to_max else mask, tgt_in, tgt_out, units,
-            positions + units, indices,
+            positions + units, indices, ctc_targets, ctc_lengths,
         )  # fmt: skip
 
     @property
@@ -256,13 +265,38 @@ class Speech(Objective):
         return build_model(cfg)
 
     def loss(self, net, model, batch, device):
+        weight = self.config.train.ctc_weight if model.ctc_head is not None else 0.0
         with autocast(device, self.config.train.precision):
-            logits = net(batch.features, batch.tgt_in, src_mask=batch.mask)  # (B, T, V)
+            if weight:
+                logits, ctc_logits, positions = net(
+                    batch.features, batch.tgt_in, src_mask=batch.mask, ctc=True
+                )  # (B, T, V), (B, L, V), (B, L) or None
+            else:
+                logits = net(batch.features, batch.tgt_in, src_mask=batch.mask)  # (B, T, V)
         out = label_smoothed_cross_entropy(
             logits, batch.tgt_out, self.config.train.label_smoothing, self.ignore_id, batch.units,
             consume_logits=True,
         )  # fmt: skip
-        return StepSums(out.loss, out.nll, out.n_tokens, batch.tokens)
+        loss = out.loss
+        if weight:
+            loss = (1 - weight) * loss + weight * self.ctc_loss(ctc_logits, positions, batch)
+        return StepSums(loss, out.nll, out.n_tokens, batch.tokens)
+
+    def ctc_loss(self, logits: torch.Tensor, positions: torch.Tensor | None, batch) -> torch.Tensor:
+        """CTC's negative log-likelihood of each transcript over the encoder's positions, summed
+        (about a sum over the transcript's tokens, as the cross entropy is); the padding id is the
+        blank."""
+        b, length, _ = logits.shape
+        lengths = (
+            torch.full((b,), length, dtype=torch.long, device=logits.device)
+            if positions is None
+            else positions.sum(-1)
+        )
+        log_probs = torch.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (L, B, V)
+        return torch.nn.functional.ctc_loss(
+            log_probs, batch.ctc_targets, lengths, batch.ctc_lengths,
+            blank=self.model_config.pad_id, reduction="sum", zero_infinity=True,
+        )  # fmt: skip
 
     def validate(self, model, device):
         result = validation_sums(self, model, device, self.valid_batches())
@@ -271,7 +305,7 @@ class Speech(Objective):
 
     def valid_wer(self, model, device) -> float:
         """WER of greedy transcripts of the first train.valid_questions validation clips."""
-        n = min(len(self.valid), self.config.train.valid_questions)
+        n = min(len(self.valid), self.config.train.valid_questions or len(self.valid))
         per = max(1, self.config.train.batch_tokens // max(1, int(self.sizes.max())))
 
         def batches():
@@ -279,9 +313,11 @@ class Speech(Objective):
                 b = self._batch(self.valid, list(range(start, min(n, start + per)))).to(device)
                 yield b.features, b.mask
 
+        record = self.speech or {}
         return greedy_wer(
             model, batches(), self.valid.kept_texts[:n], self.tokenizer.decode, self.prompt,
-            (self.speech or {}).get("suppress_tokens", []), self.config.data.max_len,
+            record.get("suppress_tokens", []), record.get("begin_suppress_tokens", []),
+            self.config.data.max_len,
         )  # fmt: skip
 
     def describe(self, result):
