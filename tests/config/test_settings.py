@@ -65,6 +65,7 @@ SERVE = {
     "timeout": ([0.5, 60], [0.0, -1.0, math.nan]),
     "max_lines": ([1], [0]),
     "max_body_bytes": ([1, 1 << 20], [0]),
+    "max_audio_seconds": ([0.5, 600.0], [0.0, -1.0, math.inf]),
     "api_key": (["k"], []),
     "cors_origin": (["https://example.org"], []),
     "host": (["0.0.0.0"], []),
