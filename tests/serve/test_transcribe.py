@@ -87,7 +87,7 @@ def test_bad_audio_gets_one_clear_error(speech):
         odd = bytearray(wav_bytes(silence))
         odd[34:36] = struct.pack("<H", 40)  # bits per sample: 40
         odd[32:34] = struct.pack("<H", 5)  # block align
-        error(post(b64(bytes(odd))), 422, "invalid_request", "audio")
+        error(post(b64(bytes(odd))), 422, "invalid_request", "audio has 40-bit samples; only 8-, 16-, 24- and 32-bit")
         error(post(b64(wav_bytes(torch.zeros(32000)))), 413, "too_long", "--max-audio-seconds")
         error(post([]), 422, "invalid_request", "empty")
         error(c.post("/v1/transcribe", json={"audio": b64(wav_bytes(silence)), "beam_size": 0}), 422,

@@ -95,9 +95,11 @@ def transcribe(pipeline, audio, batch_size: int = 8, **decode) -> list[str]:
     size = a.max_frames * HOP
     pad_to = size if a.pad_to_max else None
     chunks: list[tuple[int, int, torch.Tensor]] = []  # (item, window number, samples)
+    texts: list[list[str]] = []  # each item's windows' transcripts
     for i, item in enumerate(items):
-        chunks += [(i, j, w) for j, w in enumerate(windows(as_samples(item), size))]
-    texts: dict[tuple[int, int], str] = {}
+        cut = windows(as_samples(item), size)
+        chunks += [(i, j, w) for j, w in enumerate(cut)]
+        texts.append([""] * len(cut))
     options = speech_options(pipeline)
     order = sorted(range(len(chunks)), key=lambda k: len(chunks[k][2]))
     for start in range(0, len(order), batch_size):
@@ -105,8 +107,5 @@ def transcribe(pipeline, audio, batch_size: int = 8, **decode) -> list[str]:
         feats, mask = features_batch([c[2] for c in batch], a.n_mels, pad_to)
         ids = pipeline.search(feats, settings, src_mask=mask, **options)
         for (i, j, _), row in zip(batch, ids.tolist(), strict=True):
-            texts[i, j] = pipeline.target_tokenizer.decode(row).strip()
-    return [
-        " ".join(t for (i, _), t in sorted(texts.items()) if i == n and t)
-        for n in range(len(items))
-    ]
+            texts[i][j] = pipeline.target_tokenizer.decode(row).strip()
+    return [" ".join(t for t in item_texts if t) for item_texts in texts]

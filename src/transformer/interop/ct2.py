@@ -254,9 +254,7 @@ def read_whisper(path: str | os.PathLike) -> WhisperImport:
         raise CT2ReadError(f"{path}/tokenizer.json lacks Whisper's special tokens {needed}")
     cfg = whisper_config(ct2.variables, special)
     model = build_model(cfg)
-    tensors = whisper_tensors(cfg, ct2.variables)
-    for name in _key_biases(cfg):
-        tensors.setdefault(name, torch.zeros(cfg.d_model))
+    tensors = whisper_tensors(cfg, ct2.variables)  # key biases: the fused biases' (zero) thirds
     load_weights(model, tensors, f"{path}/model.bin -> EncoderDecoder")
     options = json.loads((path / "config.json").read_text(encoding="utf-8"))
     prompt = [special["<|startoftranscript|>"]]
@@ -269,12 +267,6 @@ def read_whisper(path: str | os.PathLike) -> WhisperImport:
         "begin_suppress_tokens": [int(t) for t in options.get("suppress_ids_begin", [])],
     }
     return WhisperImport(model.eval(), path / "tokenizer.json", speech)
-
-
-def _key_biases(cfg: ModelConfig) -> list[str]:
-    from .hf.whisper import key_biases
-
-    return key_biases(cfg)
 
 
 def is_ct2_directory(path: str | os.PathLike) -> bool:

@@ -339,12 +339,7 @@ async def transcribe(body: TranscribeRequest, request: Request):
     clips = []
     for i, item in enumerate(items):
         name = f"audio[{i}]" if isinstance(body.audio, list) else "audio"
-        try:
-            raw = base64.b64decode(item, validate=True)
-        except (binascii.Error, ValueError):
-            raise ApiError(
-                422, "invalid_request", f"{name} is not base64: send the WAV file base64-encoded"
-            ) from None
+        raw = base64_file(item, name, "the WAV file")
         try:
             clips.append(read_wav_bytes(raw, name))
         except AudioError as e:
@@ -379,6 +374,16 @@ ROUTES = frozenset(route.path for r in (router, openai_router) for route in r.ro
 count as "other"."""
 
 
+def base64_file(item: str, name: str, what: str) -> bytes:
+    """A request's base64-encoded file; a 422 naming it when it is not base64."""
+    try:
+        return base64.b64decode(item, validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(
+            422, "invalid_request", f"{name} is not base64: send {what} base64-encoded"
+        ) from None
+
+
 def decode_images(items: list[str], vision) -> torch.Tensor:
     """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index. An image of
     another size is refused from its header, not decoded (a decompression bomb costs nothing), and
@@ -391,12 +396,7 @@ def decode_images(items: list[str], vision) -> torch.Tensor:
     images = []
     for i, item in enumerate(items):
         name = f"images[{i}]"
-        try:
-            raw = base64.b64decode(item, validate=True)
-        except (binascii.Error, ValueError):
-            raise ApiError(
-                422, "invalid_request", f"{name} is not base64: send each image file base64-encoded"
-            ) from None
+        raw = base64_file(item, name, "each image file")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -36,8 +36,10 @@ import torch
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_indices, batch_seed, to_device
 from ...data.text import DataError
+from ...data.tokenizer import save_tokenizers
 from ...evaluation.transcripts import greedy_wer
 from ...model.build import build_model
+from ...model.io import load_config
 from ...model_dir import load_model, load_speech, load_tokenizers
 from .. import distributed as D
 from ..loss import label_smoothed_cross_entropy
@@ -147,14 +149,12 @@ class Speech(Objective):
         if init_from and not resume:
             self.tokenizer = load_tokenizers(init_from)[1]
             self.speech = load_speech(init_from)
-            from ...data.tokenizer import save_tokenizers
-
             if dist.is_main:
                 save_tokenizers(run_dir, self.tokenizer, self.tokenizer)
         else:
             self.tokenizer = run_tokenizer(config, run_dir, dist, say, resume)
             self.speech = load_speech(init_from) if init_from else None
-        audio = load_model_config(init_from).audio if init_from else config.model.audio
+        audio = load_config(init_from).audio if init_from else config.model.audio
         if audio is None:
             raise ConfigError(f"train.init_from={init_from} is not a speech model (no model.audio)")
         self.audio = audio
@@ -329,9 +329,3 @@ class Speech(Objective):
     def save_files(self):
         speech = self.speech or {"prompt": self.prompt}
         return {"tokenizer": self.tokenizer, "decode": self.config.decode, "speech": speech}
-
-
-def load_model_config(path):
-    from ...model.io import load_config
-
-    return load_config(path)
