@@ -18,6 +18,8 @@ VISION_POSITIONS = ("learned", "sinusoidal2d", "none")
 """Patch positions of an image encoder (transformer.model.patches)."""
 AUDIO_POSITIONS = ("sinusoidal", "learned")
 """Frame positions of an audio encoder (transformer.model.audio)."""
+DETECTION_BACKBONES = ("cnn", "patches")
+"""What turns an image into a detector's feature map (transformer.model.detection)."""
 ATTENTION_IMPLS = ("auto", "fused", "textbook")
 """How attention is computed (transformer.runtime.precision chooses for auto)."""
 
@@ -83,6 +85,54 @@ class AudioConfig:
     def n_positions(self) -> int:
         """Encoder positions after the stride-2 convolution."""
         return self.max_frames // 2
+
+
+@dataclass(frozen=True)
+class DetectionConfig:
+    """An object detector (DETR, Carion et al. 2020): `[model.detection]`, on an encoder-decoder.
+    A backbone turns the image into a feature map (one position per stride x stride pixels), the
+    encoder reads it with 2-D sinusoidal positions added in every attention, and the decoder turns
+    n_queries learned object queries into a class (or "no object") and a box each; see
+    transformer.model.detection. model.n_classes counts the object classes."""
+
+    image_size: int = setting(96, gt=0)
+    """Height and width the images are resized to, in pixels (square)."""
+    channels: int = setting(1, gt=0)
+    """Colour channels: 1 (grayscale) or 3 (RGB)."""
+    backbone: str = setting("cnn", choices=DETECTION_BACKBONES)
+    """cnn (DETR's ResNet role at CPU scale: stride-2 convolution stages) or patches (ViT's
+    linear patch projection, no convolution at all)."""
+    stride: int = setting(8, gt=0)
+    """Pixels per feature-map position along each side: the cnn's 2^stages, the patches' side."""
+    backbone_channels: int = setting(32, gt=0)
+    """cnn: channels of the first stage, doubled at each further stage."""
+    n_queries: int = setting(10, gt=0)
+    """Object queries: the most objects one image can be given (DETR: 100)."""
+    aux_loss: bool = True
+    """Training: the set loss at every decoder layer's output, not only the last (DETR's
+    auxiliary decoding losses)."""
+    no_object_weight: float = setting(0.1, ge=0, le=1)
+    """Training: weight of the "no object" class in the class loss (DETR's eos_coef), against 1
+    for the object classes."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "model.detection")
+        check_settings(self, "model.detection")
+        if self.image_size % self.stride:
+            raise ConfigError(
+                f"model.detection.image_size={self.image_size} is not divisible by stride="
+                f"{self.stride}: the feature map must tile the image"
+            )
+        if self.backbone == "cnn" and self.stride & (self.stride - 1):
+            raise ConfigError(
+                f"model.detection.stride={self.stride} must be a power of 2 for the cnn backbone "
+                "(each stage halves the image): use 4, 8 or 16"
+            )
+
+    @property
+    def grid(self) -> int:
+        """Feature-map positions along each side."""
+        return self.image_size // self.stride
 
 
 @dataclass(frozen=True)
@@ -231,6 +281,9 @@ class ModelConfig:
     audio: AudioConfig | None = None
     """A speech encoder (Whisper): log-mel frames instead of source token ids ([model.audio];
     arch = "encoder-decoder" only)."""
+    detection: DetectionConfig | None = None
+    """An object detector (DETR): an image backbone, object queries and box heads
+    ([model.detection]; arch = "encoder-decoder" only)."""
     relative_bias: RelativeBiasConfig | None = None
     """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional =
     "t5_bias"."""
@@ -250,6 +303,15 @@ class ModelConfig:
         if self.audio is not None and not isinstance(self.audio, AudioConfig):
             raise ConfigError(
                 f"audio={self.audio!r} is not valid: give a [model.audio] table or an AudioConfig"
+            )
+        if isinstance(self.detection, dict):
+            object.__setattr__(
+                self, "detection", from_values(DetectionConfig, self.detection, "model.detection")
+            )
+        if self.detection is not None and not isinstance(self.detection, DetectionConfig):
+            raise ConfigError(
+                f"detection={self.detection!r} is not valid: give a [model.detection] table or a "
+                "DetectionConfig"
             )
         if isinstance(self.relative_bias, dict):
             object.__setattr__(
@@ -362,10 +424,34 @@ class ModelConfig:
                     'takes positional = "learned" or "sinusoidal" (the encoder takes '
                     "model.audio.positions)"
                 )
-        if self.n_classes and self.arch != "encoder":
+        if self.detection is not None:
+            self._check_detection()
+        elif self.n_classes and self.arch != "encoder":
             raise ConfigError(
-                f"n_classes={self.n_classes} is for arch='encoder' classifiers, not "
-                f"arch={self.arch!r}"
+                f"n_classes={self.n_classes} is for arch='encoder' classifiers (or detectors, "
+                f"model.detection), not arch={self.arch!r}"
+            )
+
+    def _check_detection(self) -> None:
+        """Rules of an object detector (model.detection)."""
+        if self.arch != "encoder-decoder":
+            raise ConfigError(
+                f"model.detection is for arch='encoder-decoder' (DETR), not arch={self.arch!r}"
+            )
+        if self.audio is not None or self.vision is not None:
+            raise ConfigError(
+                "model.detection has its own image front end: remove [model.vision] / "
+                "[model.audio]"
+            )
+        if self.d_model % 4:
+            raise ConfigError(
+                f"d_model={self.d_model} must be divisible by 4 for a detector's 2-D sinusoidal "
+                "positions (sin/cos of row and column)"
+            )
+        if self.positional in ("rope", "t5_bias"):
+            raise ConfigError(
+                f"positional={self.positional!r} does not fit a detector: it adds 2-D sinusoids "
+                'in every attention; set positional = "none"'
             )
 
     # Derived values: properties, so they can never disagree with the fields.

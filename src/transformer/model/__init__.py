@@ -12,8 +12,9 @@ and a file that needs a new letter adds it here, never reusing one:
     D  head dim (Dv: the values' head dim where it differs)
     C  d_model
     V  vocabulary
-    P  patches of an image (ViT)
+    P  patches of an image (ViT), or positions of a detector's feature map (DETR)
     F  audio frames
+    Q  object queries of a detector (DETR)
     N  sentences and G beams per sentence (beam search's prefix tree: B = N * G)
 
 Other sizes are spelled out: d_ff, n_classes, max_positions, channels, height,

@@ -85,10 +85,14 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
 def flops_per_image(config: ModelConfig) -> dict[str, int]:
     """Forward and training FLOPs per image of an image encoder (config.vision): the patch
     projection, the encoder over [CLS] + the patches (attention over all 1 + P positions), and the
-    classifier."""
+    classifier. A detector (config.detection): see _detector_flops."""
+    if config.detection is not None:
+        return _detector_flops(config)
     v = config.vision
     if v is None:
-        raise ValueError("flops_per_image needs an image encoder (a config with model.vision)")
+        raise ValueError(
+            "flops_per_image needs an image model (a config with model.vision or model.detection)"
+        )
     positions = v.n_patches + 1
     patches = v.n_patches * 2 * v.channels * v.patch_size**2 * config.d_model
     encoder = positions * flops_per_token(config, positions)["encoder"]
@@ -99,6 +103,46 @@ def flops_per_image(config: ModelConfig) -> dict[str, int]:
     return {
         "patches": patches,
         "encoder": encoder,
+        "head": head,
+        "forward": forward,
+        "training": 3 * forward,
+    }
+
+
+def _detector_flops(config: ModelConfig) -> dict[str, int]:
+    """A detector (DETR) per image: the backbone (each 3 x 3 convolution's multiply-adds at its
+    output size, or the patch projection), the encoder over the P feature-map positions, the
+    decoder's Q queries (self-attention over Q, cross-attention over P; the memory's keys and values
+    counted per query, as flops_per_token counts a source), and the class and box heads of the last
+    layer. Norms and activations are not counted."""
+    d, c = config.detection, config.d_model
+    positions = d.grid**2
+    if d.backbone == "cnn":
+        backbone, c_in, side = 0, d.channels, d.image_size
+        for i in range(d.stride.bit_length() - 1):
+            c_out, side = d.backbone_channels * 2**i, side // 2
+            backbone += 2 * 9 * (c_in + c_out) * c_out * side * side
+            c_in = c_out
+        backbone += 2 * c_in * c * positions
+    else:
+        backbone = positions * 2 * d.channels * d.stride**2 * c
+    ffn = feed_forward_flops(c, config.d_ff, config.activation)
+    encoder = positions * flops_per_token(config, positions)["encoder"]
+
+    def attention(keys: int) -> int:
+        return attention_flops(c, keys, config.n_heads, config.kv_heads, config.d_k, config.d_v)
+
+    decoder = (
+        d.n_queries
+        * config.n_decoder_layers
+        * (attention(d.n_queries) + attention(positions) + ffn)
+    )
+    head = d.n_queries * (2 * c * (config.n_classes + 1) + 2 * 2 * c * c + 2 * 4 * c)
+    forward = backbone + encoder + decoder + head
+    return {
+        "backbone": backbone,
+        "encoder": encoder,
+        "decoder": decoder,
         "head": head,
         "forward": forward,
         "training": 3 * forward,

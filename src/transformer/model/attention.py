@@ -176,11 +176,16 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, length, n, width // n).transpose(1, 2)  # (B, H or K, L, D)
 
     def project_kv(
-        self, source: torch.Tensor, positions: torch.Tensor | None = None
+        self,
+        source: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        values: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set."""
+        """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set.
+        values (B, S, C): project the values from this instead of source (DETR's keys carry the
+        positions, its values do not)."""
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
-        v = self._split(linear(self.v_proj, source), self.n_kv_heads)
+        v = self._split(linear(self.v_proj, source if values is None else values), self.n_kv_heads)
         if self.rotary is not None:
             k = self.rotary(k, positions)
         return k, v

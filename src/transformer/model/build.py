@@ -11,6 +11,7 @@ from torch import nn
 from ..config import ModelConfig
 from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
+from .detection import ConvBackbone, DetectionTransformer, PatchBackbone
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
@@ -28,6 +29,8 @@ def build_model(cfg: ModelConfig) -> Model:
             "or ModelConfig.from_dict(values)"
         )
     match cfg.arch:
+        case "encoder-decoder" if cfg.detection is not None:
+            model = _detector(cfg)
         case "encoder-decoder":
             if cfg.audio is not None:  # Whisper: log-mel frames in, no source tokens
                 tgt_tokens = nn.Embedding(cfg.target_vocab_size, cfg.d_model)
@@ -69,6 +72,8 @@ def build_model(cfg: ModelConfig) -> Model:
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")
     init_weights(model, cfg)
+    if isinstance(model, DetectionTransformer):
+        nn.init.normal_(model.queries.weight)  # DETR's N(0, 1) query embeddings
     tie_weights(model)
     return model
 
@@ -103,8 +108,8 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
 def tie_weights(model: Model) -> None:
     """Share the output projection with the target token embedding (§3.4) when the config says
     so."""
-    if not model.config.tie_embeddings:
-        return
+    if not model.config.tie_embeddings or isinstance(model, DetectionTransformer):
+        return  # a detector has no token embeddings
     if isinstance(model, EncoderOnly):
         if model.mlm_head is not None:
             model.mlm_head.decoder.weight = model.encoder.embed.tokens.weight
@@ -211,10 +216,9 @@ def _audio_encoder(cfg: ModelConfig) -> AudioEncoder:
     return AudioEncoder(front, _encoder_layers(cfg, None), _final_norm(cfg))
 
 
-def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
-    rotary = _rotary(cfg)
+def _decoder_layers(cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: bool):
     pre = cfg.norm_position == "pre"
-    layers = [
+    return [
         DecoderLayer(
             _attention(cfg, rotary),
             _attention(cfg, rotary, cross=True) if cross else None,
@@ -227,6 +231,34 @@ def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
         )
         for _ in range(cfg.n_decoder_layers)
     ]
+
+
+def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
+    rotary = _rotary(cfg)
     return Decoder(
-        _embeddings(cfg, tokens), layers, _final_norm(cfg), _relative(cfg, bidirectional=False)
+        _embeddings(cfg, tokens),
+        _decoder_layers(cfg, rotary, cross),
+        _final_norm(cfg),
+        _relative(cfg, bidirectional=False),
+    )
+
+
+def _detector(cfg: ModelConfig) -> DetectionTransformer:
+    """DETR: its backbone, the encoder and decoder layers (no token embeddings), one norm on every
+    decoder layer's output."""
+    d = cfg.detection
+    if d.backbone == "cnn":
+        backbone = ConvBackbone(
+            d.channels, d.backbone_channels, d.stride.bit_length() - 1, cfg.d_model
+        )
+    else:
+        backbone = PatchBackbone(d.channels, d.stride, cfg.d_model)
+    return DetectionTransformer(
+        cfg,
+        backbone,
+        _encoder_layers(cfg, None),
+        _final_norm(cfg),
+        _decoder_layers(cfg, None, cross=True),
+        _norm(cfg),
+        cfg.dropout,
     )

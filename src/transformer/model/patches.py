@@ -40,6 +40,34 @@ def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
     return torch.cat([torch.zeros(1, d_model), torch.cat([rows, cols], dim=1)])
 
 
+def to_patches(pixels: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, channels, size, size) -> (B, P, channels * patch * patch): the non-overlapping patches in
+    row-major order, each flattened channel, row, column (size a multiple of patch)."""
+    b, c, h, w = pixels.shape
+    g = h // patch
+    x = pixels.reshape(b, c, g, patch, g, patch).permute(
+        0, 2, 4, 1, 3, 5
+    )  # (B, grid, grid, channels, patch, patch)
+    return x.reshape(b, g * g, c * patch * patch)
+
+
+def check_pixels(pixels: torch.Tensor, channels: int, image_size: int) -> tuple[int, int, int, int]:
+    """A clear error naming the expected and the given shape instead of a reshape error."""
+    expected = f"(B, {channels}, {image_size}, {image_size})"
+    if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
+        shape = tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+        raise ValueError(f"images must be a {expected} tensor of pixels, got {shape}")
+    b, c, h, w = pixels.shape
+    if c != channels or h != image_size or w != image_size:
+        raise ValueError(
+            f"images of shape {tuple(pixels.shape)} do not fit this model: it takes {expected} "
+            f"(channels={channels}, image_size={image_size}); resize or convert them"
+        )
+    if not pixels.is_floating_point():
+        raise ValueError(f"pixels are {pixels.dtype}: pass floats (e.g. uint8 / 255)")
+    return b, c, h, w
+
+
 class PatchEmbedding(nn.Module):
     """(B, channels, size, size) pixels -> (B, 1 + P, C): [CLS] and the projected patches, plus
     positions, then dropout."""
@@ -82,30 +110,12 @@ class PatchEmbedding(nn.Module):
     def patches(self, pixels: torch.Tensor) -> torch.Tensor:
         """(B, channels, size, size) -> (B, P, channels * patch * patch): row-major patches, each
         flattened channel, row, column."""
-        b, c, h, w = self.check(pixels)
-        g, p = self.grid, self.patch_size
-        x = pixels.reshape(b, c, g, p, g, p).permute(
-            0, 2, 4, 1, 3, 5
-        )  # (B, grid, grid, channels, patch, patch)
-        return x.reshape(b, g * g, c * p * p)
+        self.check(pixels)
+        return to_patches(pixels, self.patch_size)
 
     def check(self, pixels: torch.Tensor) -> tuple[int, int, int, int]:
         """A clear error naming the expected and the given shape instead of a reshape error."""
-        expected = f"(B, {self.channels}, {self.image_size}, {self.image_size})"
-        if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
-            shape = (
-                tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
-            )
-            raise ValueError(f"images must be a {expected} tensor of pixels, got {shape}")
-        b, c, h, w = pixels.shape
-        if c != self.channels or h != self.image_size or w != self.image_size:
-            raise ValueError(
-                f"images of shape {tuple(pixels.shape)} do not fit this model: it takes {expected} "
-                f"(channels={self.channels}, image_size={self.image_size}); resize or convert them"
-            )
-        if not pixels.is_floating_point():
-            raise ValueError(f"pixels are {pixels.dtype}: pass floats (e.g. uint8 / 255)")
-        return b, c, h, w
+        return check_pixels(pixels, self.channels, self.image_size)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         x = self.projection(self.patches(pixels).to(self.projection.weight.dtype))  # (B, P, C)

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from .cache import KVCache
+from .detection import DetectionTransformer
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .linear import linear
 from .masks import as_token_mask, padding_mask
@@ -223,4 +224,4 @@ class EncoderOnly(nn.Module):
         return start, end
 
 
-Model = EncoderDecoder | EncoderOnly | DecoderOnly
+Model = EncoderDecoder | EncoderOnly | DecoderOnly | DetectionTransformer

@@ -1,0 +1,219 @@
+"""Object detection as set prediction (DETR, Carion et al. 2020): a backbone turns the image into a
+feature map, the encoder layers read it, and the decoder layers turn Q learned object queries into
+Q predictions at once, each a class (or "no object") and a box. Training matches predictions to
+objects one to one (transformer.training.set_loss); no anchors, no non-maximum suppression.
+
+Legend (model/__init__.py): B batch, P feature-map positions (grid * grid, row-major), Q object
+queries, C d_model, H heads; spelled out: channels, size (image side), stride (pixels per position
+along a side), n_classes (object classes; index n_classes is "no object"), n_layers (decoder
+layers).
+
+The rules DETR keeps, kept here:
+- Positions are fixed 2-D sinusoids (model.patches.sinusoidal_2d: half the dimensions the row, half
+  the column) added to the queries and keys of every encoder attention and to the keys of the
+  decoder's cross-attention, never to the values: the content flows without them (§3.1 of the
+  paper, its "positional encodings at every attention layer").
+- The object queries are learned position embeddings for the decoder: added to its queries and
+  keys in every layer, while the decoder's state starts at zero. The decoder has no causal mask:
+  every query sees every other.
+- The encoder and decoder layers are the project's EncoderLayer and DecoderLayer (same parameters,
+  post- or pre-norm), run with the positions added as above. The decoder's output is normed (one
+  shared norm) at every layer, so each layer's output can be decoded for the auxiliary losses.
+- Boxes are (cx, cy, w, h) relative to the image side, through a sigmoid; classes are logits over
+  n_classes + 1.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .layers import DecoderLayer, EncoderLayer, dropped, residual
+from .patches import check_pixels, sinusoidal_2d, to_patches
+
+
+class ConvBackbone(nn.Module):
+    """DETR's ResNet role at CPU scale: stages of [3x3 convolution with stride 2, GroupNorm, ReLU,
+    3x3 convolution, GroupNorm, ReLU], channels doubling each stage, then a 1x1 convolution to
+    d_model (DETR's input projection). (B, channels, size, size) -> (B, P, C)."""
+
+    def __init__(self, channels: int, width: int, stages: int, d_model: int):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = channels
+        for i in range(stages):
+            c_out = width * 2**i
+            for stride in (2, 1):
+                layers += [
+                    nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
+                    nn.GroupNorm(min(8, c_out), c_out),
+                    nn.ReLU(inplace=True),
+                ]
+                c_in = c_out
+        self.stages = nn.Sequential(*layers)
+        self.projection = nn.Conv2d(c_in, d_model, 1)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        x = self.projection(self.stages(pixels))  # (B, C, grid, grid)
+        return x.flatten(2).transpose(1, 2)  # (B, P, C), row-major
+
+
+class PatchBackbone(nn.Module):
+    """No convolution: ViT's linear projection of each stride x stride patch (model.patches).
+    (B, channels, size, size) -> (B, P, C)."""
+
+    def __init__(self, channels: int, stride: int, d_model: int):
+        super().__init__()
+        self.stride = stride
+        self.projection = nn.Linear(channels * stride * stride, d_model)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.projection(to_patches(pixels, self.stride))
+
+
+class BoxHead(nn.Module):
+    """DETR's box head: a 3-layer perceptron (ReLU between) to (cx, cy, w, h), then a sigmoid."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.Linear(d_model, d_model), nn.Linear(d_model, d_model), nn.Linear(d_model, 4)]
+        )
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(..., C) -> (..., 4) in [0, 1]."""
+        for i, layer in enumerate(self.layers):
+            hidden = layer(hidden) if i == len(self.layers) - 1 else torch.relu(layer(hidden))
+        return hidden.sigmoid()
+
+
+class DetectionTransformer(nn.Module):
+    """DETR: backbone -> encoder layers over the feature map -> decoder layers over the object
+    queries -> class logits and boxes for every query."""
+
+    def __init__(
+        self,
+        config,
+        backbone: ConvBackbone | PatchBackbone,
+        encoder_layers: list[EncoderLayer],
+        encoder_norm: nn.Module | None,
+        decoder_layers: list[DecoderLayer],
+        decoder_norm: nn.Module,
+        dropout: float,
+    ):
+        super().__init__()
+        d = config.detection
+        self.config = config
+        self.backbone = backbone
+        self.encoder_layers = nn.ModuleList(encoder_layers)
+        self.encoder_norm = encoder_norm
+        self.decoder_layers = nn.ModuleList(decoder_layers)
+        self.decoder_norm = decoder_norm
+        self.queries = nn.Embedding(d.n_queries, config.d_model)
+        self.class_head = nn.Linear(config.d_model, config.n_classes + 1)
+        self.box_head = BoxHead(config.d_model)
+        self.dropout = nn.Dropout(dropout)
+        table = sinusoidal_2d(d.grid, config.d_model)[1:]  # (P, C), no [CLS] row
+        self.register_buffer("positions", table.unsqueeze(0), persistent=False)
+
+    def encode(self, pixels: torch.Tensor, need_weights: bool = False):
+        """pixels (B, channels, size, size) -> memory (B, P, C); with need_weights also the
+        self-attention weights (B, H, P, P) of each layer."""
+        d = self.config.detection
+        check_pixels(pixels, d.channels, d.image_size)
+        x = dropped(self.dropout, self.backbone(pixels.to(self.positions.dtype)))  # (B, P, C)
+        pos = self.positions.to(x.dtype)
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = _encoder_layer(layer, x, pos, need_weights)
+            weights.append(w)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return (x, weights) if need_weights else x
+
+    def decode(self, memory: torch.Tensor, need_weights: bool = False):
+        """memory (B, P, C) -> each decoder layer's normed output (n_layers, B, Q, C); with
+        need_weights also the cross-attention weights (B, H, Q, P) of each layer."""
+        b = memory.shape[0]
+        query_pos = self.queries.weight.to(memory.dtype).unsqueeze(0).expand(b, -1, -1)
+        keys = memory + self.positions.to(memory.dtype)  # (B, P, C): positions on the keys only
+        x = torch.zeros_like(query_pos)  # (B, Q, C)
+        outputs, weights = [], []
+        for layer in self.decoder_layers:
+            x, w = _decoder_layer(layer, x, query_pos, memory, keys, need_weights)
+            outputs.append(self.decoder_norm(x))
+            weights.append(w)
+        hidden = torch.stack(outputs)  # (n_layers, B, Q, C)
+        return (hidden, weights) if need_weights else hidden
+
+    def forward(self, pixels: torch.Tensor, all_layers: bool = False):
+        """pixels (B, channels, size, size) -> class logits (B, Q, n_classes + 1) and boxes
+        (B, Q, 4) as (cx, cy, w, h) in [0, 1] of the last decoder layer; with all_layers, every
+        layer's: (n_layers, B, Q, n_classes + 1) and (n_layers, B, Q, 4), the last layer last."""
+        hidden = self.decode(self.encode(pixels))
+        if not all_layers:
+            hidden = hidden[-1]
+        return self.class_head(hidden), self.box_head(hidden)
+
+    def detect(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """pixels -> each query's object: score (B, Q) (the probability of its most likely object
+        class), label (B, Q) and box (B, Q, 4) as (cx, cy, w, h) in [0, 1]. All Q are returned,
+        most with low scores ("no object"): a threshold or COCO's ranking picks among them."""
+        logits, boxes = self(pixels)
+        scores, labels = logits.float().softmax(-1)[..., :-1].max(-1)
+        return scores, labels, boxes
+
+    def attention(self, pixels: torch.Tensor):
+        """The last layer's predictions and every decoder layer's cross-attention weights:
+        (logits (B, Q, n_classes + 1), boxes (B, Q, 4), [(B, H, Q, P)] * n_layers); the weights
+        of query q over position p say where in the image q looked (the paper's Figure 6)."""
+        memory = self.encode(pixels)
+        hidden, weights = self.decode(memory, need_weights=True)
+        return self.class_head(hidden[-1]), self.box_head(hidden[-1]), weights
+
+
+def _encoder_layer(
+    layer: EncoderLayer, x: torch.Tensor, pos: torch.Tensor, need_weights: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One encoder layer with the positions added to its queries and keys, not its values."""
+
+    def attend(h):
+        attn = layer.self_attn
+        k, v = attn.project_kv(h + pos, values=h)
+        return attn.attend(h + pos, k, v, need_weights=need_weights)
+
+    x, weights = residual(x, layer.norm1, layer.dropout, layer.pre_norm, attend)
+    x, _ = residual(
+        x, layer.norm2, layer.dropout, layer.pre_norm, lambda h: (layer.feed_forward(h), None)
+    )
+    return x, weights
+
+
+def _decoder_layer(
+    layer: DecoderLayer,
+    x: torch.Tensor,
+    query_pos: torch.Tensor,
+    memory: torch.Tensor,
+    keys: torch.Tensor,
+    need_weights: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One decoder layer: self-attention among the queries (query positions on queries and keys),
+    cross-attention from the queries (with their positions) over the memory (keys = memory +
+    positions, values = memory), the feed-forward network. No mask: nothing is causal here."""
+
+    def self_attend(h):
+        attn = layer.self_attn
+        k, v = attn.project_kv(h + query_pos, values=h)
+        return attn.attend(h + query_pos, k, v)
+
+    def cross_attend(h):
+        attn = layer.cross_attn
+        k, v = attn.project_kv(keys, values=memory)
+        return attn.attend(h + query_pos, k, v, need_weights=need_weights)
+
+    x, _ = residual(x, layer.norm1, layer.dropout, layer.pre_norm, self_attend)
+    x, weights = residual(x, layer.norm2, layer.dropout, layer.pre_norm, cross_attend)
+    x, _ = residual(
+        x, layer.norm3, layer.dropout, layer.pre_norm, lambda h: (layer.feed_forward(h), None)
+    )
+    return x, weights

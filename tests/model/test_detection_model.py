@@ -1,0 +1,170 @@
+"""The detector (DETR): shapes, the positions in every attention against a plain computation, no
+causal mask among the queries, images independent of their batch, config rules."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer.config import ConfigError, ModelConfig
+from transformer.model.accounting import count_parameters, flops_per_image
+from transformer.model.build import build_model
+from transformer.model.detection import DetectionTransformer
+from transformer.model.patches import sinusoidal_2d
+
+
+def detector_config(**detection) -> ModelConfig:
+    values = dict(image_size=32, stride=8, n_queries=5, backbone_channels=8)
+    return ModelConfig(
+        arch="encoder-decoder",
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        positional="none",
+        vocab_size=1,
+        pad_id=0,
+        bos_id=0,
+        eos_id=0,
+        n_classes=3,
+        detection={**values, **detection},
+    )
+
+
+@pytest.mark.parametrize("backbone", ["cnn", "patches"])
+def test_shapes_and_layers(backbone):
+    torch.manual_seed(0)
+    model = build_model(detector_config(backbone=backbone)).eval()
+    assert isinstance(model, DetectionTransformer)
+    pixels = torch.rand(3, 1, 32, 32) * 2 - 1
+    logits, boxes = model(pixels)
+    assert logits.shape == (3, 5, 4) and boxes.shape == (3, 5, 4)
+    assert ((boxes >= 0) & (boxes <= 1)).all()
+    all_logits, all_boxes = model(pixels, all_layers=True)
+    assert all_logits.shape == (2, 3, 5, 4) and all_boxes.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(all_logits[-1], logits)
+    torch.testing.assert_close(all_boxes[-1], boxes)
+    scores, labels, found = model.detect(pixels)
+    probs = logits.softmax(-1)[..., :3]
+    torch.testing.assert_close(scores, probs.max(-1).values)
+    assert torch.equal(labels, probs.argmax(-1)) and torch.equal(found, boxes)
+    assert count_parameters(model) == sum(p.numel() for p in model.parameters())
+
+
+def _attend(attn, query, key, value):
+    """Multi-head attention written out: softmax((q Wq)(k Wk)^T / sqrt(d)) (v Wv) Wo."""
+    h = attn.n_heads
+    b, t, c = query.shape
+
+    def split(x):
+        return x.view(b, -1, h, c // h).transpose(1, 2)
+
+    q, k, v = (
+        split(F.linear(query, attn.q_proj.weight, attn.q_proj.bias)),
+        split(F.linear(key, attn.k_proj.weight, attn.k_proj.bias)),
+        split(F.linear(value, attn.v_proj.weight, attn.v_proj.bias)),
+    )
+    w = (q @ k.transpose(-1, -2) / math.sqrt(c // h)).softmax(-1)
+    out = (w @ v).transpose(1, 2).reshape(b, t, c)
+    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
+
+
+def test_positions_in_every_attention_match_a_plain_computation():
+    """Post-norm DETR by hand: positions on queries and keys (never values) in each encoder
+    self-attention, query embeddings on the decoder's queries and keys, memory positions on the
+    cross-attention's keys; one shared norm on each decoder layer's output."""
+    torch.manual_seed(1)
+    cfg = detector_config().replace(norm_position="post")
+    model = build_model(cfg).eval()
+    pixels = torch.rand(2, 1, 32, 32) * 2 - 1
+    pos = sinusoidal_2d(4, 32)[1:].unsqueeze(0)  # (1, 16, 32)
+    x = model.backbone(pixels)
+    for layer in model.encoder_layers:
+        x = layer.norm1(x + _attend(layer.self_attn, x + pos, x + pos, x))
+        x = layer.norm2(x + layer.feed_forward(x))
+    memory = x
+    queries = model.queries.weight.unsqueeze(0).expand(2, -1, -1)
+    y = torch.zeros_like(queries)
+    for layer in model.decoder_layers:
+        y = layer.norm1(y + _attend(layer.self_attn, y + queries, y + queries, y))
+        y = layer.norm2(y + _attend(layer.cross_attn, y + queries, memory + pos, memory))
+        y = layer.norm3(y + layer.feed_forward(y))
+    hidden = model.decoder_norm(y)
+    logits, boxes = model(pixels)
+    torch.testing.assert_close(logits, model.class_head(hidden), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(boxes, model.box_head(hidden), atol=1e-5, rtol=1e-5)
+
+
+def test_queries_are_not_causal():
+    """Permuting the object queries permutes the predictions: every query sees every other, in any
+    order (a causal mask would break this)."""
+    torch.manual_seed(2)
+    model = build_model(detector_config()).eval()
+    pixels = torch.rand(2, 1, 32, 32) * 2 - 1
+    logits, boxes = model(pixels)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    with torch.no_grad():
+        model.queries.weight.copy_(model.queries.weight[perm])
+    logits2, boxes2 = model(pixels)
+    torch.testing.assert_close(logits2, logits[:, perm], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(boxes2, boxes[:, perm], atol=1e-5, rtol=1e-5)
+
+
+def test_an_image_is_detected_alike_alone_and_in_a_batch():
+    torch.manual_seed(3)
+    model = build_model(detector_config()).eval()
+    pixels = torch.rand(4, 1, 32, 32) * 2 - 1
+    logits, boxes = model(pixels)
+    alone, alone_boxes = model(pixels[2:3])
+    torch.testing.assert_close(alone, logits[2:3], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alone_boxes, boxes[2:3], atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_weights_cover_the_feature_map():
+    torch.manual_seed(4)
+    model = build_model(detector_config()).eval()
+    logits, boxes, weights = model.attention(torch.zeros(1, 1, 32, 32))
+    assert len(weights) == 2 and weights[0].shape == (1, 4, 5, 16)
+    torch.testing.assert_close(weights[-1].sum(-1), torch.ones(1, 4, 5))
+    torch.testing.assert_close(logits, model(torch.zeros(1, 1, 32, 32))[0])
+
+
+def test_wrong_images_get_one_clear_error():
+    model = build_model(detector_config())
+    with pytest.raises(ValueError, match=r"\(B, 1, 32, 32\)"):
+        model(torch.rand(2, 3, 32, 32))
+    with pytest.raises(ValueError, match="pass floats"):
+        model(torch.zeros(2, 1, 32, 32, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(arch="encoder"), "arch='encoder-decoder'"),
+        (dict(detection=dict(image_size=30, stride=8)), "not divisible by stride"),
+        (dict(detection=dict(image_size=36, stride=6)), "power of 2"),
+        (dict(d_model=30, n_heads=3), "divisible by 4"),
+        (dict(positional="rope"), 'positional = "none"'),
+    ],
+)
+def test_config_rules(change, message):
+    values = detector_config().to_dict()
+    values.update(change)
+    with pytest.raises(ConfigError, match=message):
+        ModelConfig.from_dict(values)
+
+
+def test_flops_count_the_backbone_convolutions():
+    """The cnn backbone's multiply-adds by hand: 32 -> 16 -> 8 -> 4 pixels, 8, 16, 32 channels."""
+    cfg = detector_config()
+    flops = flops_per_image(cfg)
+    by_hand = 0
+    for c_in, c_out, side in ((1, 8, 16), (8, 16, 8), (16, 32, 4)):
+        by_hand += 2 * 9 * c_in * c_out * side**2 + 2 * 9 * c_out * c_out * side**2
+    by_hand += 2 * 32 * 32 * 16  # the 1 x 1 projection to d_model
+    assert flops["backbone"] == by_hand
+    assert flops["forward"] == sum(flops[k] for k in ("backbone", "encoder", "decoder", "head"))
+    assert flops["training"] == 3 * flops["forward"]
