@@ -1,6 +1,7 @@
 """`transformer data ...` for tasks other than translation: movie-reviews (sentiment),
 wiki-summaries and commentary-headings (summarization), commentary-qa (question answering), speech
-(synthetic speech for speech recognition); each parser beside its handler."""
+(synthetic speech for speech recognition), detection (Fashion-MNIST items on canvases, COCO boxes);
+each parser beside its handler."""
 
 from __future__ import annotations
 
@@ -164,9 +165,92 @@ def add_speech_parser(data: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data_speech)
 
 
+DETECTION_MIN_SIZE = 45
+"""transformer.data.detection.MIN_IMAGE_SIZE (the largest item, 1.6 x 28 px), written here so that
+checking the flags imports no torch."""
+
+
+def cmd_data_detection(args: argparse.Namespace) -> None:
+    """Canvases of Fashion-MNIST items with their boxes, as COCO detection data (see
+    transformer.data.detection)."""
+    from ..data.detection import build_detection
+
+    report = build_detection(
+        args.out,
+        source=args.source,
+        image_size=args.image_size,
+        n_train=args.train,
+        n_valid=args.valid,
+        n_test=args.test,
+        max_objects=args.max_objects,
+        clutter=args.clutter,
+        seed=args.seed,
+    )
+    canvases, objects = report["canvases"], report["objects"]
+    print(
+        f"wrote {args.out}: train {canvases['train']:,} canvases ({objects['train']:,} objects), "
+        f"valid {canvases['valid']:,} ({objects['valid']:,}), test {canvases['test']:,} "
+        f"({objects['test']:,}), {args.image_size} x {args.image_size} grayscale, 10 classes, "
+        f"COCO annotations.json per split (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_detection_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data detection`."""
+    p = data.add_parser(
+        "detection",
+        help="object detection: Fashion-MNIST items scattered on canvases, with COCO boxes "
+        "(apt-get install -y dataset-fashion-mnist)",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--source",
+        default=None,
+        help="folder of the four IDX files (default /usr/share/datasets/fashion-mnist)",
+    )
+    add_flag(
+        p,
+        "--image-size",
+        type=int,
+        default=96,
+        bounds=Bounds(ge=DETECTION_MIN_SIZE),
+        give=f"a canvas size of at least {DETECTION_MIN_SIZE} pixels (the largest item, 1.6 x "
+        "28 px, must fit)",
+        help="height and width of the canvases, in pixels (default 96)",
+    )
+    for name, default in (("train", 20000), ("valid", 1000), ("test", 1000)):
+        add_flag(
+            p,
+            f"--{name}",
+            type=int,
+            default=default,
+            bounds=Bounds(ge=0),
+            give="a number of canvases",
+            help=f"{name} canvases (default {default:,})",
+        )
+    add_flag(
+        p,
+        "--max-objects",
+        type=int,
+        default=6,
+        bounds=Bounds(ge=1),
+        give="a number of at least 1",
+        help="most items on a canvas; each has 1 to this many (default 6)",
+    )
+    p.add_argument(
+        "--no-clutter",
+        dest="clutter",
+        action="store_false",
+        help="no unannotated distractors and no pixel noise (clean canvases)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="what is drawn (default 0)")
+    p.set_defaults(func=cmd_data_detection)
+
+
 def add_task_parsers(data: argparse._SubParsersAction) -> None:
     """The task datasets' parsers."""
     add_movie_reviews_parser(data)
     add_wiki_summaries_parser(data)
     add_commentary_parsers(data)
     add_speech_parser(data)
+    add_detection_parser(data)

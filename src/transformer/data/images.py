@@ -318,6 +318,29 @@ def read_image(file, mode: str, image_size: int, name: str | None = None) -> np.
     )  # a writable copy
 
 
+def read_image_resized(
+    file, mode: str, image_size: int, name: str | None = None
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """One image file of any size as uint8 (C, image_size, image_size) in mode "L" or "RGB"
+    (resized bilinearly, the aspect ratio not kept: a detector's boxes are relative to the image),
+    and its original (width, height)."""
+    from PIL import Image, UnidentifiedImageError
+
+    name = str(file) if name is None else name
+    try:
+        with Image.open(file) as image:
+            image.load()
+            size = image.size
+            if image.mode != mode:
+                image = image.convert(mode)
+            if image.size != (image_size, image_size):
+                image = image.resize((image_size, image_size), Image.Resampling.BILINEAR)
+            pixels = np.asarray(image, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as e:
+        raise ImageError(f"{name} cannot be read as an image ({e})") from None
+    return np.array(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)), size
+
+
 def to_pixels(images: torch.Tensor) -> torch.Tensor:
     """uint8 images (0-255) -> float pixels in [-1, 1] (x / 127.5 - 1: Hugging Face ViT's processor,
     rescale 1/255 then normalise with mean 0.5 and std 0.5), what the image encoder reads."""
