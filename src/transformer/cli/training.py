@@ -113,7 +113,7 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="FILE",
         help="test data to score too: SRC REF for translation, "
-        "a TSV or an image split/folder for a classifier",
+        "a TSV or an image split/folder for a classifier, a COCO folder for a detector",
     )
     add_flag(
         p,

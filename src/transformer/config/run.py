@@ -72,6 +72,13 @@ class DataConfig:
     valid_audio: str | None = None
     """Validation speech (optional), as train_audio (its valid/): loss and greedy WER each
     validation."""
+    train_detection: str | None = None
+    """Object detection (model.detection): images with boxes in COCO's format, a folder holding
+    annotations.json (as `transformer data detection` writes, its train/) or the JSON file, for
+    objective detection."""
+    valid_detection: str | None = None
+    """Validation images with boxes (optional), as train_detection: loss and COCO mAP each
+    validation."""
     spec_augment: bool = False
     """speech: SpecAugment's frequency and time masks on each training clip (Park et al. 2019)."""
     pack: bool | None = None
@@ -89,7 +96,8 @@ class DataConfig:
     """Images: pad each side by this many pixels (zeros) and crop back at a random place (0 =
     off)."""
     horizontal_flip: bool = False
-    """Images: mirror left-right with probability 1/2."""
+    """Images: mirror left-right with probability 1/2 (a detector's boxes are mirrored with
+    them)."""
     tokenizer: str = setting("bpe", choices=TOKENIZER_KINDS)
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
@@ -175,6 +183,7 @@ class DataConfig:
                 ("train_pairs", self.train_pairs),
                 ("train_squad", self.train_squad),
                 ("train_audio", self.train_audio),
+                ("train_detection", self.train_detection),
             )
             if value is not None
         ]
@@ -183,15 +192,16 @@ class DataConfig:
                 f"set one kind of training data, not {' and '.join('data.' + g for g in given)}: "
                 "train_src/train_tgt (translation), train_pairs (text-to-text TSV), train_text "
                 "(language model, masked-LM, span corruption), train_tsv (text classification), "
-                "train_images (image classification), train_squad (question answering) or "
-                "train_audio (speech recognition)"
+                "train_images (image classification), train_squad (question answering), "
+                "train_audio (speech recognition) or train_detection (object detection)"
             )
         if not given:
             raise ConfigError(
                 "no training data: set data.train_src and data.train_tgt (translation), "
                 "data.train_pairs (text-to-text), data.train_text (language model, masked-LM), "
                 "data.train_tsv (text classification), data.train_images (image classification), "
-                "data.train_squad (question answering) or data.train_audio (speech recognition)"
+                "data.train_squad (question answering), data.train_audio (speech recognition) or "
+                "data.train_detection (object detection)"
             )
         if self.valid_src is not None and self.train_src is None:
             raise ConfigError(
@@ -205,6 +215,7 @@ class DataConfig:
             ("train_pairs", "valid_pairs"),
             ("train_squad", "valid_squad"),
             ("train_audio", "valid_audio"),
+            ("train_detection", "valid_detection"),
         ):
             if getattr(self, valid) is not None and getattr(self, train) is None:
                 raise ConfigError(
@@ -277,7 +288,7 @@ def _as_tuple(value: str | tuple[str, ...]) -> tuple[str, ...]:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
-OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa", "speech")
+OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa", "speech", "detection")
 OBJECTIVE_ARCHS = {
     "seq2seq": "encoder-decoder",
     "lm": "decoder",
@@ -286,6 +297,7 @@ OBJECTIVE_ARCHS = {
     "span_corruption": "encoder-decoder",
     "qa": "encoder",
     "speech": "encoder-decoder",
+    "detection": "encoder-decoder",
 }
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
@@ -314,8 +326,9 @@ class TrainConfig:
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
-    encoder, on train_squad) or "speech" (speech recognition, arch = "encoder-decoder" with
-    model.audio, on train_audio). None: from the data and arch (see RunConfig.objective)."""
+    encoder, on train_squad), "speech" (speech recognition, arch = "encoder-decoder" with
+    model.audio, on train_audio) or "detection" (object detection, DETR: arch = "encoder-decoder"
+    with model.detection, on train_detection). None: from the data and arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""
@@ -425,6 +438,7 @@ class RunConfig:
                 "classify": "train_images" if d.train_images else "train_tsv",
                 "qa": "train_squad",
                 "speech": "train_audio",
+                "detection": "train_detection",
             }[objective],
             OBJECTIVE_ARCHS[objective],
         )
@@ -441,6 +455,18 @@ class RunConfig:
             raise ConfigError(
                 "data.train_audio needs a speech encoder ([model.audio]), and a speech encoder "
                 "needs data.train_audio: set both or neither"
+            )
+        if (d.train_detection is not None) != (
+            self.model.detection is not None
+        ) and self.train.init_from is None:
+            raise ConfigError(
+                "data.train_detection needs a detector ([model.detection]), and a detector needs "
+                "data.train_detection: set both or neither"
+            )
+        if d.random_crop and objective == "detection":
+            raise ConfigError(
+                "data.random_crop is for image classification: a detector's boxes would leave the "
+                "image; remove it (data.horizontal_flip works)"
             )
         if d.spec_augment and objective != "speech":
             raise ConfigError(
@@ -482,6 +508,7 @@ class RunConfig:
                 and self.data.max_len > self.model.max_positions
                 and self.model.positional in ("sinusoidal", "learned")
                 and self.model.vision is None
+                and self.model.detection is None
             ):
                 raise ConfigError(
                     f"data.max_len={self.data.max_len} exceeds "
@@ -524,6 +551,8 @@ class RunConfig:
             return "qa"
         if self.data.train_audio is not None:
             return "speech"
+        if self.data.train_detection is not None:
+            return "detection"
         return "mlm" if self.model.arch == "encoder" else "lm"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

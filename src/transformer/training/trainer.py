@@ -240,6 +240,12 @@ def _attention(
 
 
 def _inputs(cfg) -> str:
+    if cfg.detection is not None:
+        d = cfg.detection
+        return (
+            f"{d.grid} x {d.grid} feature map ({d.backbone}) of {d.image_size} x {d.image_size} x "
+            f"{d.channels} images, {d.n_queries} object queries, {cfg.n_classes} classes"
+        )
     v = cfg.vision
     if v is None:
         return f"vocabulary {cfg.vocab_size}"

@@ -25,8 +25,9 @@ ended but was not scored is scored.
 
 Scores, on the averaged model: translation (encoder-decoder): BLEU and chrF (sacreBLEU) on the
 config's validation files and on --test SRC REF, with the config's [decode] settings; classifiers
-(text or image): accuracy and macro-F1 on the validation data and on --test FILE; other objectives:
-the validation loss only.
+(text or image): accuracy and macro-F1 on the validation data and on --test FILE; detectors: COCO's
+mAP@[.5:.95], AP50 and AP75 on the validation folder and on --test DIR; other objectives: the
+validation loss only.
 """
 
 from __future__ import annotations

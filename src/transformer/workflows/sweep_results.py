@@ -45,7 +45,7 @@ def score_run(
 ) -> dict[str, Any]:
     """The row of one run: scored at its end, or at step `at` (its checkpoints up to there)."""
     from ..decoding.pipeline import Pipeline
-    from ..model.transformer import EncoderDecoder, EncoderOnly
+    from ..model.transformer import DetectionTransformer, EncoderDecoder, EncoderOnly
 
     checkpoints = [c for c in step_dirs(run_dir) if at is None or step_of(c) <= at]
     checkpoints = checkpoints[-plan.average :]
@@ -91,7 +91,15 @@ def score_run(
         row["examples_per_s"] = round(
             sum(r["units"] for r in train_records) / seconds
         )  # a classifier's texts or images
-    if isinstance(model, EncoderDecoder):
+    if isinstance(model, DetectionTransformer):
+        from ..evaluation.detector import score_detector
+
+        valid = config.data.valid_detection
+        for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):
+            if path:
+                scores, _, _ = score_detector(pipeline, path)
+                row.update({f"{split}_{k}": round(scores[k], 4) for k in ("map", "ap50", "ap75")})
+    elif isinstance(model, EncoderDecoder):
         d = config.data
         if d.valid_src and d.valid_tgt:
             row.update(_translation_scores(pipeline, d.valid_src, d.valid_tgt, "valid"))
@@ -170,7 +178,15 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def main_metric(rows: list[dict[str, Any]]) -> str | None:
-    for name in ("test_bleu", "valid_bleu", "test_accuracy", "valid_accuracy", "valid_loss"):
+    for name in (
+        "test_bleu",
+        "valid_bleu",
+        "test_accuracy",
+        "valid_accuracy",
+        "test_map",
+        "valid_map",
+        "valid_loss",
+    ):
         if any(_number(r.get(name)) is not None for r in rows):
             return name
     return None

@@ -8,6 +8,8 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.
 - qa.py: qa, extractive question answering (a span head, SQuAD's data); best/ by validation F1.
 - speech.py: speech, speech recognition (model.audio, Whisper's shape); best/ by validation WER.
+- detection.py: detection, object detection as set prediction (model.detection, DETR); best/ by
+  validation mAP.
 
 `prepare_objective` picks one with a `match` on train.objective: no registry.
 """
@@ -23,6 +25,7 @@ from .. import distributed as D
 from ..corpora import prepare_data
 from .base import Objective, StepSums
 from .classify import Classify, ImageClassify
+from .detection import Detection
 from .encoder import MaskedLM, encoder_model, init_dir
 from .lm import PackedLM
 from .qa import SpanQA
@@ -31,6 +34,7 @@ from .speech import Speech
 
 __all__ = [
     "Classify",
+    "Detection",
     "ImageClassify",
     "MaskedLM",
     "Objective",
@@ -64,6 +68,8 @@ def prepare_objective(
             return SpanQA(config, run_dir, dist, say, resume)
         case "speech":
             return Speech(config, run_dir, dist, say, resume)
+        case "detection":
+            return Detection(config, run_dir, say, resume)
         case "span_corruption":
             return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
         case "mlm":

@@ -1,0 +1,230 @@
+"""detection: object detection as set prediction (DETR, Carion et al. 2020) over images with boxes
+in COCO's format (model.detection; data.train_detection).
+
+The rules:
+- Data: data.train_detection / valid_detection are COCO folders (annotations.json and the images),
+  as `transformer data detection` writes them or a user brings them; images are resized to
+  model.detection.image_size, boxes kept relative to the image (data.detection.load_detection).
+  Classes are the annotation file's categories in the order of their ids.
+- Batches: train.batch_tokens // P images a batch (P feature-map positions, what the encoder
+  sees), in an order shuffled per epoch; whole batches only. data.horizontal_flip mirrors an image
+  and its boxes with probability 1/2, drawn from the batch's generator.
+- Loss: each decoder layer's predictions are matched one to one to the image's objects by the
+  Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
+  all queries (the "no object" class weighted by model.detection.no_object_weight) + 5 x L1 +
+  2 x (1 - GIoU) on the matched pairs (training.set_loss); every layer's loss is added when
+  model.detection.aux_loss. Units are the objects, so a step's loss is DETR's (summed over the
+  step's objects and divided by their count).
+- Validation: the loss per object, and COCO's mAP@[.5:.95], AP50 and AP75 of the last layer's
+  predictions (each query's best object class and its probability; evaluation.detection);
+  best/ by mAP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ...config import ConfigError, RunConfig
+from ...data.batching import batch_seed, to_device
+from ...data.detection import load_detection
+from ...data.images import to_pixels
+from ...data.text import DataError
+from ...evaluation.detection import coco_map
+from ...model.build import build_model
+from ...model.io import load_config
+from ...model_dir import load_labels, load_model
+from ..checkpoint import step_dirs
+from ..set_loss import detr_loss
+from .base import Objective, StepSums, autocast
+
+
+@dataclass
+class DetectionBatch:
+    """Pixels (B, channels, size, size) scaled to [-1, 1] and each image's objects: (labels (n,),
+    boxes (n, 4) as (cx, cy, w, h) relative to the image)."""
+
+    pixels: torch.Tensor
+    targets: list[tuple[torch.Tensor, torch.Tensor]]
+    units: int
+    tokens: int
+
+    def to(self, device) -> DetectionBatch:
+        targets = [(to_device(y, device), to_device(b, device)) for y, b in self.targets]
+        return DetectionBatch(to_device(self.pixels, device), targets, self.units, self.tokens)
+
+
+def flip_boxes(boxes: torch.Tensor) -> torch.Tensor:
+    """(n, 4) (cx, cy, w, h) relative boxes of an image mirrored left-right."""
+    out = boxes.clone()
+    out[:, 0] = 1.0 - out[:, 0]
+    return out
+
+
+class Detection(Objective):
+    """DETR's set prediction over data.train_detection."""
+
+    name = "detection"
+    best_key, higher_is_better = "valid_map", True
+
+    def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None], resume: bool):
+        super().__init__(config)
+        d, init_from = config.data, config.train.init_from
+        model = config.model if not init_from else load_config(init_from)
+        if model.detection is None:
+            raise ConfigError(
+                f"train.init_from={init_from} is not a detector: it has no model.detection"
+            )
+        self.detection = det = model.detection
+        self.train = load_detection(d.train_detection, det.channels, det.image_size)
+        self.labels = load_labels(step_dirs(run_dir)[-1]) if resume else list(self.train.names)
+        if list(self.train.names) != self.labels:
+            raise DataError(
+                f"{d.train_detection} has the classes {self.train.names}, the run has "
+                f"{self.labels}: resume on the data the run started with"
+            )
+        if init_from and model.n_classes != len(self.labels):
+            raise ConfigError(
+                f"train.init_from={init_from} detects {model.n_classes} classes, "
+                f"{d.train_detection} has {len(self.labels)}: fine-tune on data of its classes"
+            )
+        self.valid = None
+        if d.valid_detection:
+            self.valid = load_detection(d.valid_detection, det.channels, det.image_size)
+            if list(self.valid.names) != self.labels:
+                raise DataError(
+                    f"{d.valid_detection} has the classes {self.valid.names}; the training data "
+                    f"({d.train_detection}) has {self.labels}: they must be the same"
+                )
+        self.per_batch = max(1, config.train.batch_tokens // det.grid**2)
+        self.counts = torch.tensor([len(y) for y in self.train.labels])
+        most = int(self.counts.max()) if len(self.counts) else 0
+        if most > det.n_queries:
+            raise DataError(
+                f"{d.train_detection} has an image with {most} objects, more than "
+                f"model.detection.n_queries={det.n_queries}: raise n_queries above the most "
+                "objects an image has"
+            )
+        n_valid = 0 if self.valid is None else len(self.valid.labels)
+        size = f"{det.channels} x {det.image_size} x {det.image_size}"
+        say(
+            f"data: {len(self.counts):,} training images ({int(self.counts.sum()):,} objects) and "
+            f"{n_valid:,} validation images of {size}, {len(self.labels)} classes; "
+            f"{self.per_batch} images per batch"
+        )
+
+    # data
+    def batches(self, epoch):
+        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
+        order = torch.randperm(len(self.counts), generator=g)
+        n = len(order) // self.per_batch  # whole batches only
+        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+
+    def padding_share(self, batches):
+        return 0.0
+
+    def attention_shape(self):
+        return self.per_batch, self.detection.grid**2
+
+    def units(self, indices, key):
+        return max(1, int(self.counts[indices].sum()))
+
+    def collate(self, indices, key):
+        images = self.train.images[indices]
+        targets = [(self.train.labels[i], self.train.boxes[i]) for i in indices]
+        if self.config.data.horizontal_flip:
+            g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
+            flip = torch.rand(len(indices), generator=g) < 0.5
+            images = torch.where(flip[:, None, None, None], images.flip(-1), images)
+            targets = [
+                (y, flip_boxes(b) if f else b)
+                for (y, b), f in zip(targets, flip.tolist(), strict=True)
+            ]
+        return self._batch(images, targets)
+
+    def _batch(self, images, targets) -> DetectionBatch:
+        units = max(1, sum(len(y) for y, _ in targets))
+        return DetectionBatch(
+            to_pixels(images), targets, units, len(images) * self.detection.grid**2
+        )
+
+    @property
+    def has_valid(self):
+        return self.valid is not None and len(self.valid.labels) > 0
+
+    def valid_batches(self):
+        v = self.valid
+        for start in range(0, len(v.labels), self.per_batch):
+            end = min(len(v.labels), start + self.per_batch)
+            yield self._batch(
+                v.images[start:end], [(v.labels[i], v.boxes[i]) for i in range(start, end)]
+            )
+
+    # model
+    def new_model(self):
+        init_from = self.config.train.init_from
+        if init_from is not None:
+            return load_model(init_from)
+        cfg = self.config.model.replace(
+            vocab_size=1, pad_id=0, bos_id=0, eos_id=0, n_classes=len(self.labels)
+        )
+        return build_model(cfg)
+
+    def loss(self, net, model, batch, device):
+        det = model.config.detection
+        with autocast(device, self.config.train.precision):
+            logits, boxes = net(batch.pixels, all_layers=True)  # (n_layers, B, Q, .)
+        layers = list(zip(logits.float().unbind(0), boxes.float().unbind(0), strict=True))
+        out = detr_loss(
+            layers, batch.targets, aux=det.aux_loss, no_object_weight=det.no_object_weight
+        )
+        return StepSums(out.loss, out.last.class_nll.detach(), batch.units, batch.tokens)
+
+    def validate(self, model, device):
+        was_training = model.training
+        model.eval()
+        loss = nll = units = 0.0
+        truth, predictions = [], []
+        with torch.no_grad():
+            for batch in self.valid_batches():
+                batch = batch.to(device)
+                out = self.loss(model, model, batch, device)
+                loss, nll, units = loss + float(out.loss), nll + float(out.nll), units + out.units
+                scores, labels, boxes = model.detect(batch.pixels)
+                for (y, b), s, lab, p in zip(batch.targets, scores, labels, boxes, strict=True):
+                    truth.append(_coco_boxes(y, b, self.detection.image_size))
+                    predictions.append(
+                        {
+                            **_coco_boxes(lab, p, self.detection.image_size),
+                            "scores": s.float().cpu().numpy(),
+                        }
+                    )
+        model.train(was_training)
+        scores = coco_map(truth, predictions)
+        return {
+            "valid_loss": loss / max(units, 1),
+            "valid_nll": nll / max(units, 1),
+            "valid_map": scores["map"],
+            "valid_ap50": scores["ap50"],
+            "valid_ap75": scores["ap75"],
+        }
+
+    def describe(self, result):
+        return (
+            f"valid loss {result['valid_loss']:.4f}  mAP {result['valid_map']:.4f}  "
+            f"AP50 {result['valid_ap50']:.4f}  AP75 {result['valid_ap75']:.4f}"
+        )
+
+    def save_files(self):
+        return {"decode": self.config.decode, "labels": self.labels}
+
+
+def _coco_boxes(labels: torch.Tensor, boxes: torch.Tensor, size: int) -> dict:
+    """Relative (cx, cy, w, h) boxes -> COCO's (x, y, w, h) in pixels of a size x size image, as
+    numpy arrays for evaluation.detection."""
+    b = boxes.float().cpu()
+    xywh = torch.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 2], b[:, 3]], -1) * size
+    return {"boxes": xywh.numpy(), "labels": labels.cpu().numpy()}
