@@ -3,7 +3,8 @@
 One module per command group, each holding its parsers beside its handlers (`register(sub)`):
 data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep,
 average, demo), decoding.py (translate, generate, classify, backtranslate), answering.py
-(answer), speech.py (transcribe, evaluate --audio), evaluation.py (evaluate), inspection.py
+(answer), speech.py (transcribe, evaluate --audio), detection.py (detect, evaluate
+--detection), evaluation.py (evaluate), inspection.py
 (info, attention), models.py (import-hf, export, serve); common.py holds what they share
 (UserError, the one way flags are checked, device and files). Errors a user can fix are printed
 as one line and exit with status 2; an unknown flag prints the command's usage with the closest
@@ -15,7 +16,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import answering, data, decoding, evaluation, inspection, models, speech, training
+from . import (
+    answering,
+    data,
+    decoding,
+    detection,
+    evaluation,
+    inspection,
+    models,
+    speech,
+    training,
+)
 from .common import USER_ERRORS, UserError, check_flags, remember_parsers, run
 
 DESCRIPTION = """\
@@ -31,7 +42,7 @@ examples:
   echo "the cat" | transformer translate runs/copy/best
   transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
-GROUPS = (training, inspection, models, data, decoding, answering, speech, evaluation)
+GROUPS = (training, inspection, models, data, decoding, answering, speech, detection, evaluation)
 """The command groups, in the order `transformer --help` lists their commands."""
 
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]

@@ -30,6 +30,15 @@ SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """BLEU and chrF of translations against references, perplexity of a language model on text, a
     classifier's accuracy on labelled text or images, or a text-to-text model's scores per task."""
+    if args.detection:
+        if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.audio:
+            raise UserError(
+                "give --detection (a detector's COCO mAP) alone, without --text, --src, --ref, "
+                "--tsv, --images, --pairs or --audio"
+            )
+        from .detection import evaluate_detection
+
+        return evaluate_detection(args)
     if args.audio:
         if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.squad:
             raise UserError(
@@ -64,7 +73,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if not args.text and not (args.src and args.ref):
         raise UserError(
             "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), "
-            "--pairs (text-to-text), --squad (question answering) or --audio (speech)"
+            "--pairs (text-to-text), --squad (question answering), --audio (speech) or "
+            "--detection (object detection)"
         )
     if args.output:
         check_output(args.output)
@@ -378,6 +388,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--audio",
         help="a folder of WAV files with transcripts.tsv (file<TAB>transcript): a speech model's "
         "word error rate per clip and overall",
+    )
+    p.add_argument(
+        "--detection",
+        help="a folder of images with COCO annotations (annotations.json): a detector's COCO "
+        "mAP@[.5:.95], AP50, AP75",
     )
     p.add_argument(
         "--metric",

@@ -81,7 +81,7 @@ class Pipeline:
         path = Path(path)
         model = load_model(path, device)
         source = target = None
-        if model.config.vision is None:  # an image encoder reads pixels: it has no tokenizer
+        if model.config.vision is None and model.config.detection is None:  # pixels: no tokenizer
             source, target = load_tokenizers(path)
         decode = load_decode_config(path)
         cfg = model.config
@@ -220,6 +220,15 @@ class Pipeline:
         from .classify import classify_images
 
         return classify_images(self, images, top_k, batch_size)
+
+    def detect(self, images, threshold: float = 0.5, batch_size: int = 64) -> list:
+        """The objects in each image, most likely first: a list per image of DetectedObject
+        (label, score, box (x0, y0, x1, y1) in the image's pixels) whose probability is at least
+        threshold. images: image files (any size; resized to the model's), or uint8 (C, H, W)
+        arrays. See transformer.decoding.detect."""
+        from .detect import detect_images
+
+        return detect_images(self, images, threshold, batch_size)
 
     def answer(self, questions, contexts, **decode) -> list:
         """The answer span of each question in its context (extractive question answering with a
