@@ -367,6 +367,58 @@ def test_page_classifies_dropped_and_chosen_images(classifier_dirs, browser):
         assert shown_results(page) == expected[1:] and page.inner_text("#error") == ""
 
 
+def test_page_detects_objects_and_draws_their_boxes(browser, tmp_path):
+    """A detector's page: the detect view; a chosen image drawn (scaled up) with the API's boxes, each
+    listed, its edge in its class's colour; the threshold sent with the request."""
+    np = pytest.importorskip("numpy")
+    image = pytest.importorskip("PIL.Image")
+    import base64
+    import io
+
+    from tests.viz.detector import LABELS, tiny_detector
+    from transformer.viz.boxes import PALETTE
+
+    buffer = io.BytesIO()
+    image.fromarray(np.random.default_rng(3).integers(0, 256, (40, 60), dtype=np.uint8)).save(
+        buffer, format="PNG"
+    )
+    data = base64.b64encode(buffer.getvalue()).decode()
+    with Server(tiny_detector(tmp_path / "det", bias={1: 2.0})) as server:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        page.wait_for_selector("#detect-view", state="visible")
+        assert page.is_hidden("#plain-view") and page.is_hidden("#classify-view")
+        page.fill("#threshold", "0.3")
+        page.set_input_files(
+            "#detect-file", {"name": "x.png", "mimeType": "image/png", "buffer": buffer.getvalue()}
+        )
+        page.wait_for_function(
+            "document.querySelector('#detect-caption').textContent.startsWith('x.png')"
+        )
+        want = httpx.post(
+            server.url + "/v1/detect", json={"images": [data], "threshold": 0.3}, timeout=60
+        ).json()["detections"][0]
+        shown = page.eval_on_selector_all(
+            "#objects .object",
+            "rows => rows.map(r => [r.dataset.label, Number(r.dataset.score), JSON.parse(r.dataset.box)])",
+        )
+        assert len(want) > 0 and shown == [[o["label"], o["score"], o["box"]] for o in want]
+        canvas = "document.querySelector('#detect-canvas')"
+        assert page.evaluate(f"[{canvas}.width, {canvas}.height]") == [420, 280]  # 7 x 60 by 7 x 40
+        x0, y0, x1, y1 = (7 * v for v in want[0]["box"])  # the most likely, drawn on top
+        pixel = page.evaluate(
+            f"([x, y]) => Array.from({canvas}.getContext('2d').getImageData(x, y, 1, 1).data)",
+            [int(x0) + 1, int((y0 + y1) / 2)],
+        )
+        assert pixel == [*PALETTE[LABELS.index(want[0]["label"])], 255]
+        page.fill("#threshold", "1")
+        page.dispatch_event("#threshold", "change")
+        page.wait_for_function(
+            "document.querySelector('#detect-caption').textContent.includes('no object')"
+        )
+        assert page.eval_on_selector_all("#objects .object", "rows => rows.length") == 0
+
+
 def test_page_chats_with_a_chat_model(model_dirs, browser):
     with Server(model_dirs["chat"]) as server:
         model = httpx.get(server.url + "/v1/models", timeout=60).json()["data"][0]["id"]

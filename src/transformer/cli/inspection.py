@@ -16,6 +16,7 @@ from .common import (
     check_picture,
     setup_device,
 )
+from .detection import PROBABILITY
 
 
 def cmd_info(args: argparse.Namespace) -> None:
@@ -32,6 +33,15 @@ def cmd_info(args: argparse.Namespace) -> None:
         print(f"  {key} = {value}")
     total = count_parameters(model)
     print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
+    if config.detection is not None:
+        d, flops = config.detection, flops_per_image(config)
+        print(
+            f"FLOPs per image ({d.grid} x {d.grid} feature map from a {d.backbone} backbone, "
+            f"{d.n_queries} object queries): forward {flops['forward']:,} "
+            f"({flops['forward'] / 1e9:.3f} GFLOP), training {flops['training']:,} "
+            f"({flops['training'] / 1e9:.3f} GFLOP)"
+        )
+        return
     if config.vision is not None:
         v, flops = config.vision, flops_per_image(config)
         print(
@@ -87,10 +97,24 @@ def cmd_attention(args: argparse.Namespace) -> None:
             raise UserError(f"--head {head}: give a head number (from 0), mean or all") from None
     if sum(x is not None for x in (args.text, args.image, args.audio)) != 1:
         raise UserError(
-            "give --text (a sentence or prompt), --image (for an image encoder) or --audio (for a "
-            "speech model), one of them"
+            "give --text (a sentence or prompt), --image (for an image encoder or a detector) or "
+            "--audio (for a speech model), one of them"
         )
+    if args.detection and args.image is None:
+        raise UserError("--detection draws where a detector's object queries look: give --image")
     pipeline = Pipeline.load(args.model_dir, setup_device(args))
+    detector = pipeline.model.config.detection is not None
+    if args.detection and not detector:
+        raise UserError(
+            f"--detection needs an object detector and {args.model_dir} is not one (no "
+            "[model.detection]): drop --detection"
+        )
+    if args.threshold is not None and not detector:
+        raise UserError("--threshold is for a detector's objects (--detection): drop it")
+    if detector and args.image is None:
+        raise UserError("this is an object detector: give --image FILE, not --text or --audio")
+    if detector:
+        return _detection_attention(args, pipeline)
     if args.image is not None:
         return _image_attention(args, pipeline)
     if args.audio is not None:
@@ -117,11 +141,26 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text", help="the sentence to translate (or the prompt, for a language model)")
     p.add_argument(
         "--image",
-        help="an image file, for an image encoder: [CLS] attention per head and the rollout",
+        help="an image file, for an image encoder: [CLS] attention per head and the rollout; for "
+        "a detector: each object's query's cross-attention (--detection)",
     )
     p.add_argument(
         "--audio",
         help="a WAV file, for a speech model: the cross-attention over its spectrogram",
+    )
+    p.add_argument(
+        "--detection",
+        action="store_true",
+        help="with --image, for a detector: each detected object's query, its cross-attention "
+        "over the image and its box (a detector given --image does this anyway)",
+    )
+    add_flag(
+        p,
+        "--threshold",
+        type=float,
+        bounds=PROBABILITY,
+        give="a probability",
+        help="--detection: draw the objects whose probability is at least this (default 0.5)",
     )
     p.add_argument("--out", required=True, help="the image to write (.png, .svg or .pdf)")
     p.add_argument(
@@ -172,6 +211,35 @@ def _image_attention(args: argparse.Namespace, pipeline) -> None:
         f"wrote {args.out}: [CLS] attention per head, {layers}, and the rollout over all layers"
         + (f"; model: {guess}" if guess else "")
     )
+
+
+def _detection_attention(args: argparse.Namespace, pipeline) -> None:
+    """A detector's objects and where each one's query looked, in one decoder layer."""
+    import torch
+
+    from ..data.images import read_image_resized, to_pixels
+    from ..viz.detection_attention import MAX_PANELS, detection_attention, plot_detection_attention
+
+    d = pipeline.model.config.detection
+    array, _ = read_image_resized(args.image, "L" if d.channels == 1 else "RGB", d.image_size)
+    image = torch.from_numpy(array)
+    device = next(pipeline.model.parameters()).device
+    threshold = 0.5 if args.threshold is None else args.threshold
+    result = detection_attention(
+        pipeline.model, to_pixels(image[None]).to(device), pipeline.labels, threshold, args.layer
+    )
+    layers = f"layer {result.layer} of 0-{result.n_layers - 1}"
+    what = f"cross-attention of each object's query, {layers}, mean of {result.n_heads} heads"
+    title = f"{Path(args.image).name}: {what}"
+    plot_detection_attention(result, image, args.out, title=title, labels=pipeline.labels)
+    n = len(result.objects)
+    found = (
+        f"{n} object(s) at or above {threshold:g}"
+        + (f", the {MAX_PANELS} most likely drawn" if n > MAX_PANELS else "")
+        if n
+        else f"no object at or above {threshold:g} (the best scored {result.best:.2f})"
+    )
+    print(f"wrote {args.out}: {what}; {found}")
 
 
 def _audio_attention(args: argparse.Namespace, pipeline, head) -> None:

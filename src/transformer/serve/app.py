@@ -11,6 +11,7 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   POST /v1/attention   the weights `transformer attention` draws, for the page
   POST /v1/classify    classifiers: texts ("text") or base64 image files ("images") -> top_k labels
   POST /v1/transcribe  speech models: base64 WAV files ("audio") -> transcripts
+  POST /v1/detect      detectors: base64 image files ("images") -> objects, boxes (detection.py)
   GET  /health         200 once the model is loaded (503 before)
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
   GET  /v1/models, POST /v1/completions, POST /v1/chat/completions
@@ -37,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline
+from .detection import router as detection_router
 from .docs import ASSETS, install_docs
 from .errors import error_response, install_error_handlers
 from .openai import router as openai_router
@@ -109,6 +111,7 @@ def create_app(
     app.middleware("http")(_guard)
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(detection_router)
     install_docs(app)
     app.include_router(openai_router)
     return app

@@ -4,20 +4,16 @@ app. ROUTES, the paths /metrics counts by name, is read from the router, so no r
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import io
 import re
-import warnings
 from dataclasses import asdict
 from importlib import resources
 
-import torch
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from ..config import SAMPLING_SETTINGS
 from ..decoding.pipeline import PipelineError
+from .detection import router as detection_router
 from .errors import ApiError
 from .openai import router as openai_router
 from .schemas import (
@@ -34,6 +30,7 @@ from .schemas import (
 )
 from .state import State
 from .streaming import stream
+from .uploads import base64_file, decode_images
 from .worker import Job
 
 router = APIRouter()
@@ -62,6 +59,7 @@ async def model_info(request: Request):
         "encoder-decoder": ["/v1/translate", "/v1/attention"],
         "decoder": ["/v1/generate", "/v1/attention"],
         "speech": ["/v1/transcribe"],
+        "detection": ["/v1/detect"],
     }
     return {
         "family": state.family,
@@ -72,6 +70,7 @@ async def model_info(request: Request):
         "decoding": asdict(pipeline.decode),
         "precision": pipeline.precision.precision,
         "chat": pipeline.chat is not None,
+        "labels": pipeline.labels,
         "limits": {
             "max_lines": config.max_lines,
             "max_body_bytes": config.max_body_bytes,
@@ -226,10 +225,13 @@ async def attention(body: AttentionRequest, request: Request):
     state = _state(request)
     pipeline = state.ready()
     if state.family not in ("encoder-decoder", "decoder"):
+        hint = {"detection": "; use /v1/detect", "speech": "; use /v1/transcribe"}.get(
+            state.family, ""
+        )
         raise ApiError(
             400,
             "wrong_endpoint",
-            f"/v1/attention needs a model that generates text; this one is {state.family}",
+            f"/v1/attention needs a model that generates text; this one is {state.family}{hint}",
         )
     if state.family == "decoder" and body.kind not in (None, "self"):
         raise ApiError(
@@ -273,9 +275,12 @@ async def classify(body: ClassifyRequest, request: Request):
     pipeline = state.ready()
     cfg = pipeline.model.config
     if state.family != "encoder" or not cfg.n_classes:
-        hint = {"encoder-decoder": "; use /v1/translate", "decoder": "; use /v1/generate"}.get(
-            state.family, ""
-        )
+        hint = {
+            "encoder-decoder": "; use /v1/translate",
+            "decoder": "; use /v1/generate",
+            "speech": "; use /v1/transcribe",
+            "detection": "; use /v1/detect",
+        }.get(state.family, "")
         what = "an encoder without classes" if state.family == "encoder" else state.family
         raise ApiError(
             400,
@@ -369,49 +374,8 @@ async def page():
     )
 
 
-ROUTES = frozenset(route.path for r in (router, openai_router) for route in r.routes)
-"""The paths /metrics counts by name (every route above and OpenAI's, so none is left out); others
-count as "other"."""
-
-
-def base64_file(item: str, name: str, what: str) -> bytes:
-    """A request's base64-encoded file; a 422 naming it when it is not base64."""
-    try:
-        return base64.b64decode(item, validate=True)
-    except (binascii.Error, ValueError):
-        raise ApiError(
-            422, "invalid_request", f"{name} is not base64: send {what} base64-encoded"
-        ) from None
-
-
-def decode_images(items: list[str], vision) -> torch.Tensor:
-    """Base64 image files -> uint8 (N, C, H, W); a bad one is a 422 naming its index. An image of
-    another size is refused from its header, not decoded (a decompression bomb costs nothing), and
-    so is a file the decoder fails on, whatever its error."""
-    from PIL import Image
-
-    from ..data.images import ImageError, read_image
-
-    mode, size = ("L" if vision.channels == 1 else "RGB"), vision.image_size
-    images = []
-    for i, item in enumerate(items):
-        name = f"images[{i}]"
-        raw = base64_file(item, name, "each image file")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                with Image.open(io.BytesIO(raw)) as image:  # reads the header only
-                    width, height = image.size
-            if (width, height) != (size, size):
-                raise ImageError(
-                    f"{name} is {width} x {height} pixels; the model takes {size} x {size}: "
-                    "resize it"
-                )
-            images.append(torch.from_numpy(read_image(io.BytesIO(raw), mode, size, name=name)))
-        except ImageError as e:
-            raise ApiError(422, "invalid_request", str(e)) from None
-        except Exception as e:  # noqa: BLE001 - any decoder error: not a readable image file
-            raise ApiError(
-                422, "invalid_request", f"{name} cannot be read as an image ({e})"
-            ) from None
-    return torch.stack(images)
+ROUTES = frozenset(
+    route.path for r in (router, detection_router, openai_router) for route in r.routes
+)
+"""The paths /metrics counts by name (every route above, /v1/detect and OpenAI's, so none is left
+out); others count as "other"."""

@@ -237,3 +237,30 @@ class ClassifyResponse(BaseModel):
     truncated: list[int] = Field(
         description="Indices (from 0) of the texts cut to the model's max_positions."
     )
+
+
+class DetectRequest(Strict):
+    images: list[str] = Field(
+        description="Image files (PNG, JPEG, ...) base64-encoded, of any size (each is resized to "
+        "the model's); each is searched on its own."
+    )
+    threshold: float = Field(
+        0.5, ge=0, le=1, description="keep the objects whose probability is at least this"
+    )
+
+
+class DetectedBox(BaseModel):
+    label: str
+    score: float = Field(description="the probability of the object's class")
+    box: list[float] = Field(
+        description="[x0, y0, x1, y1] in pixels of the image sent (x right, y down; x1, y1 "
+        "exclusive)"
+    )
+
+
+class DetectResponse(BaseModel):
+    detections: list[list[DetectedBox]] = Field(
+        description="Per image, in order: its objects, the most likely first."
+    )
+    sizes: list[list[int]] = Field(description="Each image's [width, height] in pixels.")
+    model: str = Field(description="the model's id (the model directory's name)")

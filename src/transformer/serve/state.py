@@ -174,8 +174,11 @@ class State:
 
     @property
     def family(self) -> str:
-        """encoder-decoder, decoder, encoder, or speech (an encoder-decoder over audio)."""
+        """encoder-decoder, decoder, encoder, speech (an encoder-decoder over audio) or detection
+        (an encoder-decoder over an image's feature map, DETR)."""
         cfg = self.pipeline.model.config
+        if cfg.detection is not None:
+            return "detection"
         return "speech" if cfg.audio is not None else cfg.arch
 
     def ready(self) -> Pipeline:
@@ -202,6 +205,7 @@ class State:
                 "encoder-decoder": "/v1/translate",
                 "decoder": "/v1/generate",
                 "speech": "/v1/transcribe",
+                "detection": "/v1/detect",
             }.get(arch)
             if arch == "encoder" and pipeline.model.config.n_classes:
                 other = "/v1/classify"
