@@ -305,4 +305,4 @@ def test_attention_cli_draws_an_image_encoder(quadrant_model, tmp_path, capsys):
     assert main(["attention", str(quadrant_model.best_dir), "--text", "hi", "--out", str(out)]) == 2
     assert "this is an image encoder: give --image FILE" in capsys.readouterr().err
     assert main(["attention", str(quadrant_model.best_dir), "--out", str(out)]) == 2
-    assert "give --text (a sentence or prompt), --image (for an image encoder) or --audio" in capsys.readouterr().err
+    assert "give --text (a sentence or prompt), --image (for an image encoder or a detector) or --audio" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from torch import nn
 from ..config import ModelConfig
 from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
-from .detection import ConvBackbone, DetectionTransformer, PatchBackbone
+from .detection import ConvBackbone, DenseHead, DetectionTransformer, PatchBackbone
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
@@ -72,7 +72,7 @@ def build_model(cfg: ModelConfig) -> Model:
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")
     init_weights(model, cfg)
-    if isinstance(model, DetectionTransformer):
+    if isinstance(model, DetectionTransformer) and model.queries is not None:
         nn.init.normal_(model.queries.weight)  # DETR's N(0, 1) query embeddings
     tie_weights(model)
     return model
@@ -234,18 +234,15 @@ def _decoder_layers(cfg: ModelConfig, rotary: RotaryEmbedding | None, cross: boo
 
 
 def _decoder(cfg: ModelConfig, tokens: nn.Embedding, cross: bool) -> Decoder:
-    rotary = _rotary(cfg)
+    layers = _decoder_layers(cfg, _rotary(cfg), cross)  # before the embeddings: the seed's order
     return Decoder(
-        _embeddings(cfg, tokens),
-        _decoder_layers(cfg, rotary, cross),
-        _final_norm(cfg),
-        _relative(cfg, bidirectional=False),
+        _embeddings(cfg, tokens), layers, _final_norm(cfg), _relative(cfg, bidirectional=False)
     )
 
 
 def _detector(cfg: ModelConfig) -> DetectionTransformer:
     """DETR: its backbone, the encoder and decoder layers (no token embeddings), one norm on every
-    decoder layer's output."""
+    decoder layer's output; with dense_aux, Co-DETR's training-only dense head on the memory."""
     d = cfg.detection
     if d.backbone == "cnn":
         backbone = ConvBackbone(
@@ -261,4 +258,5 @@ def _detector(cfg: ModelConfig) -> DetectionTransformer:
         _decoder_layers(cfg, None, cross=True),
         _norm(cfg),
         cfg.dropout,
+        DenseHead(cfg.d_model, cfg.n_classes) if d.dense_aux else None,
     )
