@@ -168,3 +168,35 @@ def test_flops_count_the_backbone_convolutions():
     assert flops["backbone"] == by_hand
     assert flops["forward"] == sum(flops[k] for k in ("backbone", "encoder", "decoder", "head"))
     assert flops["training"] == 3 * flops["forward"]
+
+
+def test_dense_head_shapes_and_forward_unchanged_by_it():
+    """dense_aux builds Co-DETR's head on the memory: a heatmap (B, n_classes, grid, grid) and a
+    box per cell (B, grid, grid, 4) inside the image's cells; without dense=True the predictions
+    are those of the same weights without the head."""
+    torch.manual_seed(5)
+    model = build_model(detector_config(dense_aux=True)).eval()
+    pixels = torch.rand(2, 1, 32, 32) * 2 - 1
+    logits, boxes, (heat, cell_boxes) = model(pixels, all_layers=True, dense=True)
+    assert logits.shape == (2, 2, 5, 4) and boxes.shape == (2, 2, 5, 4)
+    assert heat.shape == (2, 3, 4, 4) and cell_boxes.shape == (2, 4, 4, 4)
+    torch.testing.assert_close(heat.sigmoid().mean(), torch.tensor(0.1), atol=0.05, rtol=0)
+    column = (cell_boxes[..., 0] * 4).floor()  # (B, grid, grid): each cell's box is centred in it
+    assert torch.equal(column, torch.arange(4.0).expand(2, 4, 4))
+    assert torch.equal((cell_boxes[..., 1] * 4).floor(), column.transpose(1, 2))
+    plain = build_model(detector_config()).eval()
+    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and unexpected and all(k.startswith("dense_head.") for k in unexpected)
+    alone, alone_boxes = plain(pixels)
+    torch.testing.assert_close(model(pixels)[0], alone)
+    torch.testing.assert_close(model(pixels)[1], alone_boxes)
+    torch.testing.assert_close(model.detect(pixels)[0], plain.detect(pixels)[0])
+    with pytest.raises(ValueError, match="dense_aux = true"):
+        plain(pixels, dense=True)
+
+
+def test_dense_weight_must_not_be_negative():
+    values = detector_config().to_dict()
+    values["detection"] = {**values["detection"], "dense_aux": True, "dense_weight": -1.0}
+    with pytest.raises(ConfigError, match="dense_weight"):
+        ModelConfig.from_dict(values)

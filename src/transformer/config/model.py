@@ -20,6 +20,8 @@ AUDIO_POSITIONS = ("sinusoidal", "learned")
 """Frame positions of an audio encoder (transformer.model.audio)."""
 DETECTION_BACKBONES = ("cnn", "patches")
 """What turns an image into a detector's feature map (transformer.model.detection)."""
+DETECTION_QUERIES = ("learned", "anchors")
+"""What a detector's object queries are (transformer.model.detection)."""
 ATTENTION_IMPLS = ("auto", "fused", "textbook")
 """How attention is computed (transformer.runtime.precision chooses for auto)."""
 
@@ -108,12 +110,23 @@ class DetectionConfig:
     """cnn: channels of the first stage, doubled at each further stage."""
     n_queries: int = setting(10, gt=0)
     """Object queries: the most objects one image can be given (DETR: 100)."""
+    queries: str = setting("learned", choices=DETECTION_QUERIES)
+    """learned: DETR's, a learned position embedding per query; anchors: each query owns a learned
+    reference box, its position is the 2-D sinusoid of the box's centre (the keys' encoding, so a
+    query can look near its anchor from the start) and it predicts its box relative to the anchor
+    (Anchor DETR, DAB-DETR: Wang et al. 2022, Liu et al. 2022)."""
     aux_loss: bool = True
     """Training: the set loss at every decoder layer's output, not only the last (DETR's
     auxiliary decoding losses)."""
     no_object_weight: float = setting(0.1, ge=0, le=1)
     """Training: weight of the "no object" class in the class loss (DETR's eos_coef), against 1
     for the object classes."""
+    dense_aux: bool = False
+    """Training: Co-DETR's auxiliary dense head on the encoder's output (a class heatmap and a box
+    per feature-map position, CenterNet's targets and focal loss), weighted by dense_weight;
+    inference does not use it."""
+    dense_weight: float = setting(1.0, ge=0)
+    """Training: weight of the dense head's loss (per object, as the set loss) when dense_aux."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.detection")

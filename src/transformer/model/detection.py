@@ -21,15 +21,38 @@ The rules DETR keeps, kept here:
   shared norm) at every layer, so each layer's output can be decoded for the auxiliary losses.
 - Boxes are (cx, cy, w, h) relative to the image side, through a sigmoid; classes are logits over
   n_classes + 1.
+- With model.detection.dense_aux, a DenseHead on the memory (Co-DETR's auxiliary one-to-many head,
+  Zong et al. 2023) answers at every feature-map position during training (forward's dense=True,
+  training.dense_loss); detect and attention never run it.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 
 from .layers import DecoderLayer, EncoderLayer, dropped, residual
 from .patches import check_pixels, sinusoidal_2d, to_patches
+
+
+def point_sinusoids(points: torch.Tensor, grid: int, d_model: int) -> torch.Tensor:
+    """(..., 2) relative (cx, cy) -> (..., C): the feature map's 2-D sinusoids (sinusoidal_2d) at
+    continuous positions, the row cy * grid - 1/2 in the first C/2 dimensions and the column
+    cx * grid - 1/2 in the last, so that a point at the centre of cell (r, c) gets that cell's
+    position vector exactly."""
+    half = d_model // 2
+    inv_freq = torch.exp(
+        torch.arange(0, half, 2, dtype=torch.float32, device=points.device)
+        * (-math.log(10000.0) / half)
+    )
+
+    def encode(p: torch.Tensor) -> torch.Tensor:
+        angles = (p.float() * grid - 0.5).unsqueeze(-1) * inv_freq  # (..., C/4)
+        return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)  # interleaved sin, cos
+
+    return torch.cat([encode(points[..., 1]), encode(points[..., 0])], -1)
 
 
 class ConvBackbone(nn.Module):
@@ -80,11 +103,51 @@ class BoxHead(nn.Module):
             [nn.Linear(d_model, d_model), nn.Linear(d_model, d_model), nn.Linear(d_model, 4)]
         )
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(..., C) -> (..., 4) in [0, 1]."""
+    def forward(self, hidden: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
+        """(..., C) -> (..., 4) in [0, 1]; with anchors (Q, 4) (reference boxes in logits, before
+        the sigmoid) the head's output is an offset from each query's anchor."""
         for i, layer in enumerate(self.layers):
             hidden = layer(hidden) if i == len(self.layers) - 1 else torch.relu(layer(hidden))
+        if anchors is not None:
+            hidden = hidden + anchors.to(hidden.dtype)
         return hidden.sigmoid()
+
+
+class DenseHead(nn.Module):
+    """Co-DETR's auxiliary one-to-many head (Zong et al. 2023), CenterNet's at CPU scale: on the
+    encoder's memory seen as a feature map, two [3x3 convolution, GroupNorm, ReLU], then 1x1
+    convolutions to n_classes heatmap logits (bias -log(9): p = 0.1 at start, as CenterNet) and to
+    4 numbers per cell, through a sigmoid: the centre's offset within the cell and the box's (w, h)
+    relative to the image. Training only (training.dense_loss); inference does not use it.
+    memory (B, P, C) -> heatmap logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) as
+    (cx, cy, w, h) in [0, 1], one per cell."""
+
+    def __init__(self, d_model: int, n_classes: int):
+        super().__init__()
+        layers: list[nn.Module] = []
+        for _ in range(2):
+            layers += [
+                nn.Conv2d(d_model, d_model, 3, padding=1, bias=False),
+                nn.GroupNorm(math.gcd(8, d_model), d_model),
+                nn.ReLU(inplace=True),
+            ]
+        self.trunk = nn.Sequential(*layers)
+        self.heatmap = nn.Conv2d(d_model, n_classes, 1)
+        self.box = nn.Conv2d(d_model, 4, 1)
+        nn.init.constant_(self.heatmap.bias, -math.log((1 - 0.1) / 0.1))
+
+    def forward(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, p, c = memory.shape
+        grid = math.isqrt(p)
+        if grid * grid != p:
+            raise ValueError(f"the memory has {p} positions, not a square feature map")
+        x = self.trunk(memory.transpose(1, 2).reshape(b, c, grid, grid))  # (B, C, grid, grid)
+        raw = self.box(x).sigmoid()  # (B, 4, grid, grid): offset x, offset y, w, h
+        cells = torch.arange(grid, dtype=raw.dtype, device=raw.device)
+        cx = (cells[None, None, :] + raw[:, 0]) / grid  # (B, grid, grid): column + offset
+        cy = (cells[None, :, None] + raw[:, 1]) / grid  # (B, grid, grid): row + offset
+        boxes = torch.stack([cx, cy, raw[:, 2], raw[:, 3]], -1)  # (B, grid, grid, 4)
+        return self.heatmap(x), boxes
 
 
 class DetectionTransformer(nn.Module):
@@ -100,6 +163,7 @@ class DetectionTransformer(nn.Module):
         decoder_layers: list[DecoderLayer],
         decoder_norm: nn.Module,
         dropout: float,
+        dense_head: DenseHead | None = None,
     ):
         super().__init__()
         d = config.detection
@@ -109,12 +173,28 @@ class DetectionTransformer(nn.Module):
         self.encoder_norm = encoder_norm
         self.decoder_layers = nn.ModuleList(decoder_layers)
         self.decoder_norm = decoder_norm
-        self.queries = nn.Embedding(d.n_queries, config.d_model)
+        self.dense_head = dense_head  # Co-DETR's training-only head on the memory, or None
+        self.queries = None
+        self.anchors = None
+        if d.queries == "anchors":  # reference boxes: centres spread at random, sides 1/4
+            boxes = torch.cat(
+                [torch.rand(d.n_queries, 2) * 0.9 + 0.05, torch.full((d.n_queries, 2), 0.25)], -1
+            )
+            self.anchors = nn.Parameter(torch.logit(boxes))
+        else:
+            self.queries = nn.Embedding(d.n_queries, config.d_model)
         self.class_head = nn.Linear(config.d_model, config.n_classes + 1)
         self.box_head = BoxHead(config.d_model)
         self.dropout = nn.Dropout(dropout)
         table = sinusoidal_2d(d.grid, config.d_model)[1:]  # (P, C), no [CLS] row
         self.register_buffer("positions", table.unsqueeze(0), persistent=False)
+
+    def query_positions(self) -> torch.Tensor:
+        """(Q, C): the learned query embeddings, or the sinusoids of the anchors' centres."""
+        if self.anchors is None:
+            return self.queries.weight
+        d = self.config.detection
+        return point_sinusoids(self.anchors[:, :2].sigmoid(), d.grid, self.config.d_model)
 
     def encode(self, pixels: torch.Tensor, need_weights: bool = False):
         """pixels (B, channels, size, size) -> memory (B, P, C); with need_weights also the
@@ -135,7 +215,7 @@ class DetectionTransformer(nn.Module):
         """memory (B, P, C) -> each decoder layer's normed output (n_layers, B, Q, C); with
         need_weights also the cross-attention weights (B, H, Q, P) of each layer."""
         b = memory.shape[0]
-        query_pos = self.queries.weight.to(memory.dtype).unsqueeze(0).expand(b, -1, -1)
+        query_pos = self.query_positions().to(memory.dtype).unsqueeze(0).expand(b, -1, -1)
         keys = memory + self.positions.to(memory.dtype)  # (B, P, C): positions on the keys only
         x = torch.zeros_like(query_pos)  # (B, Q, C)
         outputs, weights = [], []
@@ -146,14 +226,25 @@ class DetectionTransformer(nn.Module):
         hidden = torch.stack(outputs)  # (n_layers, B, Q, C)
         return (hidden, weights) if need_weights else hidden
 
-    def forward(self, pixels: torch.Tensor, all_layers: bool = False):
+    def forward(self, pixels: torch.Tensor, all_layers: bool = False, dense: bool = False):
         """pixels (B, channels, size, size) -> class logits (B, Q, n_classes + 1) and boxes
         (B, Q, 4) as (cx, cy, w, h) in [0, 1] of the last decoder layer; with all_layers, every
-        layer's: (n_layers, B, Q, n_classes + 1) and (n_layers, B, Q, 4), the last layer last."""
-        hidden = self.decode(self.encode(pixels))
+        layer's: (n_layers, B, Q, n_classes + 1) and (n_layers, B, Q, 4), the last layer last.
+        With dense (training, model.detection.dense_aux), a third item: the dense head's heatmap
+        logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) on the memory."""
+        if dense and self.dense_head is None:
+            raise ValueError(
+                "this detector has no dense head: build it with model.detection.dense_aux = true "
+                "to ask for dense=True"
+            )
+        memory = self.encode(pixels)
+        hidden = self.decode(memory)
         if not all_layers:
             hidden = hidden[-1]
-        return self.class_head(hidden), self.box_head(hidden)
+        logits, boxes = self.class_head(hidden), self.box_head(hidden, self.anchors)
+        if dense:
+            return logits, boxes, self.dense_head(memory)
+        return logits, boxes
 
     def detect(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """pixels -> each query's object: score (B, Q) (the probability of its most likely object
@@ -169,7 +260,7 @@ class DetectionTransformer(nn.Module):
         of query q over position p say where in the image q looked (the paper's Figure 6)."""
         memory = self.encode(pixels)
         hidden, weights = self.decode(memory, need_weights=True)
-        return self.class_head(hidden[-1]), self.box_head(hidden[-1]), weights
+        return self.class_head(hidden[-1]), self.box_head(hidden[-1], self.anchors), weights
 
 
 def _encoder_layer(

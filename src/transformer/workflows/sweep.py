@@ -179,11 +179,11 @@ def run_sweep(
         base = load_config(plan.config, plan.sets)
     except ConfigError as e:
         raise SweepError(str(e)) from None
-    wanted = {"seq2seq": (0, 2), "classify": (0, 1)}.get(base.objective, (0,))
+    wanted = {"seq2seq": (0, 2), "classify": (0, 1), "detection": (0, 1)}.get(base.objective, (0,))
     if len(plan.test) not in wanted:
         raise SweepError(
             "--test takes "
-            f"{'SRC REF (two files)' if wanted == (0, 2) else 'one file'} for "
+            f"{'SRC REF (two files)' if wanted == (0, 2) else 'one file or folder'} for "
             "objective "
             f"{base.objective!r}"
             if len(wanted) > 1

@@ -13,8 +13,11 @@ The rules:
   Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
   all queries (the "no object" class weighted by model.detection.no_object_weight) + 5 x L1 +
   2 x (1 - GIoU) on the matched pairs (training.set_loss); every layer's loss is added when
-  model.detection.aux_loss. Units are the objects, so a step's loss is DETR's (summed over the
-  step's objects and divided by their count).
+  model.detection.aux_loss. With model.detection.dense_aux, dense_weight x the dense head's loss
+  on the encoder's memory (Co-DETR; training.dense_loss: CenterNet's focal loss + 5 x L1 +
+  2 x (1 - GIoU) at the objects' cells, summed) is added, in validation's loss too. Units are the
+  objects, so a step's loss is DETR's (summed over the step's objects and divided by their
+  count).
 - Validation: the loss per object, and COCO's mAP@[.5:.95], AP50 and AP75 of the last layer's
   predictions (each query's best object class and its probability; evaluation.detection);
   best/ by mAP.
@@ -38,6 +41,7 @@ from ...model.build import build_model
 from ...model.io import load_config
 from ...model_dir import load_labels, load_model
 from ..checkpoint import step_dirs
+from ..dense_loss import dense_loss
 from ..set_loss import detr_loss
 from .base import Objective, StepSums, autocast
 
@@ -176,12 +180,18 @@ class Detection(Objective):
     def loss(self, net, model, batch, device):
         det = model.config.detection
         with autocast(device, self.config.train.precision):
-            logits, boxes = net(batch.pixels, all_layers=True)  # (n_layers, B, Q, .)
+            out = net(batch.pixels, all_layers=True, dense=det.dense_aux)
+        logits, boxes = out[0], out[1]  # (n_layers, B, Q, n_classes + 1), (n_layers, B, Q, 4)
         layers = list(zip(logits.float().unbind(0), boxes.float().unbind(0), strict=True))
-        out = detr_loss(
+        sums = detr_loss(
             layers, batch.targets, aux=det.aux_loss, no_object_weight=det.no_object_weight
         )
-        return StepSums(out.loss, out.last.class_nll.detach(), batch.units, batch.tokens)
+        loss = sums.loss
+        if det.dense_aux:  # Co-DETR: (B, n_classes, grid, grid), (B, grid, grid, 4)
+            heat_logits, cell_boxes = out[2]
+            dense, _ = dense_loss(heat_logits.float(), cell_boxes.float(), batch.targets)
+            loss = loss + det.dense_weight * dense  # a sum over the objects, as the set loss
+        return StepSums(loss, sums.last.class_nll.detach(), batch.units, batch.tokens)
 
     def validate(self, model, device):
         was_training = model.training
