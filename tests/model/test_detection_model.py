@@ -200,3 +200,30 @@ def test_dense_weight_must_not_be_negative():
     values["detection"] = {**values["detection"], "dense_aux": True, "dense_weight": -1.0}
     with pytest.raises(ConfigError, match="dense_weight"):
         ModelConfig.from_dict(values)
+
+
+def test_point_sinusoids_at_a_cell_centre_are_that_cells_positions():
+    from transformer.model.detection import point_sinusoids
+
+    table = sinusoidal_2d(12, 64)[1:]  # (144, 64), row-major
+    for row, col in ((0, 0), (3, 7), (11, 5)):
+        point = torch.tensor([(col + 0.5) / 12, (row + 0.5) / 12])
+        torch.testing.assert_close(point_sinusoids(point, 12, 64), table[row * 12 + col])
+
+
+def test_anchor_queries_predict_boxes_relative_to_their_anchors():
+    """queries = "anchors": each query's position is the sinusoid of its anchor's centre, and a box
+    head that outputs zeros gives back the anchor boxes themselves."""
+    from transformer.model.detection import point_sinusoids
+
+    torch.manual_seed(5)
+    model = build_model(detector_config(queries="anchors")).eval()
+    assert model.queries is None and model.anchors.shape == (5, 4)
+    centres = model.anchors[:, :2].sigmoid()
+    torch.testing.assert_close(model.query_positions(), point_sinusoids(centres, 4, 32))
+    with torch.no_grad():
+        last = model.box_head.layers[-1]
+        last.weight.zero_()
+        last.bias.zero_()
+    _, boxes = model(torch.rand(2, 1, 32, 32) * 2 - 1)
+    torch.testing.assert_close(boxes, model.anchors.sigmoid().expand(2, -1, -1))

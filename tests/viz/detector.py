@@ -28,7 +28,6 @@ def tiny_detector(path, channels: int = 1, bias: dict[int, float] | None = None,
         bos_id=0,
         eos_id=0,
         n_classes=len(LABELS),
-        tie_embeddings=False,  # meaningless for a detector; model/io's loading ties it otherwise
         detection=dict(
             image_size=32, stride=8, n_queries=5, backbone_channels=8, channels=channels
         ),

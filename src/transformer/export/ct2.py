@@ -81,6 +81,11 @@ def check_exportable(cfg: ModelConfig) -> None:
             "CTranslate2 runs encoder-decoder and decoder-only models here; "
             "export encoder-only models with --to hf",
         )
+    if cfg.detection is not None:
+        raise ExportError(
+            "a detector (model.detection) cannot be exported with --to ct2, which writes text "
+            "models: use the model directory itself (transformer detect, serve, Pipeline.detect)"
+        )
     if cfg.audio is not None:
         raise ExportError(
             "a speech model (model.audio) cannot be exported with --to ct2, which writes text "

@@ -64,6 +64,12 @@ def to_hf(model: Model):
     """Our model -> the matching transformers model (Marian, T5, Whisper, GPT-2, Llama, BERT or
     ViT) with the same outputs."""
     cfg = model.config
+    if cfg.detection is not None:
+        raise HFConversionError(
+            "a detector (model.detection) has no Hugging Face export: transformers' DETR takes a "
+            "ResNet backbone, not this model's small CNN or patch projection; use the model "
+            "directory itself"
+        )
     if cfg.audio is not None:
         return whisper.to_hf(model)
     if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
