@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..config import Bounds
-from .common import UserError, add_device_args, add_flag, load_pipeline
+from .common import UserError, add_device_args, add_flag, add_precision_arg, load_pipeline
 
 PROBABILITY = Bounds(ge=0, le=1)
 
@@ -117,4 +117,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="images run together (default 64)",
     )
     add_device_args(p)
+    add_precision_arg(p)
     p.set_defaults(func=cmd_detect)

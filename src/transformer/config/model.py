@@ -453,8 +453,7 @@ class ModelConfig:
             )
         if self.audio is not None or self.vision is not None:
             raise ConfigError(
-                "model.detection has its own image front end: remove [model.vision] / "
-                "[model.audio]"
+                "model.detection has its own image front end: remove [model.vision] / [model.audio]"
             )
         if self.d_model % 4:
             raise ConfigError(

@@ -328,7 +328,8 @@ class TrainConfig:
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
     encoder, on train_squad), "speech" (speech recognition, arch = "encoder-decoder" with
     model.audio, on train_audio) or "detection" (object detection, DETR: arch = "encoder-decoder"
-    with model.detection, on train_detection). None: from the data and arch (see RunConfig.objective)."""
+    with model.detection, on train_detection). None: from the data and arch (see
+    RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""

@@ -114,7 +114,8 @@ def _detector_flops(config: ModelConfig) -> dict[str, int]:
     output size, or the patch projection), the encoder over the P feature-map positions, the
     decoder's Q queries (self-attention over Q, cross-attention over P; the memory's keys and values
     counted per query, as flops_per_token counts a source), and the class and box heads of the last
-    layer. Norms and activations are not counted."""
+    layer; training adds the dense head of model.detection.dense_aux. Norms and activations are not
+    counted."""
     d, c = config.detection, config.d_model
     positions = d.grid**2
     if d.backbone == "cnn":
@@ -139,11 +140,13 @@ def _detector_flops(config: ModelConfig) -> dict[str, int]:
     )
     head = d.n_queries * (2 * c * (config.n_classes + 1) + 2 * 2 * c * c + 2 * 4 * c)
     forward = backbone + encoder + decoder + head
+    # Co-DETR's dense head runs in training only: two 3 x 3 convolutions and the 1 x 1 outputs
+    dense = positions * (2 * 2 * 9 * c * c + 2 * c * (config.n_classes + 4)) if d.dense_aux else 0
     return {
         "backbone": backbone,
         "encoder": encoder,
         "decoder": decoder,
         "head": head,
         "forward": forward,
-        "training": 3 * forward,
+        "training": 3 * (forward + dense),
     }
