@@ -37,6 +37,7 @@ from ...data.detection import load_detection
 from ...data.images import to_pixels
 from ...data.text import DataError
 from ...evaluation.detection import coco_map
+from ...evaluation.detector import relative_to_xywh
 from ...model.build import build_model
 from ...model.io import load_config
 from ...model_dir import load_labels, load_model
@@ -204,11 +205,15 @@ class Detection(Objective):
                 out = self.loss(model, model, batch, device)
                 loss, nll, units = loss + float(out.loss), nll + float(out.nll), units + out.units
                 scores, labels, boxes = model.detect(batch.pixels)
+                size = self.detection.image_size
                 for (y, b), s, lab, p in zip(batch.targets, scores, labels, boxes, strict=True):
-                    truth.append(_coco_boxes(y, b, self.detection.image_size))
+                    truth.append(
+                        {"boxes": relative_to_xywh(b.cpu(), size, size), "labels": y.cpu().numpy()}
+                    )
                     predictions.append(
                         {
-                            **_coco_boxes(lab, p, self.detection.image_size),
+                            "boxes": relative_to_xywh(p.cpu(), size, size),
+                            "labels": lab.cpu().numpy(),
                             "scores": s.float().cpu().numpy(),
                         }
                     )
@@ -230,11 +235,3 @@ class Detection(Objective):
 
     def save_files(self):
         return {"decode": self.config.decode, "labels": self.labels}
-
-
-def _coco_boxes(labels: torch.Tensor, boxes: torch.Tensor, size: int) -> dict:
-    """Relative (cx, cy, w, h) boxes -> COCO's (x, y, w, h) in pixels of a size x size image, as
-    numpy arrays for evaluation.detection."""
-    b = boxes.float().cpu()
-    xywh = torch.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 2], b[:, 3]], -1) * size
-    return {"boxes": xywh.numpy(), "labels": labels.cpu().numpy()}
