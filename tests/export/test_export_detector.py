@@ -4,18 +4,20 @@ nothing written; its model directory saves and loads whole, with the default con
 import torch
 
 from tests.cli.common import run
-from tests.viz.detector import tiny_detector
-from transformer.model_dir import load_model
+from tests.viz.detector import LABELS, tiny_detector
+from transformer.model_dir import load_labels, load_model, save_model
 
 
 def test_a_detector_round_trips_and_is_not_exported(tmp_path, capsys):
     path = tiny_detector(tmp_path / "detr")
     loaded = load_model(path).eval()
-    torch.manual_seed(0)
+    again = load_model(save_model(loaded, tmp_path / "again", labels=LABELS)).eval()
+    for (name, p), q in zip(loaded.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
     pixels = torch.rand(2, 1, 32, 32) * 2 - 1
-    again = load_model(path).eval()
     for a, b in zip(loaded(pixels), again(pixels), strict=True):
         torch.testing.assert_close(a, b)
+    assert load_labels(tmp_path / "again") == LABELS
     for target, message in (
         ("ct2", "cannot be exported with --to ct2"),
         ("hf", "no Hugging Face export"),
