@@ -1,6 +1,6 @@
 """`transformer data ...` (datasets: bible, bible-genre, bible-t2t, ui-strings,
-debian-descriptions, dictionary, wiki-leads, fashion-mnist, copy, split-text, prepare; the task
-datasets are in data_tasks.py) and `transformer tokenize`: each command's parser beside its
+debian-descriptions, dictionary, wiki-leads, fashion-mnist, emoji, copy, split-text, prepare; the
+task datasets are in data_tasks.py) and `transformer tokenize`: each command's parser beside its
 handler."""
 
 from __future__ import annotations
@@ -302,6 +302,83 @@ def add_fashion_mnist_parser(data: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data_fashion_mnist)
 
 
+EMOJI_SIZES = (16, 128)
+"""transformer.data.emoji.SIZES, written here so that checking the flags imports nothing heavy."""
+
+
+def cmd_data_emoji(args: argparse.Namespace) -> None:
+    """Noto Color Emoji's glyphs rendered with random scales, shifts and backgrounds into
+    train/valid/test/unseen.safetensors (see transformer.data.emoji)."""
+    from ..data.emoji import build_emoji
+
+    report = build_emoji(
+        args.out,
+        size=args.size,
+        per_emoji=args.per_emoji,
+        n_eval=args.n_eval,
+        unseen_share=args.unseen_share,
+        seed=args.seed,
+        font=args.font,
+    )
+    images, emoji = report["images"], report["emoji"]
+    print(
+        f"wrote {args.out}: train {images['train']:,}, valid {images['valid']:,}, test "
+        f"{images['test']:,} images of {emoji['train']:,} emoji; unseen {images['unseen']:,} of "
+        f"{emoji['unseen']:,} emoji held out; {args.size} x {args.size} RGB, in "
+        f"{report['seconds']:.0f} s (see {args.out}/PROVENANCE.md)"
+    )
+
+
+def add_emoji_parser(data: argparse._SubParsersAction) -> None:
+    """`transformer data emoji`."""
+    p = data.add_parser(
+        "emoji",
+        help="emoji images labelled with their Unicode names, some emoji held out whole "
+        "(apt-get install -y fonts-noto-color-emoji) as train/valid/test/unseen.safetensors",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    low, high = EMOJI_SIZES
+    add_flag(
+        p,
+        "--size",
+        type=int,
+        default=32,
+        bounds=Bounds(ge=low, le=high),
+        give=f"an image side from {low} to {high} pixels",
+        help="height and width of the images, in pixels (default 32)",
+    )
+    for flag, default, what in (
+        ("--per-emoji", 16, "training renderings of each seen emoji"),
+        ("--n-eval", 2, "renderings of each emoji in valid, in test and in unseen"),
+    ):
+        add_flag(
+            p,
+            flag,
+            type=int,
+            default=default,
+            bounds=Bounds(ge=1),
+            give="a number of at least 1",
+            help=f"{what} (default {default})",
+        )
+    add_flag(
+        p,
+        "--unseen-share",
+        type=float,
+        default=0.1,
+        bounds=Bounds(ge=0, lt=1),
+        give="a share from 0 to below 1, e.g. 0.1",
+        help="share of the emoji held out whole for unseen.safetensors, by a hash of the name "
+        "(default 0.1)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="what is drawn (default 0)")
+    p.add_argument(
+        "--font",
+        default=None,
+        help="the colour emoji font (default /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf)",
+    )
+    p.set_defaults(func=cmd_data_emoji)
+
+
 # ---- Spanish -> English from installed packages (transformer.data.modern) ----
 
 
@@ -539,6 +616,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_wiki_leads_parser(data)
     add_task_parsers(data)
     add_fashion_mnist_parser(data)
+    add_emoji_parser(data)
     add_copy_parser(data)
     add_split_text_parser(data)
     add_prepare_parser(data)
