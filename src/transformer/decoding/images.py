@@ -1,0 +1,77 @@
+"""Images from a decoder over pixel tokens (Image GPT): sampling, and the likelihood of images.
+
+Sampling starts from each image's condition (transformer.data.pixels: a label token, a name and
+<s>, or <s> alone) and draws exactly H * W pixel tokens over the KV cache, one position a step;
+every id that is not a pixel (the special, label and character tokens) is suppressed, so an image
+always comes out whole. Temperature, top-k and top-p apply as in text sampling (sampling.draw;
+temperature 0 takes the most probable level at each pixel).
+
+Scoring runs each image's condition and pixels through the model once (teacher forcing) and sums
+the log-probabilities of the pixel tokens over the full vocabulary: the model's likelihood of the
+quantised image, whose bits per dimension the caller reports.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..data.pixels import PAD, ImageTokens, sequences
+from .sampling import draw
+from .step import Stepper, inference
+
+
+def check_length(model: torch.nn.Module, tokens: ImageTokens, prefixes: list[list[int]]) -> None:
+    """Condition + pixels must fit the model's positions."""
+    longest = max(len(p) for p in prefixes) + tokens.n_pixels - 1
+    limit = model.config.max_positions
+    if model.config.positional in ("learned", "sinusoidal") and longest > limit:
+        raise ValueError(
+            f"a condition of {longest - tokens.n_pixels + 1} tokens and {tokens.n_pixels} pixels "
+            f"need {longest} positions; the model has max_positions={limit}: shorten the text"
+        )
+
+
+def sample_images(
+    model: torch.nn.Module,
+    tokens: ImageTokens,
+    prefixes: list[list[int]],
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One image per condition: uint8 (N, channels, H, W)."""
+    check_length(model, tokens, prefixes)
+    chosen = []
+    with inference(model):
+        stepper = Stepper(model, prefixes, suppress=tokens.non_pixel_ids())
+        log_probs = stepper.start()  # (N, V)
+        for i in range(tokens.n_pixels):
+            pixel = draw(log_probs, temperature, top_k, top_p, generator)  # (N,)
+            chosen.append(pixel)
+            if i + 1 < tokens.n_pixels:
+                log_probs = stepper.step(pixel)
+    return tokens.pixels(torch.stack(chosen, dim=1).cpu())  # (N, H * W) -> (N, C, H, W)
+
+
+def image_log_likelihoods(
+    model: torch.nn.Module,
+    tokens: ImageTokens,
+    images: torch.Tensor,
+    prefixes: list[list[int]],
+    batch_size: int = 32,
+) -> torch.Tensor:
+    """Summed log-probability (nats) of each image's pixel tokens given its condition: (N,)."""
+    check_length(model, tokens, prefixes)
+    device = next(model.parameters()).device
+    out = []
+    with inference(model):
+        for start in range(0, len(images), batch_size):
+            rows = slice(start, start + batch_size)
+            inputs, targets = sequences(tokens, images[rows], prefixes[rows])
+            inputs, targets = inputs.to(device), targets.to(device)
+            logits = model(inputs)  # (B, L, V); right padding: causal attention never reaches it
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, L)
+            out.append((picked * (targets != PAD)).sum(-1).cpu())
+    return torch.cat(out)
