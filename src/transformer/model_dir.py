@@ -13,6 +13,8 @@ load_* functions below its other parts.
                          sep_token, mask_token (Hugging Face's names; data/tokenizer.EncoderTokens)
     speech.json          a speech model's decoder prompt and suppressed token ids:
                          {"prompt": [...], "suppress_tokens": [...], "begin_suppress_tokens": [...]}
+    pixels.json          an image generator's token layout: image size, channels, levels, labels,
+                         characters (data/pixels.py)
 
 This module sits above `model/` and `data/`, so that neither imports the other: `model/io.py`
 knows configs and weights only, `data/tokenizer.py` knows tokenizer files only.
@@ -27,6 +29,7 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError, DecodeConfig
+from .data.pixels import ImageTokens, PixelTokenError
 from .data.tokenizer import SPECIAL_TOKENS_FILE, has_tokenizer, load_tokenizers, save_tokenizers
 from .files import atomic_write_text
 from .model.io import ModelFileError, load_weights, save_weights
@@ -37,11 +40,13 @@ CHAT_TEMPLATE_FILE = "chat_template.json"
 LABELS_FILE = "labels.json"
 SPEECH_FILE = "speech.json"
 SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
+PIXELS_FILE = "pixels.json"
 
 __all__ = [
     "CHAT_TEMPLATE_FILE",
     "DECODE_FILE",
     "LABELS_FILE",
+    "PIXELS_FILE",
     "SPECIAL_TOKENS_FILE",
     "SPEECH_FILE",
     "has_tokenizer",
@@ -49,6 +54,7 @@ __all__ = [
     "load_decode_config",
     "load_labels",
     "load_model",
+    "load_pixels",
     "load_special_tokens",
     "load_speech",
     "load_tokenizers",
@@ -66,6 +72,7 @@ def save_model(
     labels: list[str] | None = None,
     special_tokens: dict[str, str] | None = None,
     speech: dict | None = None,
+    pixels: ImageTokens | None = None,
 ) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given.
@@ -76,7 +83,13 @@ def save_model(
     decode: the decoding defaults, written as decode.json. chat: the chat template record.
     labels: a classifier's class names (labels.json). special_tokens: an encoder's {role: token}.
     speech: a speech model's decoder prompt and suppressed tokens (speech.json).
+    pixels: an image generator's token layout (pixels.json).
     """
+    if pixels is not None and pixels.vocab_size != model.config.vocab_size:
+        raise ValueError(
+            f"the image token layout has {pixels.vocab_size} tokens, the model's vocabulary "
+            f"{model.config.vocab_size}: they must match"
+        )
     path = save_weights(model, path)
     if tokenizer is not None:
         source, target = (
@@ -107,6 +120,8 @@ def save_model(
     if speech is not None:
         record = {key: [int(t) for t in speech.get(key, [])] for key in SPEECH_KEYS}
         atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
+    if pixels is not None:
+        pixels.save(path / PIXELS_FILE)
     return path
 
 
@@ -119,7 +134,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> M
 
 def model_files(path: str | os.PathLike) -> dict:
     """What save_model takes besides the model and tokenizer, as a model directory holds it:
-    decode, chat, labels, special_tokens, speech (for copying a directory's extras onto
+    decode, chat, labels, special_tokens, speech, pixels (for copying a directory's extras onto
     another)."""
     return {
         "decode": load_decode_config(path),
@@ -127,6 +142,7 @@ def model_files(path: str | os.PathLike) -> dict:
         "labels": load_labels(path),
         "special_tokens": load_special_tokens(path),
         "speech": load_speech(path),
+        "pixels": load_pixels(path),
     }
 
 
@@ -177,6 +193,17 @@ def load_speech(path: str | os.PathLike) -> dict | None:
             f"{file} should map {', '.join(SPEECH_KEYS)} to lists of token ids: fix or delete it"
         )
     return {key: list(record.get(key, [])) for key in SPEECH_KEYS}
+
+
+def load_pixels(path: str | os.PathLike) -> ImageTokens | None:
+    """An image generator's token layout (pixels.json), or None when the directory has none."""
+    file = Path(path) / PIXELS_FILE
+    if not file.exists():
+        return None
+    try:
+        return ImageTokens.from_dict(_read_json(file, "an image token layout"))
+    except PixelTokenError as e:
+        raise ModelFileError(f"{file}: {e}") from None
 
 
 def load_decode_config(path: str | os.PathLike) -> DecodeConfig:

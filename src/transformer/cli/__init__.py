@@ -1,14 +1,14 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
 One module per command group, each holding its parsers beside its handlers (`register(sub)`):
-data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep,
-average, demo), decoding.py (translate, generate, classify, backtranslate), answering.py
-(answer), speech.py (transcribe, evaluate --audio), detection.py (detect, evaluate
---detection), evaluation.py (evaluate), inspection.py
-(info, attention), models.py (import-hf, export, serve); common.py holds what they share
-(UserError, the one way flags are checked, device and files). Errors a user can fix are printed
-as one line and exit with status 2; an unknown flag prints the command's usage with the closest
-flag it has.
+data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep, average,
+demo), decoding.py (translate, generate, classify, backtranslate), answering.py (answer), speech.py
+(transcribe, evaluate --audio), detection.py (detect, evaluate --detection), captioning.py
+(caption, evaluate --images and attention --image of a captioner), contrastive.py (embed,
+evaluate --images of a dual encoder), evaluation.py (evaluate), inspection.py (info, attention),
+models.py (import-hf, export, serve); common.py holds what they share (UserError, the one way flags
+are checked, device and files). Errors a user can fix are printed as one line and exit with status
+2; an unknown flag prints the command's usage with the closest flag it has.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import sys
 
 from . import (
     answering,
+    captioning,
+    contrastive,
     data,
     decoding,
     detection,
@@ -42,7 +44,19 @@ examples:
   echo "the cat" | transformer translate runs/copy/best
   transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
-GROUPS = (training, inspection, models, data, decoding, answering, speech, detection, evaluation)
+GROUPS = (
+    training,
+    inspection,
+    models,
+    data,
+    decoding,
+    answering,
+    speech,
+    detection,
+    captioning,
+    contrastive,
+    evaluation,
+)
 """The command groups, in the order `transformer --help` lists their commands."""
 
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]

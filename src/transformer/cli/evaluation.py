@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ANSWER_SETTINGS, DOCUMENT_KINDS, PAIR_METRICS, Bounds
 from ..data.text import DataError
+from .captioning import evaluate_captions, is_captioner_dir
 from .common import (
     UserError,
     add_decode_args,
@@ -22,6 +23,7 @@ from .common import (
     read_text,
     write_text,
 )
+from .contrastive import evaluate_contrastive, is_contrastive
 
 SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 """The decoding settings evaluate takes."""
@@ -62,6 +64,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 "--src, --ref, --tsv, --images or --plot"
             )
         return _evaluate_pairs(args)
+    if args.images and (Path(args.model_dir) / "pixels.json").is_file():  # model_dir.PIXELS_FILE
+        from .image_lm import evaluate_image_lm
+
+        return evaluate_image_lm(args)
+    if args.classifier:
+        raise UserError("--classifier names an image generator's samples: it goes with --images")
+    if args.images and is_captioner_dir(args.model_dir):  # exact match and chrF of captions
+        return evaluate_captions(args)
+    if args.images and is_contrastive(args.model_dir):  # a dual encoder: zero-shot, retrieval
+        return evaluate_contrastive(args)
     if args.tsv or args.images:
         return _evaluate_classifier(args)
     if args.plot:
@@ -405,15 +417,41 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--images",
         help="labelled images (a prepared .safetensors split or a folder of class "
         "folders): an image classifier's accuracy, macro-F1, per-class scores, "
-        "confusion matrix",
+        "confusion matrix; an image captioner's exact match and chrF against the label names",
     )
     p.add_argument(
         "--plot",
         help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)",
     )
+    generator = p.add_argument_group("an image generator, with --images")
+    generator.add_argument(
+        "--classifier",
+        help="an image classifier's model directory: sample --samples images of each label and "
+        "report the share it recognises",
+    )
+    add_flag(
+        generator,
+        "--samples",
+        type=int,
+        default=50,
+        bounds=Bounds(ge=1),
+        give="a number of images",
+        help="with --classifier: images sampled per label (default 50)",
+    )
+    add_flag(
+        generator,
+        "--limit",
+        type=int,
+        default=None,
+        bounds=Bounds(ge=1),
+        give="a number of images",
+        help="score the first N images of --images only (default: all)",
+    )
+    generator.add_argument("--seed", type=int, help="with --classifier: the samples' seed")
     p.add_argument(
         "--output",
-        help="also write the translations (with --tsv: the predicted labels) to this file",
+        help="also write the translations (with --tsv: the predicted labels; a captioner's "
+        "--images: the captions) to this file",
     )
     add_decode_args(p, SEARCH)
     add_decode_args(p, ANSWER_SETTINGS)

@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from ..config import ATTENTION_KINDS
+from .captioning import caption_attention
 from .common import (
     POSITIVE,
     UserError,
@@ -43,9 +44,11 @@ def cmd_info(args: argparse.Namespace) -> None:
         )
         return
     if config.vision is not None:
-        v, flops = config.vision, flops_per_image(config)
+        v, flops = config.vision, flops_per_image(config, caption_tokens=16)
+        caption = " and a caption of 16 tokens" if config.arch == "encoder-decoder" else ""
         print(
-            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]): "
+            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]"
+            f"{caption}): "
             f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
             f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
         )
@@ -81,6 +84,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
         raise UserError(
             "plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)"
         )
+    from ..decoding.caption import is_captioner
     from ..decoding.pipeline import Pipeline
     from ..viz.attention import attention_map, plot_attention
 
@@ -115,6 +119,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
         raise UserError("this is an object detector: give --image FILE, not --text or --audio")
     if detector:
         return _detection_attention(args, pipeline)
+    if args.image is not None and is_captioner(pipeline.model):
+        return caption_attention(args, pipeline, head)
     if args.image is not None:
         return _image_attention(args, pipeline)
     if args.audio is not None:
@@ -142,7 +148,8 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--image",
         help="an image file, for an image encoder: [CLS] attention per head and the rollout; for "
-        "a detector: each object's query's cross-attention (--detection)",
+        "a detector: each object's query's cross-attention (--detection); for a captioner: each "
+        "caption token's cross-attention over the image",
     )
     p.add_argument(
         "--audio",

@@ -134,5 +134,7 @@ TRANSCRIBE_SETTINGS = (
     *REPETITION_SETTINGS,
 )
 """The settings of transcribing speech: transcribe's flags, /v1/transcribe's fields."""
+CAPTION_SETTINGS = TRANSCRIBE_SETTINGS
+"""The settings of captioning images (the same as transcribing): caption's flags."""
 ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
 """The settings of extractive question answering: answer's flags."""

@@ -187,6 +187,29 @@ GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh
 
 
 @dataclass(frozen=True)
+class ContrastiveConfig:
+    """A text-image dual encoder (CLIP, Radford et al. 2021): `[model.contrastive]`, on arch =
+    "encoder" with [model.vision]. An image tower (the ViT of model.vision, pooled at [CLS]) and a
+    text tower (the token encoder, pooled as text_pooling says) share d_model, n_heads, d_ff and
+    n_encoder_layers; each ends in a linear projection to embed_dim, L2-normalised. See
+    transformer.model.contrastive."""
+
+    embed_dim: int = setting(64, gt=0)
+    """Size of the shared embedding both towers project to (CLIP: 512)."""
+    text_pooling: str = setting("mean", choices=POOLINGS)
+    """What the text tower's embedding reads: "mean" (the mean of the last layer over real tokens,
+    the default: every token's state gets a direct gradient, which a small tower trained from
+    scratch learns faster from) or "first" (the [CLS] state, BERT's)."""
+    temperature: float = setting(0.07, gt=0, le=1)
+    """The initial softmax temperature: the learned logit scale starts at log(1 / temperature)
+    (CLIP's 0.07); the scale is clamped at 100."""
+
+    def __post_init__(self) -> None:
+        check_types(self, "model.contrastive")
+        check_settings(self, "model.contrastive")
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """The shape of a Transformer. Defaults are the paper's base model (Table 3)."""
 
@@ -289,8 +312,9 @@ class ModelConfig:
     auto: fused, except that training measures both at its batch shape and takes the faster
     (transformer.runtime.precision)."""
     vision: VisionConfig | None = None
-    """An image encoder (ViT): patches instead of token ids ([model.vision]; arch = "encoder"
-    only)."""
+    """An image encoder (ViT): patches instead of token ids ([model.vision]); arch = "encoder" (an
+    image classifier) or "encoder-decoder" (an image captioner: the text decoder cross-attends to
+    the patches; positional is then the decoder's)."""
     audio: AudioConfig | None = None
     """A speech encoder (Whisper): log-mel frames instead of source token ids ([model.audio];
     arch = "encoder-decoder" only)."""
@@ -300,6 +324,9 @@ class ModelConfig:
     relative_bias: RelativeBiasConfig | None = None
     """T5's relative position bias ([model.relative_bias]); set (with defaults) when positional =
     "t5_bias"."""
+    contrastive: ContrastiveConfig | None = None
+    """A text-image dual encoder (CLIP): a text tower beside the image encoder, both projected to
+    one embedding ([model.contrastive]; arch = "encoder" with [model.vision] only)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.vision, dict):  # from JSON / TOML
@@ -331,6 +358,17 @@ class ModelConfig:
                 self,
                 "relative_bias",
                 from_values(RelativeBiasConfig, self.relative_bias, "model.relative_bias"),
+            )
+        if isinstance(self.contrastive, dict):
+            object.__setattr__(
+                self,
+                "contrastive",
+                from_values(ContrastiveConfig, self.contrastive, "model.contrastive"),
+            )
+        if self.contrastive is not None and not isinstance(self.contrastive, ContrastiveConfig):
+            raise ConfigError(
+                f"contrastive={self.contrastive!r} is not valid: give a [model.contrastive] table "
+                "or a ContrastiveConfig"
             )
         if self.relative_bias is None and self.positional == "t5_bias":
             object.__setattr__(self, "relative_bias", RelativeBiasConfig())
@@ -412,20 +450,27 @@ class ModelConfig:
                 f"arch={self.arch!r}"
             )
         if self.vision is not None:
-            if self.arch != "encoder":
+            if self.arch not in ("encoder", "encoder-decoder"):
                 raise ConfigError(
-                    f"model.vision is for arch='encoder' (ViT), not arch={self.arch!r}"
+                    f"model.vision is for arch='encoder' (ViT) or 'encoder-decoder' (an image "
+                    f"captioner), not arch={self.arch!r}"
+                )
+            if self.audio is not None:
+                raise ConfigError(
+                    "model.vision and model.audio are two front ends of one encoder: keep one"
                 )
             if self.mlm_head or self.n_token_types or self.span_head:
                 raise ConfigError(
                     "an image encoder (model.vision) has no masked-LM head, span head or token "
                     "types: leave mlm_head, span_head and n_token_types at false and 0"
                 )
-            if self.vision.n_patches + 1 > self.max_positions:
+            if self.arch == "encoder" and self.vision.n_patches + 1 > self.max_positions:
                 raise ConfigError(
                     f"{self.vision.n_patches} patches + [CLS] exceed "
                     f"max_positions={self.max_positions}"
                 )
+        if self.contrastive is not None:
+            self._check_contrastive()
         if self.audio is not None:
             if self.arch != "encoder-decoder":
                 raise ConfigError(
@@ -443,6 +488,19 @@ class ModelConfig:
             raise ConfigError(
                 f"n_classes={self.n_classes} is for arch='encoder' classifiers (or detectors, "
                 f"model.detection), not arch={self.arch!r}"
+            )
+
+    def _check_contrastive(self) -> None:
+        """Rules of a text-image dual encoder (model.contrastive)."""
+        if self.arch != "encoder" or self.vision is None:
+            raise ConfigError(
+                'model.contrastive is a text tower beside an image encoder: set arch = "encoder" '
+                "and a [model.vision] table"
+            )
+        if self.n_classes or self.pooler:
+            raise ConfigError(
+                "a dual encoder (model.contrastive) has projections, not a classifier: leave "
+                "n_classes at 0 and pooler at false"
             )
 
     def _check_detection(self) -> None:

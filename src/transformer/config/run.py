@@ -17,6 +17,8 @@ from .sizing import SizingConfig
 TOKENIZER_KINDS = ("bpe", "unigram", "word", "char")
 """How text is cut into tokens (transformer.data.tokenizer trains each kind)."""
 DOCUMENT_KINDS = ("file", "paragraph", "line")
+IMAGE_CONDITIONS = ("none", "label", "name")
+"""What an image generator is conditioned on (transformer.data.pixels)."""
 """What one document of a packed language-model text is (data.documents)."""
 PAIR_METRICS = ("bleu", "rouge")
 """What `evaluate --metric` scores outputs with: BLEU and chrF, or ROUGE-1/2/L (summaries)."""
@@ -55,10 +57,11 @@ class DataConfig:
     mixture of tasks named by a prefix of the input, as `transformer data bible-t2t` writes)."""
     valid_pairs: str | None = None
     """Text-to-text validation pairs (optional), as train_pairs."""
-    train_images: str | None = None
+    train_images: str | tuple[str, ...] | None = None
     """Labelled training images of an image classifier (model.vision): a prepared split
     (.safetensors, from transformer data fashion-mnist) or a folder of class folders
-    DIR/<label>/*.png|jpg."""
+    DIR/<label>/*.png|jpg. Objective contrastive takes a list of them, trained on together;
+    objective caption (an encoder-decoder) learns each image's label name as its caption."""
     valid_images: str | None = None
     """Labelled validation images (optional), as train_images; every label must occur there."""
     train_squad: str | None = None
@@ -98,6 +101,15 @@ class DataConfig:
     horizontal_flip: bool = False
     """Images: mirror left-right with probability 1/2 (a detector's boxes are mirrored with
     them)."""
+    pixel_levels: int = setting(16, ge=2, le=256)
+    """image_lm: levels each channel is quantised to; one grey level a token for one channel, one
+    colour of a palette of levels^3 for RGB (8 = the 9-bit palette of 512 colours)."""
+    condition: str = setting("label", choices=IMAGE_CONDITIONS)
+    """image_lm: what the images are generated from: "label" (a class token), "name" (the label's
+    text, character by character: emoji names) or "none"."""
+    drop_condition: float = setting(0.1, ge=0, lt=1)
+    """image_lm: share of training images whose condition is replaced by the unconditional start,
+    so one model also generates, and scores, images without one."""
     tokenizer: str = setting("bpe", choices=TOKENIZER_KINDS)
     """How text is cut into tokens, trained on the training files: "bpe" (byte-level BPE), "unigram"
     (SentencePiece's Unigram), "word" (whole words and punctuation; the rest <unk>) or "char"
@@ -144,7 +156,14 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_types(self, "data")
-        for name in ("train_src", "train_tgt", "valid_src", "valid_tgt", "train_weights"):
+        for name in (
+            "train_src",
+            "train_tgt",
+            "valid_src",
+            "valid_tgt",
+            "train_weights",
+            "train_images",
+        ):
             value = getattr(self, name)
             if isinstance(value, list):  # TOML's lists, kept as tuples (the config is frozen)
                 object.__setattr__(self, name, tuple(value))
@@ -288,7 +307,19 @@ def _as_tuple(value: str | tuple[str, ...]) -> tuple[str, ...]:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
-OBJECTIVES = ("seq2seq", "lm", "mlm", "classify", "span_corruption", "qa", "speech", "detection")
+OBJECTIVES = (
+    "seq2seq",
+    "lm",
+    "mlm",
+    "classify",
+    "span_corruption",
+    "qa",
+    "speech",
+    "detection",
+    "image_lm",
+    "contrastive",
+    "caption",
+)
 OBJECTIVE_ARCHS = {
     "seq2seq": "encoder-decoder",
     "lm": "decoder",
@@ -298,6 +329,9 @@ OBJECTIVE_ARCHS = {
     "qa": "encoder",
     "speech": "encoder-decoder",
     "detection": "encoder-decoder",
+    "image_lm": "decoder",
+    "contrastive": "encoder",
+    "caption": "encoder-decoder",
 }
 """The model family each objective trains."""
 SCHEDULES = ("inverse_sqrt", "cosine")
@@ -328,7 +362,11 @@ class TrainConfig:
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
     encoder, on train_squad), "speech" (speech recognition, arch = "encoder-decoder" with
     model.audio, on train_audio) or "detection" (object detection, DETR: arch = "encoder-decoder"
-    with model.detection, on train_detection). None: from the data and arch (see
+    with model.detection, on train_detection) or "image_lm" (images generated pixel by pixel,
+    Image GPT: arch = "decoder", on train_images) or "contrastive" (a text-image dual encoder,
+    CLIP: arch = "encoder" with model.vision and model.contrastive, on train_images, each image's
+    text its label) or "caption" (image captioning: arch = "encoder-decoder" with model.vision, on
+    train_images, each image's text its label). None: from the data and arch (see
     RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
@@ -383,8 +421,9 @@ class TrainConfig:
     off)."""
     valid_questions: int = setting(200, ge=0)
     """Question answering: validate (loss, exact match, F1) on the first this many questions of
-    data.valid_squad; speech: the greedy WER of the first this many clips of data.valid_audio (0 =
-    all)."""
+    data.valid_squad; speech: the greedy WER of the first this many clips of data.valid_audio;
+    caption: the greedy captions' exact match and chrF on this many images spread evenly over
+    data.valid_images (0 = all)."""
     ctc_weight: float = setting(0.3, ge=0, le=1)
     """speech, with a CTC head on the encoder (model.audio.ctc): the loss is (1 - w) x the
     decoder's cross entropy + w x CTC's (Kim et al. 2017, joint CTC-attention)."""
@@ -440,12 +479,17 @@ class RunConfig:
                 "qa": "train_squad",
                 "speech": "train_audio",
                 "detection": "train_detection",
+                "image_lm": "train_images",
+                "contrastive": "train_images",
+                "caption": "train_images",
             }[objective],
             OBJECTIVE_ARCHS[objective],
         )
-        if (d.train_images is not None) != (
-            self.model.vision is not None
-        ) and self.train.init_from is None:
+        if (
+            (d.train_images is not None) != (self.model.vision is not None)
+            and self.train.init_from is None
+            and objective != "image_lm"
+        ):
             raise ConfigError(
                 "data.train_images needs an image encoder ([model.vision]), and an image encoder "
                 "needs data.train_images: set both or neither"
@@ -468,6 +512,18 @@ class RunConfig:
             raise ConfigError(
                 "data.random_crop is for image classification: a detector's boxes would leave the "
                 "image; remove it (data.horizontal_flip works)"
+            )
+        if isinstance(d.train_images, tuple) and objective != "contrastive":
+            raise ConfigError(
+                f"data.train_images lists {len(d.train_images)} image sets: only objective "
+                "contrastive trains on several; give one"
+            )
+        if (objective == "contrastive") != (
+            self.model.contrastive is not None
+        ) and self.train.init_from is None:
+            raise ConfigError(
+                "objective contrastive trains a dual encoder ([model.contrastive]), and a dual "
+                "encoder is trained with objective contrastive: set both or neither"
             )
         if d.spec_augment and objective != "speech":
             raise ConfigError(
@@ -508,8 +564,9 @@ class RunConfig:
                 not self.packed
                 and self.data.max_len > self.model.max_positions
                 and self.model.positional in ("sinusoidal", "learned")
-                and self.model.vision is None
+                and (self.model.vision is None or objective == "caption")
                 and self.model.detection is None
+                and objective != "image_lm"
             ):
                 raise ConfigError(
                     f"data.max_len={self.data.max_len} exceeds "
@@ -540,12 +597,20 @@ class RunConfig:
 
     @property
     def objective(self) -> str:
-        """train.objective, or when unset: seq2seq for aligned files, classify for a TSV, and for
-        train_text lm (arch = "decoder") or mlm (arch = "encoder")."""
+        """train.objective, or when unset: seq2seq for aligned files, classify for a TSV or images
+        (image_lm for images and arch = "decoder", caption for images and arch =
+        "encoder-decoder"), and for train_text lm (arch = "decoder") or
+        mlm (arch = "encoder")."""
         if self.train.objective is not None:
             return self.train.objective
         if self.data.is_translation:
             return "seq2seq"
+        if self.data.train_images is not None and self.model.arch == "decoder":
+            return "image_lm"
+        if self.data.train_images is not None and self.model.contrastive is not None:
+            return "contrastive"
+        if self.data.train_images is not None and self.model.arch == "encoder-decoder":
+            return "caption"
         if self.data.train_tsv is not None or self.data.train_images is not None:
             return "classify"
         if self.data.train_squad is not None:

@@ -242,6 +242,31 @@ def load_images(path: str | os.PathLike, channels: int, image_size: int) -> Imag
     return data
 
 
+def open_images(path: str | os.PathLike) -> ImageSet:
+    """A prepared split or a folder of class folders, at the shape it has: a folder's images are
+    read in the mode and size of its first image (grey "L" as 1 channel, anything else as RGB)."""
+    from PIL import Image
+
+    path = Path(path)
+    if not path.exists():
+        raise ImageError(
+            f"{path} not found: give a prepared split (.safetensors) or a folder of class folders"
+        )
+    if path.is_file():
+        return _load_prepared(path)
+    first = next((f for f in sorted(path.rglob("*")) if f.suffix.lower() in IMAGE_SUFFIXES), None)
+    if first is None:
+        raise ImageError(f"{path} has no image files: expected {path}/<label>/<image files>")
+    try:
+        with Image.open(first) as image:
+            channels, size = (1 if image.mode in ("L", "1") else 3), image.size
+    except OSError as e:
+        raise ImageError(f"{first} cannot be read as an image ({e})") from None
+    if size[0] != size[1]:
+        raise ImageError(f"{first} is {size[0]} x {size[1]} pixels: the images must be square")
+    return _load_folder(path, channels, size[0])
+
+
 def _load_prepared(path: Path) -> ImageSet:
     from safetensors import safe_open
 
@@ -364,4 +389,47 @@ def augment(images: torch.Tensor, pad: int, flip: bool, generator: torch.Generat
     if flip:
         mirror = torch.rand(b, generator=generator) < 0.5
         images = torch.where(mirror[:, None, None, None], images.flip(-1), images)
+    return images
+
+
+def fit_images(images: torch.Tensor, channels: int, image_size: int) -> torch.Tensor:
+    """uint8 (N, C, H, H) -> uint8 (N, channels, image_size, image_size), so that image sets of
+    other shapes can be trained on together. The rules, in this order:
+
+    - channels: grey -> RGB repeats the channel; RGB -> grey is the luma of ITU-R BT.601,
+      (299 R + 587 G + 114 B + 500) // 1000; the same count is kept as it is.
+    - size: a smaller image is padded, centred ((image_size - H) // 2 above and left, the rest
+      below and right), with its background colour: per image and channel, the median of its
+      outermost ring of pixels (torch.median's, the lower of the two middle values), so
+      Fashion-MNIST's black stays black and a coloured backdrop stays its colour; nothing is
+      resampled. A larger image is scaled down (bilinear, antialiased, rounded).
+    """
+    n, c, h, w = images.shape
+    if images.dtype != torch.uint8 or h != w:
+        raise ImageError(
+            f"images of {images.dtype} {tuple(images.shape)}: fitting takes square uint8 images"
+        )
+    if c != channels:
+        if c == 1 and channels == 3:
+            images = images.expand(n, 3, h, w).clone()
+        elif c == 3 and channels == 1:
+            luma = images.long() * torch.tensor([299, 587, 114]).view(1, 3, 1, 1)
+            images = ((luma.sum(1, keepdim=True) + 500) // 1000).to(torch.uint8)
+        else:
+            raise ImageError(f"images of {c} channels cannot be fitted to {channels}")
+    if h < image_size:
+        ring = torch.cat(
+            [images[..., 0, :], images[..., -1, :], images[..., 1:-1, 0], images[..., 1:-1, -1]],
+            dim=-1,
+        )  # (N, channels, 4H - 4)
+        background = ring.median(dim=-1).values  # (N, channels)
+        top = (image_size - h) // 2
+        out = background[:, :, None, None].expand(n, channels, image_size, image_size).clone()
+        out[:, :, top : top + h, top : top + h] = images
+        return out
+    if h > image_size:
+        scaled = torch.nn.functional.interpolate(
+            images.float(), size=(image_size, image_size), mode="bilinear", antialias=True
+        )
+        return scaled.round().clamp(0, 255).to(torch.uint8)
     return images

@@ -12,7 +12,7 @@ import torch
 from ..config import ConfigError
 from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
-from ..model.transformer import EncoderOnly
+from ..model.transformer import EncoderDecoder, EncoderOnly
 from .pipeline import Pipeline, PipelineError, as_lines, batches_by_tokens, truncation_note
 
 
@@ -87,6 +87,8 @@ def classify_images(
 
     model = pipeline.model
     v = model.config.vision
+    if v is not None and isinstance(model, EncoderDecoder):
+        raise PipelineError("this is an image captioning model: use caption, not classify")
     if v is None or model.pooler is None or model.pooler.classifier is None:
         raise PipelineError(
             "this model is not an image classifier: classify_images needs an image encoder "

@@ -35,6 +35,7 @@ from ..model_dir import (
     load_decode_config,
     load_labels,
     load_model,
+    load_pixels,
     load_special_tokens,
     load_speech,
     load_tokenizers,
@@ -68,6 +69,8 @@ class Pipeline:
     """An encoder's special tokens by role (special_tokens.json)."""
     speech: dict | None = None
     """A speech model's decoder prompt and suppressed token ids (speech.json)."""
+    pixels: object | None = None
+    """An image generator's token layout (pixels.json; transformer.data.pixels.ImageTokens)."""
 
     @classmethod
     def load(
@@ -81,7 +84,13 @@ class Pipeline:
         path = Path(path)
         model = load_model(path, device)
         source = target = None
-        if model.config.vision is None and model.config.detection is None:  # pixels: no tokenizer
+        pixels = load_pixels(path)
+        captioner = isinstance(model, EncoderDecoder) and model.config.vision is not None
+        if captioner or (
+            model.config.vision is None and model.config.detection is None and pixels is None
+        ):
+            source, target = load_tokenizers(path)  # pixels in or out: no text tokenizer
+        if model.config.contrastive is not None:  # a dual encoder: pixels and text
             source, target = load_tokenizers(path)
         decode = load_decode_config(path)
         cfg = model.config
@@ -99,6 +108,7 @@ class Pipeline:
             load_labels(path),
             load_special_tokens(path),
             load_speech(path),
+            pixels,
         )
 
     @property
@@ -165,6 +175,8 @@ class Pipeline:
             raise PipelineError("this is a language model: use generate, not translate")
         if self.model.config.audio is not None:
             raise PipelineError("this is a speech model: use transcribe, not translate")
+        if self.model.config.vision is not None:
+            raise PipelineError("this is an image captioning model: use caption, not translate")
         lines = as_lines(lines)
         settings = self.settings(**decode)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -221,6 +233,59 @@ class Pipeline:
 
         return classify_images(self, images, top_k, batch_size)
 
+    def embed_texts(self, texts: list[str], batch_size: int = 256) -> torch.Tensor:
+        """A dual encoder's (CLIP's) unit embeddings (N, E) of N texts, lowercased as training
+        lowercases the names. See transformer.decoding.embed."""
+        from .embed import embed_texts
+
+        return embed_texts(self, texts, batch_size)
+
+    def embed_images(self, images, batch_size: int = 256) -> torch.Tensor:
+        """A dual encoder's (CLIP's) unit embeddings (N, E) of N images: uint8 (N, C, H, W) pixels
+        0-255 (fitted to the model's channels and size) or a list of square image files. See
+        transformer.decoding.embed."""
+        from .embed import embed_images
+
+        return embed_images(self, images, batch_size)
+
+    def generate_images(
+        self,
+        n: int = 16,
+        label: str | None = None,
+        text: str | None = None,
+        seed: int | None = None,
+        **decode,
+    ) -> torch.Tensor:
+        """n images sampled from an image generator, uint8 (n, channels, H, W): of a class (label),
+        of a name (text), or unconditional. `decode` overrides temperature, top_k, top_p."""
+        from ..data.pixels import PixelTokenError
+        from .images import sample_images
+
+        if self.pixels is None:
+            raise PipelineError(
+                "this model does not generate images: use generate for text"
+                if isinstance(self.model, DecoderOnly)
+                else "this model does not generate images: it needs a decoder trained on pixels"
+            )
+        if n < 1:
+            raise PipelineError(f"n={n}: ask for at least one image")
+        s = self.settings(**decode)
+        try:
+            prefix = self.pixels.prefix(label=label, name=text)
+        except PixelTokenError as e:
+            raise PipelineError(str(e)) from None
+        generator = torch.Generator(device=next(self.model.parameters()).device)
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        try:
+            return sample_images(
+                self.model, self.pixels, [prefix] * n, s.temperature, s.top_k, s.top_p, generator
+            )
+        except ValueError as e:
+            raise PipelineError(str(e)) from None
+
     def detect(self, images, threshold: float = 0.5, batch_size: int = 64) -> list:
         """The objects in each image, most likely first: a list per image of DetectedObject
         (label, score, box (x0, y0, x1, y1) in the image's pixels) whose probability is at least
@@ -267,6 +332,15 @@ class Pipeline:
             s.max_answer_tokens,
         )
         return answers[0] if one else answers
+
+    def caption(self, images, batch_size: int = 64, **decode) -> list[str]:
+        """The caption of each image of an image captioner (objective caption): images are uint8
+        (N, C, H, W) pixels 0-255 at the model's shape, or image files (any size: converted and
+        resized to the model's). decode overrides the model's defaults (beam_size 1 = greedy).
+        See transformer.decoding.caption."""
+        from .caption import caption_images
+
+        return caption_images(self, images, batch_size, **decode)
 
     def transcribe(self, audio, batch_size: int = 8, **decode) -> list[str]:
         """The transcript of each audio input: WAV file paths, or 1-D float tensors of 16 kHz
@@ -408,6 +482,8 @@ class Pipeline:
         tokens to stream before it ends."""
         if not isinstance(self.model, DecoderOnly):
             raise PipelineError("this is a translation model: use translate, not generate")
+        if self.pixels is not None:
+            raise PipelineError("this model generates images: use generate_images (--image)")
         if not isinstance(prompt, str):
             raise TypeError(
                 f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "

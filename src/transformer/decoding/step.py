@@ -7,7 +7,9 @@ columns).
 For an encoder-decoder model the source is encoded once and the decoder starts from the
 model's start token (`ModelConfig.start_id`), or from a prefix of forced tokens (Whisper's
 `<|startoftranscript|> <|notimestamps|>`), which the output does not repeat. A speech model's
-source is log-mel features (B, n_mels, F) with a frame mask (B, F) or None. Token ids can be
+source is log-mel features (B, n_mels, F) with a frame mask (B, F) or None; an image captioner's
+(config.vision) is pixels (B, channels, size, size) in [-1, 1], no mask: every one of its 1 + P
+encoder positions is real, and they are its source length. Token ids can be
 suppressed: never generated, or not as the first token (Whisper's blank and </s>); they get
 -inf logits before the softmax. For a decoder-only model the source *is* the
 prompt: a batch of prompts is left-padded so every row's next token lands in the same
@@ -123,6 +125,7 @@ class Stepper:
         self.need_weights = need_weights
         self.device = next(model.parameters()).device
         self.audio = self.config.audio is not None
+        self.image = self.config.vision is not None and not self.decoder_only
         if prefix is not None and self.decoder_only:
             raise ValueError("a decoder prefix is for encoder-decoder models: put it in the prompt")
         self.prefix = [self.config.start_id] if prefix is None else [int(t) for t in prefix]
@@ -134,6 +137,8 @@ class Stepper:
         self.batch_size = 0
         if self.audio:
             self._audio_source(src_ids, src_mask)
+        elif self.image:
+            self._image_source(src_ids, src_mask)
         else:
             self._token_source(src_ids, src_mask)
         self.cache = model.new_cache()
@@ -174,6 +179,21 @@ class Stepper:
         )
         self.src_lengths = (frames + 1) // 2  # (B,): encoder positions
 
+    def _image_source(self, pixels, mask: torch.Tensor | None) -> None:
+        """Pixels (B, channels, size, size) or (channels, size, size) in [-1, 1]; no mask."""
+        if not isinstance(pixels, torch.Tensor) or not pixels.is_floating_point():
+            raise ValueError(
+                "an image captioner decodes pixels: pass a float tensor (B, channels, size, size) "
+                "in [-1, 1] (transformer.data.images.to_pixels)"
+            )
+        if mask is not None:
+            raise ValueError("an image has no source mask: every patch is real; drop src_mask")
+        pixels = pixels[None] if pixels.dim() == 3 else pixels
+        self.src_ids, self.src_mask = pixels.to(self.device), None
+        self.batch_size = pixels.shape[0]
+        positions = self.config.vision.n_patches + 1
+        self.src_lengths = torch.full((self.batch_size,), positions, device=self.device)
+
     def _token_source(self, src_ids: SourceInput, src_mask: torch.Tensor | None) -> None:
         rows = _rows(src_ids, src_mask, self.config.pad_id)
         if self.decoder_only:
@@ -192,7 +212,10 @@ class Stepper:
 
     @property
     def source_positions(self) -> int:
-        """Keys of the cross-attention: source tokens, or a speech encoder's positions."""
+        """Keys of the cross-attention: source tokens, a speech encoder's positions, or an image
+        encoder's ([CLS] and the patches)."""
+        if self.image:
+            return self.config.vision.n_patches + 1
         return (self.src_ids.shape[-1] + 1) // 2 if self.audio else self.src_ids.shape[1]
 
     @property

@@ -86,6 +86,11 @@ def check_exportable(cfg: ModelConfig) -> None:
             "a detector (model.detection) cannot be exported with --to ct2, which writes text "
             "models: use the model directory itself (transformer detect, serve, Pipeline.detect)"
         )
+    if cfg.vision is not None:
+        raise ExportError(
+            "an image captioner (model.vision) cannot be exported with --to ct2, which writes text "
+            "models: use the model directory itself (transformer caption, Pipeline.caption)"
+        )
     if cfg.audio is not None:
         raise ExportError(
             "a speech model (model.audio) cannot be exported with --to ct2, which writes text "

@@ -16,6 +16,7 @@ and a file that needs a new letter adds it here, never reusing one:
     F  audio frames
     Q  object queries of a detector (DETR)
     N  sentences and G beams per sentence (beam search's prefix tree: B = N * G)
+    E  the shared embedding of a text-image dual encoder (model.contrastive.embed_dim)
 
 Other sizes are spelled out: d_ff, n_classes, max_positions, channels, height,
 width, patch_size, grid.

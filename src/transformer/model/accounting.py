@@ -82,10 +82,13 @@ def flops_per_token(config: ModelConfig, seq_len: int) -> dict[str, int]:
     }
 
 
-def flops_per_image(config: ModelConfig) -> dict[str, int]:
+def flops_per_image(config: ModelConfig, caption_tokens: int = 16) -> dict[str, int]:
     """Forward and training FLOPs per image of an image encoder (config.vision): the patch
     projection, the encoder over [CLS] + the patches (attention over all 1 + P positions), and the
-    classifier. A detector (config.detection): see _detector_flops."""
+    classifier. An image captioner (arch encoder-decoder): the same encoder, then the decoder and
+    output projection for a caption of caption_tokens tokens (self-attention over the caption,
+    cross-attention over the 1 + P positions; teacher forcing, as in training). A detector
+    (config.detection): see _detector_flops."""
     if config.detection is not None:
         return _detector_flops(config)
     v = config.vision
@@ -99,14 +102,33 @@ def flops_per_image(config: ModelConfig) -> dict[str, int]:
     head = 2 * config.d_model * config.n_classes + (
         2 * config.d_model * config.d_model if config.pooler else 0
     )
-    forward = patches + encoder + head
+    decoder = output = 0
+    if config.arch == "encoder-decoder":  # a captioner
+        decoder, output = _caption_flops(config, positions, caption_tokens)
+    forward = patches + encoder + head + decoder + output
     return {
         "patches": patches,
         "encoder": encoder,
         "head": head,
+        **({"decoder": decoder, "output": output} if config.arch == "encoder-decoder" else {}),
         "forward": forward,
         "training": 3 * forward,
     }
+
+
+def _caption_flops(config: ModelConfig, positions: int, tokens: int) -> tuple[int, int]:
+    """A captioner's decoder and output projection over a caption of `tokens` tokens: per token,
+    self-attention over the caption, cross-attention over the encoder's `positions` (their keys and
+    values counted per token, as flops_per_token counts a source) and the feed-forward network."""
+
+    def attention(keys: int) -> int:
+        return attention_flops(
+            config.d_model, keys, config.n_heads, config.kv_heads, config.d_k, config.d_v
+        )
+
+    ffn = feed_forward_flops(config.d_model, config.d_ff, config.activation)
+    decoder = tokens * config.n_decoder_layers * (attention(tokens) + attention(positions) + ffn)
+    return decoder, tokens * 2 * config.d_model * config.target_vocab_size
 
 
 def _detector_flops(config: ModelConfig) -> dict[str, int]:

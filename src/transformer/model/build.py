@@ -11,6 +11,7 @@ from torch import nn
 from ..config import ModelConfig
 from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
+from .contrastive import DualEncoder
 from .detection import ConvBackbone, DenseHead, DetectionTransformer, PatchBackbone
 from .heads import MaskedLMHead, PooledClassifier, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
@@ -35,6 +36,9 @@ def build_model(cfg: ModelConfig) -> Model:
             if cfg.audio is not None:  # Whisper: log-mel frames in, no source tokens
                 tgt_tokens = nn.Embedding(cfg.target_vocab_size, cfg.d_model)
                 encoder = _audio_encoder(cfg)
+            elif cfg.vision is not None:  # a captioner: ViT's patches in, no source tokens
+                tgt_tokens = nn.Embedding(cfg.target_vocab_size, cfg.d_model)
+                encoder = _image_encoder(cfg)
             else:
                 src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
                 tgt_tokens = (
@@ -54,6 +58,12 @@ def build_model(cfg: ModelConfig) -> Model:
             tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
             model = DecoderOnly(cfg, _decoder(cfg, tokens, cross=False), lm_head)
+        case "encoder" if cfg.contrastive is not None:  # CLIP: an image and a text tower
+            c = cfg.contrastive
+            text = _encoder(cfg, nn.Embedding(cfg.vocab_size, cfg.d_model))
+            model = DualEncoder(
+                cfg, _image_encoder(cfg), text, c.embed_dim, c.text_pooling, c.temperature
+            )
         case "encoder":
             pooler = None
             if cfg.pooler or cfg.n_classes:
@@ -108,8 +118,8 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
 def tie_weights(model: Model) -> None:
     """Share the output projection with the target token embedding (§3.4) when the config says
     so."""
-    if not model.config.tie_embeddings or isinstance(model, DetectionTransformer):
-        return  # a detector has no token embeddings
+    if not model.config.tie_embeddings or isinstance(model, (DetectionTransformer, DualEncoder)):
+        return  # a detector has no token embeddings, a dual encoder no output layer
     if isinstance(model, EncoderOnly):
         if model.mlm_head is not None:
             model.mlm_head.decoder.weight = model.encoder.embed.tokens.weight

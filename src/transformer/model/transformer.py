@@ -3,8 +3,8 @@ a bidirectional encoder, each over the stacks of `model/stacks.py`; `model/build
 from a ModelConfig, and the encoder's heads are in `model/heads.py`.
 
 Legend (model/__init__.py): B batch, S source length, T target length, L length of either side's
-sequence, C d_model, V vocabulary. Token masks are (B, L) booleans, True = real token; the
-families' entry points also take integer 0/1 masks (Hugging Face's `attention_mask`) and check
+sequence, C d_model, V vocabulary, P patches. Token masks are (B, L) booleans, True = real token;
+the families' entry points also take integer 0/1 masks (Hugging Face's `attention_mask`) and check
 both (masks.as_token_mask).
 """
 
@@ -35,7 +35,7 @@ class EncoderDecoder(nn.Module):
     def __init__(
         self,
         config: ModelConfig,
-        encoder: Encoder | AudioEncoder,
+        encoder: Encoder | AudioEncoder | ImageEncoder,
         decoder: Decoder,
         lm_head: nn.Linear,
         ctc_head: nn.Linear | None = None,
@@ -57,7 +57,15 @@ class EncoderDecoder(nn.Module):
         """(B, S) -> memory (B, S, C) and the source mask (B, S) (computed from pad_id when
         omitted). A speech model (config.audio) takes log-mel features (B, n_mels, F) and a frame
         mask (B, F) or None, and returns memory (B, L, C) with the positions' mask (B, L) or
-        None."""
+        None. An image captioner (config.vision) takes pixels (B, channels, height, width) and no
+        mask, and returns memory (B, 1 + P, C) ([CLS] and the patches) with the mask None: every
+        position is real. With need_weights, also the encoder's self-attention weights per
+        layer."""
+        if isinstance(self.encoder, ImageEncoder):
+            if src_mask is not None:
+                raise ValueError("an image encoder takes pixels only: no src_mask")
+            out = self.encoder(src_ids, need_weights)
+            return (out[0], None, out[1]) if need_weights else (out, None)
         if isinstance(self.encoder, AudioEncoder):
             if src_mask is not None:
                 src_mask = as_token_mask(
@@ -105,8 +113,9 @@ class EncoderDecoder(nn.Module):
         ctc: bool = False,
     ):
         """src (B, S), tgt (B, T) -> logits (B, T, V). Position t sees tgt[:, :t+1] and the whole
-        source. With ctc (a speech model with a CTC head): also the CTC head's logits over the
-        encoder's positions (B, L, V) and their mask (B, L) or None."""
+        source (a captioner's source: pixels (B, channels, height, width)). With ctc (a speech
+        model with a CTC head): also the CTC head's logits over the encoder's positions (B, L, V)
+        and their mask (B, L) or None."""
         memory, src_mask = self.encode(src_ids, src_mask)
         logits = self.decode(tgt_ids, memory, src_mask, tgt_mask)
         if not ctc:

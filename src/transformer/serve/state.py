@@ -174,11 +174,14 @@ class State:
 
     @property
     def family(self) -> str:
-        """encoder-decoder, decoder, encoder, speech (an encoder-decoder over audio) or detection
-        (an encoder-decoder over an image's feature map, DETR)."""
+        """encoder-decoder, decoder, encoder, speech (an encoder-decoder over audio), detection
+        (an encoder-decoder over an image's feature map, DETR) or captioning (an encoder-decoder
+        over an image's patches; no endpoint serves it yet)."""
         cfg = self.pipeline.model.config
         if cfg.detection is not None:
             return "detection"
+        if cfg.vision is not None and cfg.arch == "encoder-decoder":
+            return "captioning"
         return "speech" if cfg.audio is not None else cfg.arch
 
     def ready(self) -> Pipeline:

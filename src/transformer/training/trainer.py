@@ -249,4 +249,5 @@ def _inputs(cfg) -> str:
     v = cfg.vision
     if v is None:
         return f"vocabulary {cfg.vocab_size}"
-    return f"{v.n_patches} patches of {v.patch_size} x {v.patch_size} x {v.channels} per image"
+    patches = f"{v.n_patches} patches of {v.patch_size} x {v.patch_size} x {v.channels} per image"
+    return patches + (f", vocabulary {cfg.vocab_size}" if cfg.arch == "encoder-decoder" else "")

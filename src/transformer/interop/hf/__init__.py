@@ -72,6 +72,11 @@ def to_hf(model: Model):
         )
     if cfg.audio is not None:
         return whisper.to_hf(model)
+    if cfg.vision is not None and cfg.arch == "encoder-decoder":
+        raise HFConversionError(
+            "an image captioner (arch encoder-decoder with model.vision) has no Hugging Face "
+            "export: use the model directory itself (transformer caption, Pipeline.caption)"
+        )
     if cfg.arch == "encoder-decoder" and cfg.positional == "t5_bias":
         return t5.to_hf(model)
     if cfg.qk_dim != cfg.head_dim:

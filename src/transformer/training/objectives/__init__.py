@@ -10,6 +10,11 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - speech.py: speech, speech recognition (model.audio, Whisper's shape); best/ by validation WER.
 - detection.py: detection, object detection as set prediction (model.detection, DETR); best/ by
   validation mAP.
+- image_lm.py: image_lm, images generated pixel by pixel by a decoder (Image GPT); best/ by loss.
+- contrastive.py: contrastive, a text-image dual encoder on images and their names (CLIP); best/
+  by validation zero-shot accuracy.
+- caption.py: caption, image captioning (model.vision under a text decoder), each image's name its
+  caption; best/ by validation exact match.
 
 `prepare_objective` picks one with a `match` on train.objective: no registry.
 """
@@ -24,18 +29,24 @@ from ...model.io import load_config
 from .. import distributed as D
 from ..corpora import prepare_data
 from .base import Objective, StepSums
+from .caption import Caption
 from .classify import Classify, ImageClassify
+from .contrastive import Contrastive
 from .detection import Detection
 from .encoder import MaskedLM, encoder_model, init_dir
+from .image_lm import ImageLM
 from .lm import PackedLM
 from .qa import SpanQA
 from .seq2seq import Seq2Seq, SpanCorruption
 from .speech import Speech
 
 __all__ = [
+    "Caption",
     "Classify",
+    "Contrastive",
     "Detection",
     "ImageClassify",
+    "ImageLM",
     "MaskedLM",
     "Objective",
     "PackedLM",
@@ -70,6 +81,12 @@ def prepare_objective(
             return Speech(config, run_dir, dist, say, resume)
         case "detection":
             return Detection(config, run_dir, say, resume)
+        case "contrastive":
+            return Contrastive(config, run_dir, dist, say, resume)
+        case "caption":
+            return Caption(config, run_dir, dist, say, resume)
+        case "image_lm":
+            return ImageLM(config, run_dir, say)
         case "span_corruption":
             return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
         case "mlm":
