@@ -15,7 +15,7 @@ transformer.data.pixels quantises them (--levels, 16 by default), the test bits/
   context's counts, n = that context's occurrences).
 Each also as the 8-bit bound (+ log2(256 / levels)). Runs in seconds on a CPU:
 
-    python benchmarks/image_generation_baseline.py data/fashion-mnist
+    python benchmarks/image_generation_baseline.py data/fashion-mnist [--limit 2000]
 """
 
 from __future__ import annotations
@@ -79,10 +79,13 @@ def main() -> None:
     parser.add_argument("data", type=Path, help="the folder of `transformer data fashion-mnist`")
     parser.add_argument("--levels", type=int, default=16)
     parser.add_argument("--prior", type=float, default=4.0)
+    parser.add_argument("--limit", type=int, default=0, help="score the first N test images only")
     args = parser.parse_args()
     tokens = ImageTokens(28, 1, args.levels)
     train, labels = levels_of(args.data / "train.safetensors", tokens)
     test, test_labels = levels_of(args.data / "test.safetensors", tokens)
+    if args.limit:
+        test, test_labels = test[: args.limit], test_labels[: args.limit]
     dims = test.size
     rows = [("uniform", math.log2(args.levels))]
     cells = np.arange(28)

@@ -71,29 +71,12 @@ def captioner(args: argparse.Namespace, command: str):
     return pipeline
 
 
-def image_paths(names: list[str]) -> list[str]:
-    """Image files named, and those inside named folders (recursively, sorted)."""
-    from ..data.images import IMAGE_SUFFIXES
-
-    files = []
-    for name in names:
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
-            if not found:
-                raise UserError(f"{name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
-            files += found
-        elif path.is_file():
-            files.append(name)
-        else:
-            raise UserError(f"{name} not found: give image files or folders of them")
-    return files
-
-
 def cmd_caption(args: argparse.Namespace) -> None:
     """A caption per image: the caption alone for one file, `file<TAB>caption` per line for
     several (or a folder); --json: a JSON object per file."""
-    files = image_paths(args.images)
+    from .decoding import image_files
+
+    files = image_files(args.images, flag="")
     pipeline = captioner(args, "caption")
     captions = pipeline.caption(
         files, batch_size=args.batch_size, **decode_overrides(args, CAPTION_SETTINGS)

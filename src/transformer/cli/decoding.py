@@ -342,22 +342,23 @@ def add_classify_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_classify)
 
 
-def image_files(paths: list[str]) -> list[str]:
-    """Image files named, and those inside named folders (recursively, sorted)."""
+def image_files(paths: list[str], flag: str = "--input") -> list[str]:
+    """Image files named, and those inside named folders (recursively, sorted); errors name them
+    after `flag` (empty: positional arguments)."""
     from ..data.images import IMAGE_SUFFIXES
 
     files = []
     for name in paths:
-        path = Path(name)
+        path, named = Path(name), f"{flag} {name}".strip()
         if path.is_dir():
             found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
             if not found:
-                raise UserError(f"--input {name} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
+                raise UserError(f"{named} has no image file ({'/'.join(IMAGE_SUFFIXES)})")
             files += found
         elif path.is_file():
             files.append(name)
         else:
-            raise UserError(f"--input {name} not found")
+            raise UserError(f"{named} not found: give image files or folders of them")
     return files
 
 

@@ -68,6 +68,15 @@ def batch_seed(seed: int, epoch: int, batch: int | None = None) -> int:
     return mixed if batch is None else mixed * 1_000_003 + batch
 
 
+def fixed_size_batches(n: int, per_batch: int, seed: int, epoch: int) -> list[list[int]]:
+    """An epoch's batches of per_batch examples each out of n, in an order drawn from
+    batch_seed(seed, epoch); whole batches only (the rest waits for another epoch's order): how
+    images, which all cost the same, are batched."""
+    g = torch.Generator().manual_seed(batch_seed(seed, epoch))
+    order = torch.randperm(n, generator=g)
+    return [order[k * per_batch : (k + 1) * per_batch].tolist() for k in range(n // per_batch)]
+
+
 def batch_indices(sizes, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True):
     """Group example indices by length into batches of at most batch_tokens padded tokens.
 

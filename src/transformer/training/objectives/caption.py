@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_seed, to_device
+from ...data.batching import batch_seed, fixed_size_batches, to_device
 from ...data.images import ImageSet, augment, load_images, to_pixels
 from ...data.text import DataError
 from ...data.tokenizer import (
@@ -178,10 +178,7 @@ class Caption(Objective):
 
     # data
     def batches(self, epoch):
-        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
-        order = torch.randperm(len(self.train), generator=g)
-        n = len(order) // self.per_batch  # whole batches: the rest waits for another epoch's order
-        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+        return fixed_size_batches(len(self.train), self.per_batch, self.config.train.seed, epoch)
 
     def padding_share(self, batches):
         """Of the caption positions (the encoder's have none)."""

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_indices, batch_seed, pad_rows, to_device
+from ...data.batching import batch_indices, batch_seed, fixed_size_batches, pad_rows, to_device
 from ...data.images import augment, load_images, to_pixels
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
@@ -252,12 +252,9 @@ class ImageClassify(Labelled, Objective):
         return valid.images, remap[valid.labels]
 
     def batches(self, epoch):
-        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
-        order = torch.randperm(len(self.train_labels), generator=g)
-        n = (
-            len(order) // self.per_batch
-        )  # whole batches only: the rest waits for another epoch's order
-        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+        return fixed_size_batches(
+            len(self.train_labels), self.per_batch, self.config.train.seed, epoch
+        )
 
     def padding_share(self, batches):
         return 0.0

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_seed, pad_rows, to_device
+from ...data.batching import batch_seed, fixed_size_batches, pad_rows, to_device
 from ...data.images import augment, fit_images, open_images, to_pixels
 from ...data.text import DataError
 from ...data.tokenizer import ENCODER_SPECIALS, load_tokenizers, save_tokenizers, train_tokenizer
@@ -182,10 +182,9 @@ class Contrastive(EncoderObjective):
 
     # data
     def batches(self, epoch):
-        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
-        order = torch.randperm(len(self.train_images), generator=g)
-        n = len(order) // self.per_batch  # whole batches: the rest waits for another epoch's order
-        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+        return fixed_size_batches(
+            len(self.train_images), self.per_batch, self.config.train.seed, epoch
+        )
 
     def padding_share(self, batches):
         return 0.0

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import batch_seed, to_device
+from ...data.batching import batch_seed, fixed_size_batches, to_device
 from ...data.detection import load_detection
 from ...data.images import to_pixels
 from ...data.text import DataError
@@ -123,10 +123,7 @@ class Detection(Objective):
 
     # data
     def batches(self, epoch):
-        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
-        order = torch.randperm(len(self.counts), generator=g)
-        n = len(order) // self.per_batch  # whole batches only
-        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+        return fixed_size_batches(len(self.counts), self.per_batch, self.config.train.seed, epoch)
 
     def padding_share(self, batches):
         return 0.0

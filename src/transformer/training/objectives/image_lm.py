@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
-from ...data.batching import Batch, batch_seed
+from ...data.batching import Batch, batch_seed, fixed_size_batches
 from ...data.images import ImageSet, augment, open_images
 from ...data.pixels import START, ImageTokens, check_levels, names_alphabet, sequences
 from ...data.text import DataError
@@ -102,10 +102,9 @@ class ImageLM(Objective):
 
     # data
     def batches(self, epoch):
-        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, epoch))
-        order = torch.randperm(len(self.train_images), generator=g)
-        n = len(order) // self.per_batch  # whole batches: the rest waits for another epoch's order
-        return [order[k * self.per_batch : (k + 1) * self.per_batch].tolist() for k in range(n)]
+        return fixed_size_batches(
+            len(self.train_images), self.per_batch, self.config.train.seed, epoch
+        )
 
     def padding_share(self, batches):
         return 0.0
