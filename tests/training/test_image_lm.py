@@ -117,3 +117,22 @@ def test_generate_and_evaluate_commands(data, tmp_path, capsys):
     for argv, message in bad:
         rc, out, err = run(argv, capsys)
         assert rc != 0 and message in err and "Traceback" not in err, (argv, err)
+
+
+def test_name_conditioned_generator_spells_its_condition(data, tmp_path, capsys):
+    """condition = "name": the names' characters are the condition's vocabulary; generate --text
+    draws from a name, even one never seen (unknown characters read as <unk>)."""
+    from tests.cli.common import run
+
+    values = config(data, 4, condition="name")
+    values["model"]["max_positions"] = 72  # "bottom" and <s> before 64 pixels
+    train(build_run_config(values), tmp_path / "run", log=lambda _: None)
+    tokens = load_pixels(tmp_path / "run" / "best")
+    assert tokens.chars == "bmopt" and tokens.labels == ()
+    for text in ("top", "mop!"):
+        rc, out, err = run(["generate", tmp_path / "run" / "best", "--image", "--text", text,
+                            "--n", "2", "--out", tmp_path / f"{text}.png"], capsys)  # fmt: skip
+        assert rc == 0 and (tmp_path / f"{text}.png").is_file(), err
+    rc, out, err = run(["generate", tmp_path / "run" / "best", "--image", "--label", "top",
+                        "--out", tmp_path / "x.png"], capsys)  # fmt: skip
+    assert rc != 0 and "not class-conditional" in err
