@@ -136,3 +136,13 @@ def test_name_conditioned_generator_spells_its_condition(data, tmp_path, capsys)
     rc, out, err = run(["generate", tmp_path / "run" / "best", "--image", "--label", "top",
                         "--out", tmp_path / "x.png"], capsys)  # fmt: skip
     assert rc != 0 and "not class-conditional" in err
+
+
+def test_an_image_generator_is_not_exported(data, tmp_path, capsys):
+    from tests.cli.common import run
+
+    train(build_run_config(config(data, 1)), tmp_path / "run", log=lambda _: None)
+    for to in ("ct2", "hf"):
+        rc, out, err = run(["export", tmp_path / "run" / "best", "--to", to, "--out", tmp_path / to], capsys)
+        assert rc != 0 and "an image generator" in err and "Traceback" not in err
+        assert not (tmp_path / to).exists()

@@ -33,6 +33,14 @@ def export_model(
 ) -> Path:
     """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face
     ("hf") model."""
+    from ..model_dir import PIXELS_FILE
+
+    if (Path(model_dir) / PIXELS_FILE).is_file():
+        raise ExportError(
+            f"an image generator (its {PIXELS_FILE}: pixels as tokens) cannot be exported: "
+            "CTranslate2 and Hugging Face would read its tokens as text; use the model directory "
+            "itself (transformer generate --image, Pipeline.generate_images)"
+        )
     match to:
         case "ct2":
             from .ct2 import export_ct2
