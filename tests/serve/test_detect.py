@@ -133,3 +133,20 @@ def test_a_detectors_other_endpoints_name_detect_and_back(detector, tmp_path):
             "wrong_endpoint",
             "/v1/detect needs a detection model and this one is encoder-decoder; use /v1/translate",
         )
+
+
+def test_an_image_generator_is_served_as_what_it_is(tmp_path):
+    """A decoder over pixel tokens is not a language model: /v1/generate refuses it in one line
+    instead of sampling pixel ids as text."""
+    import transformer
+    from transformer.config import ModelConfig
+    from transformer.data.pixels import ImageTokens
+
+    tokens = ImageTokens(4, 1, 4, labels=("a", "b"))
+    cfg = ModelConfig(arch="decoder", d_model=16, n_heads=2, n_decoder_layers=1, d_ff=32,
+                      positional="learned", max_positions=16, vocab_size=tokens.vocab_size)  # fmt: skip
+    path = transformer.save_model(transformer.build_model(cfg), tmp_path / "g", pixels=tokens)
+    with client(Pipeline.load(path)) as c:
+        info = c.get("/v1/model").json()
+        assert info["family"] == "image-generation" and info["endpoints"] == []
+        error(c.post("/v1/generate", json={"prompt": "a"}), 400, "wrong_endpoint", "image-generation")

@@ -175,9 +175,12 @@ class State:
     @property
     def family(self) -> str:
         """encoder-decoder, decoder, encoder, speech (an encoder-decoder over audio), detection
-        (an encoder-decoder over an image's feature map, DETR) or captioning (an encoder-decoder
-        over an image's patches; no endpoint serves it yet)."""
+        (an encoder-decoder over an image's feature map, DETR), captioning (an encoder-decoder
+        over an image's patches) or image-generation (a decoder over pixel tokens); no endpoint
+        serves the last two yet."""
         cfg = self.pipeline.model.config
+        if self.pipeline.pixels is not None:
+            return "image-generation"
         if cfg.detection is not None:
             return "detection"
         if cfg.vision is not None and cfg.arch == "encoder-decoder":
