@@ -1,6 +1,6 @@
 """Image generation over the KV cache (decoding/images.py) against the plain computation: greedy
-sampling equals the argmax of full recomputes over the pixel tokens, the scored likelihood equals
-the written-out sum, and only pixel tokens are ever drawn."""
+sampling equals the argmax of full recomputes over the pixel tokens (with classifier-free guidance
+too), the scored likelihood equals the written-out sum, and only pixel tokens are ever drawn."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import transformer
 from transformer.config import ModelConfig
 from transformer.data.pixels import PIXEL_OFFSET, START, ImageTokens
-from transformer.decoding.images import image_log_likelihoods, sample_images
+from transformer.decoding.images import guide, image_log_likelihoods, sample_images
 
 TOKENS = ImageTokens(3, 1, 4, labels=("a", "b"), chars="xy")
 
@@ -71,3 +71,46 @@ def test_too_long_a_condition_is_one_clear_error():
     m = model(max_positions=10)
     with pytest.raises(ValueError, match="need 11 positions; the model has max_positions=10"):
         sample_images(m, TOKENS, [TOKENS.prefix(name="xy")])
+
+
+def test_guidance_is_its_definition():
+    """softmax(guide) is p_cond^s * p_uncond^(1 - s), renormalised; a token ruled out in either row
+    stays ruled out; the sampled distribution is that of Hugging Face's guidance_scale."""
+    g = torch.Generator().manual_seed(4)
+    cond = torch.log_softmax(torch.randn(3, 7, generator=g), -1)
+    uncond = torch.log_softmax(torch.randn(3, 7, generator=g), -1)
+    cond[:, 0] = uncond[1:, 1] = -float("inf")
+    for scale in (0.0, 0.5, 2.0, 4.0):
+        got = guide(torch.cat([cond, uncond]), scale).softmax(-1)
+        want = cond.exp() ** scale * uncond.exp() ** (1 - scale)
+        want[:, 0] = want[1:, 1] = 0.0
+        torch.testing.assert_close(got, want / want.sum(-1, keepdim=True), rtol=1e-5, atol=1e-7)
+
+
+def test_guided_greedy_sampling_equals_full_recomputes_of_both_rows():
+    m = model(3)
+    prefixes = [[TOKENS.label_token("a")], TOKENS.prefix(name="yxy"), [TOKENS.label_token("b")]]
+    scale = 2.5
+    got = sample_images(m, TOKENS, prefixes, temperature=0.0, guidance_scale=scale)
+    pixels = range(PIXEL_OFFSET, PIXEL_OFFSET + TOKENS.n_colours)
+    for row, prefix in enumerate(prefixes):
+        drawn: list[int] = []
+        with torch.no_grad():
+            for _ in range(TOKENS.n_pixels):
+                lc = torch.log_softmax(m(torch.tensor([prefix + drawn]))[0, -1], -1)
+                lu = torch.log_softmax(m(torch.tensor([[START] + drawn]))[0, -1], -1)
+                mixed = lu + scale * (lc - lu)
+                drawn.append(max(pixels, key=lambda t: mixed[t].item()))
+        assert torch.equal(got[row : row + 1], TOKENS.pixels(torch.tensor([drawn]))), row
+
+
+def test_guidance_zero_draws_from_the_plain_start_and_one_is_off():
+    m = model(5)
+    label = [[TOKENS.label_token("a")]] * 2
+    plain = sample_images(m, TOKENS, [[START]] * 2, temperature=0.0)
+    assert torch.equal(sample_images(m, TOKENS, label, temperature=0.0, guidance_scale=0.0), plain)
+    g = lambda: torch.Generator().manual_seed(9)
+    assert torch.equal(
+        sample_images(m, TOKENS, label, generator=g(), guidance_scale=1.0),
+        sample_images(m, TOKENS, label, generator=g()),
+    )

@@ -105,12 +105,21 @@ def test_generate_and_evaluate_commands(data, tmp_path, capsys):
     rc, out, err = run(["evaluate", model, "--images", data / "valid.safetensors"], capsys)
     assert rc == 0, err
     assert "bits/dim" in out and "8-bit bound" in out and "unconditional" in out
+    rc, out, err = run(["generate", model, "--image", "--label", "top", "--n", "2", "--seed", "1",
+                        "--guidance-scale", "3", "--out", tmp_path / "guided.png"], capsys)  # fmt: skip
+    assert rc == 0 and (tmp_path / "guided.png").is_file(), err
     bad = [
         (["generate", model, "--image", "--label", "left", "--out", tmp_path / "x.png"],
          "unknown label 'left': this model knows top, bottom"),
         (["generate", model, "--image", "--label", "top"], "give --out FILE.png"),
         (["generate", model, "--prompt", "hello"], "this model generates images: use --image"),
         (["generate", model, "--label", "top"], "--label: these are for images; add --image"),
+        (["generate", model, "--prompt", "x", "--guidance-scale", "2"],
+         "--guidance-scale: these are for images; add --image"),
+        (["generate", model, "--image", "--guidance-scale", "2", "--out", tmp_path / "x.png"],
+         "guidance_scale=2 guides towards a label or text: give one"),
+        (["generate", model, "--image", "--label", "top", "--max-new-tokens", "5", "--out",
+          tmp_path / "x.png"], "--max-new-tokens: for text; an image has a fixed number of pixels"),
         (["evaluate", model, "--images", data / "valid.safetensors", "--plot", tmp_path / "c.png"],
          "it needs --classifier"),
     ]  # fmt: skip

@@ -11,7 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import SAMPLING_SETTINGS, TRANSLATE_SETTINGS, DecodeConfig, settings_of
+from ..config import (
+    IMAGE_SAMPLING_SETTINGS,
+    SAMPLING_SETTINGS,
+    TRANSLATE_SETTINGS,
+    DecodeConfig,
+    settings_of,
+)
 from ..config.decode import REPETITION_SETTINGS
 from .common import (
     AT_LEAST_0,
@@ -152,6 +158,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
     ] + (["--out"] if args.out else [])
     if args.image:
         return _generate_images(args)
+    if args.guidance_scale is not None:
+        image_flags.append("--guidance-scale")
     if image_flags:
         raise UserError(f"{', '.join(image_flags)}: these are for images; add --image")
     if args.prompt is None:
@@ -204,6 +212,14 @@ def _generate_images(args: argparse.Namespace) -> None:
             raise UserError(f"{flag} is for text: an image is generated from --label or --text")
     if args.chat or args.beam_size is not None:
         raise UserError("--chat and --beam are for text: images are sampled")
+    flags = {name: f.metadata["flag"] for name, f in settings_of(DecodeConfig).items()}
+    given = [
+        flags[name]
+        for name in GENERATE
+        if name not in IMAGE_SAMPLING_SETTINGS and getattr(args, name) is not None
+    ]
+    if given:
+        raise UserError(f"{', '.join(given)}: for text; an image has a fixed number of pixels")
     if not args.out:
         raise UserError("give --out FILE.png: the sampled images are written there as a grid")
     check_output(args.out)
@@ -213,7 +229,7 @@ def _generate_images(args: argparse.Namespace) -> None:
     pipeline = load_pipeline(args, "generate")
     try:
         images = pipeline.generate_images(
-            n, args.label, args.text, args.seed, **decode_overrides(args, SAMPLING)
+            n, args.label, args.text, args.seed, **decode_overrides(args, IMAGE_SAMPLING_SETTINGS)
         )
     except PipelineError as e:
         raise UserError(str(e)) from None
@@ -247,6 +263,7 @@ def add_generate_parser(sub: argparse._SubParsersAction) -> None:
     images.add_argument("--image", action="store_true", help="sample images instead of text")
     images.add_argument("--label", help="the class to draw (a class-conditional model)")
     images.add_argument("--text", help="the name to draw (a model conditioned on names)")
+    add_decode_args(images, ("guidance_scale",))
     add_flag(
         images,
         "--n",

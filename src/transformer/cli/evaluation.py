@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import ANSWER_SETTINGS, DOCUMENT_KINDS, PAIR_METRICS, Bounds
+from ..config import (
+    ANSWER_SETTINGS,
+    DOCUMENT_KINDS,
+    IMAGE_SAMPLING_SETTINGS,
+    PAIR_METRICS,
+    Bounds,
+)
 from ..data.text import DataError
 from .captioning import evaluate_captions, is_captioner_dir
 from .common import (
@@ -448,6 +454,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score the first N images of --images only (default: all)",
     )
     generator.add_argument("--seed", type=int, help="with --classifier: the samples' seed")
+    add_decode_args(
+        generator,
+        IMAGE_SAMPLING_SETTINGS,
+        note="with --classifier: the samples'; default from the model's decode.json",
+    )
     p.add_argument(
         "--output",
         help="also write the translations (with --tsv: the predicted labels; a captioner's "

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import UserError, check_picture, load_pipeline
+from ..config import IMAGE_SAMPLING_SETTINGS
+from .common import UserError, check_picture, decode_overrides, load_pipeline
 
 
 def evaluate_image_lm(args: argparse.Namespace) -> None:
@@ -47,7 +48,11 @@ def evaluate_image_lm(args: argparse.Namespace) -> None:
         raise UserError("--classifier scores class-conditional samples: this model has no labels")
     try:
         share, truth, predicted = score_samples(
-            pipeline, classifier, args.samples, seed=args.seed or 0
+            pipeline,
+            classifier,
+            args.samples,
+            seed=args.seed or 0,
+            **decode_overrides(args, IMAGE_SAMPLING_SETTINGS),
         )
     except (ValueError, PipelineError) as e:
         raise UserError(str(e)) from None

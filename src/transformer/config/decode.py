@@ -60,6 +60,11 @@ class DecodeConfig:
         1.0, gt=0, le=1, flag="--top-p", give="a probability above 0 and at most 1 (1 = all)"
     )
     """Sample from the smallest set of tokens whose probability reaches p (1 = all)."""
+    guidance_scale: float = setting(
+        1.0, ge=0, finite=True, flag="--guidance-scale", give="a number >= 0 (1 = off)"
+    )
+    """Image generators: classifier-free guidance towards the label or text, log p_uncond + s *
+    (log p_cond - log p_uncond); 1 = off, > 1 = closer to the condition."""
     no_repeat_ngram_size: int = setting(
         0, ge=0, flag="--no-repeat-ngram", give="a number of tokens >= 0 (0 = off)"
     )
@@ -125,6 +130,8 @@ TRANSLATE_SETTINGS = (
 """The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
 SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", *REPETITION_SETTINGS)
 """The settings of sampling from a language model: generate's flags, /v1/generate's fields."""
+IMAGE_SAMPLING_SETTINGS = ("temperature", "top_k", "top_p", "guidance_scale")
+"""The settings of sampling images: generate --image's flags, evaluate --classifier's samples."""
 TRANSCRIBE_SETTINGS = (
     "beam_size",
     "length_penalty",

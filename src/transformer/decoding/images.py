@@ -6,6 +6,15 @@ every id that is not a pixel (the special, label and character tokens) is suppre
 always comes out whole. Temperature, top-k and top-p apply as in text sampling (sampling.draw;
 temperature 0 takes the most probable level at each pixel).
 
+Classifier-free guidance (Ho & Salimans 2022; for autoregressive models as in Make-A-Scene and
+Parti, and Hugging Face's guidance_scale): with a guidance scale s != 1 every image is also run from
+the plain start <s> beside its condition, over the same cache, and each pixel is drawn from
+    log p_uncond + s * (log p_cond - log p_uncond)
+(the log-probabilities of the conditioned and the plain row; then temperature, top-k and top-p as
+usual). s = 1 is the conditioned model itself, s = 0 the unconditional one, s > 1 pushes samples
+towards what sets the condition apart. It needs a model trained with data.drop_condition > 0, which
+has learned the plain start.
+
 Scoring runs each image's condition and pixels through the model once (teacher forcing) and sums
 the log-probabilities of the pixel tokens over the full vocabulary: the model's likelihood of the
 quantised image, whose bits per dimension the caller reports.
@@ -15,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data.pixels import PAD, ImageTokens, sequences
+from ..data.pixels import PAD, START, ImageTokens, sequences
 from .sampling import draw
 from .step import Stepper, inference
 
@@ -31,6 +40,16 @@ def check_length(model: torch.nn.Module, tokens: ImageTokens, prefixes: list[lis
         )
 
 
+def guide(log_probs: torch.Tensor, scale: float) -> torch.Tensor:
+    """Classifier-free guidance: (2N, V) log-probabilities, the N conditioned rows then the N plain
+    ones -> (N, V) log p_uncond + scale * (log p_cond - log p_uncond); a token either row rules
+    out (a suppressed id) stays ruled out."""
+    cond, uncond = log_probs.float().chunk(2)
+    allowed = torch.isfinite(cond) & torch.isfinite(uncond)
+    mixed = uncond + scale * (cond - uncond)
+    return mixed.masked_fill(~allowed, -float("inf"))
+
+
 def sample_images(
     model: torch.nn.Module,
     tokens: ImageTokens,
@@ -39,18 +58,24 @@ def sample_images(
     top_k: int = 0,
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
+    guidance_scale: float = 1.0,
 ) -> torch.Tensor:
-    """One image per condition: uint8 (N, channels, H, W)."""
+    """One image per condition: uint8 (N, channels, H, W). guidance_scale != 1: classifier-free
+    guidance towards each condition (see the module doc)."""
     check_length(model, tokens, prefixes)
+    guided = guidance_scale != 1.0
+    rows = prefixes + [[START]] * len(prefixes) if guided else prefixes
     chosen = []
     with inference(model):
-        stepper = Stepper(model, prefixes, suppress=tokens.non_pixel_ids())
-        log_probs = stepper.start()  # (N, V)
+        stepper = Stepper(model, rows, suppress=tokens.non_pixel_ids())
+        log_probs = stepper.start()  # (N, V), or (2N, V) guided
         for i in range(tokens.n_pixels):
+            if guided:
+                log_probs = guide(log_probs, guidance_scale)
             pixel = draw(log_probs, temperature, top_k, top_p, generator)  # (N,)
             chosen.append(pixel)
             if i + 1 < tokens.n_pixels:
-                log_probs = stepper.step(pixel)
+                log_probs = stepper.step(torch.cat([pixel, pixel]) if guided else pixel)
     return tokens.pixels(torch.stack(chosen, dim=1).cpu())  # (N, H * W) -> (N, C, H, W)
 
 

@@ -257,7 +257,8 @@ class Pipeline:
         **decode,
     ) -> torch.Tensor:
         """n images sampled from an image generator, uint8 (n, channels, H, W): of a class (label),
-        of a name (text), or unconditional. `decode` overrides temperature, top_k, top_p."""
+        of a name (text), or unconditional. `decode` overrides temperature, top_k, top_p and
+        guidance_scale (classifier-free guidance towards the label or text; needs a condition)."""
         from ..data.pixels import PixelTokenError
         from .images import sample_images
 
@@ -274,6 +275,11 @@ class Pipeline:
             prefix = self.pixels.prefix(label=label, name=text)
         except PixelTokenError as e:
             raise PipelineError(str(e)) from None
+        if s.guidance_scale != 1.0 and label is None and text is None:
+            raise PipelineError(
+                f"guidance_scale={s.guidance_scale:g} guides towards a label or text: give one, or "
+                "leave guidance_scale at 1"
+            )
         generator = torch.Generator(device=next(self.model.parameters()).device)
         if seed is None:
             generator.seed()
@@ -281,7 +287,14 @@ class Pipeline:
             generator.manual_seed(seed)
         try:
             return sample_images(
-                self.model, self.pixels, [prefix] * n, s.temperature, s.top_k, s.top_p, generator
+                self.model,
+                self.pixels,
+                [prefix] * n,
+                s.temperature,
+                s.top_k,
+                s.top_p,
+                generator,
+                guidance_scale=s.guidance_scale,
             )
         except ValueError as e:
             raise PipelineError(str(e)) from None
