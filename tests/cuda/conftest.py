@@ -16,7 +16,7 @@ skipped (their table still prints), and the checkpoints are checked to hold no C
 The trainer's tests (test_training.py, test_torchrun.py) set train.device to the device's type:
 "cuda" takes the first GPU whatever the variable's index.
 
-Matmuls run in full fp32 here (no TF32: torch's default, made sure of around every test), so
+Matmuls and convolutions run in full fp32 here (no TF32, made sure of around every test), so
 that fp32 comparisons can be tight.
 """
 
@@ -108,10 +108,14 @@ def copy_data(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fp32_matmuls():
-    """Full-precision fp32 matmuls (no TF32) for the duration of a test; the setting is restored."""
-    before = torch.get_float32_matmul_precision()
+    """Full-precision fp32 matmuls and cuDNN convolutions (no TF32; torch lets convolutions use it
+    by default, which the matmul setting does not reach) for the duration of a test; the settings
+    are restored."""
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(before)
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
