@@ -9,8 +9,9 @@ Every system translates each split's test.spa; the table gives sacreBLEU BLEU an
 test.eng (transformer.evaluation.metrics, default settings: 13a, case-sensitive) and the share of
 outputs that loop (metrics.has_loop). Splits (--split NAME=DIR, repeatable): by default
 data/bible, data/ui and data/debian, those that hold test.spa and test.eng. Our models: beam 4
-(--beam), the model's other decoding defaults, on the CPU. --examples also prints what every
-system makes of a few everyday sentences (EXAMPLES) and checks the two that must come out right.
+(--beam), the model's other decoding defaults, on the CPU (--device cuda: on a GPU). --examples
+also prints what every system makes of a few everyday sentences (EXAMPLES) and checks the two
+that must come out right.
 
 Apertium is run as `apertium -u spa-eng` over the whole file, each line a paragraph of its own
 (an empty line between lines: with bare newlines Apertium reorders words across them, see
@@ -212,6 +213,9 @@ def main() -> None:
     parser.add_argument("--no-apertium", action="store_true", help="score our models only")
     parser.add_argument("--beam", type=int, default=4, help="our models' beam size")
     parser.add_argument(
+        "--device", default="cpu", help="where our models translate (default cpu; cuda on a GPU)"
+    )
+    parser.add_argument(
         "--examples",
         action="store_true",
         help="also translate EXAMPLES with every system and check REQUIRED",
@@ -243,7 +247,7 @@ def main() -> None:
     for name, folder in models.items():
         from transformer.decoding.pipeline import Pipeline
 
-        pipeline = Pipeline.load(folder)
+        pipeline = Pipeline.load(folder, device=args.device)
         systems[name] = lambda lines, p=pipeline: p.translate(lines, beam_size=args.beam)
     if not systems:
         sys.exit("no system to score: pass --model NAME=DIR, or leave out --no-apertium")

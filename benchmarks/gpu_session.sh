@@ -17,6 +17,11 @@
 #             of Marian's layout that it trains for 60 s first (the Bible run's pre-norm does not export)
 #   compile   the base model's throughput through torch.compile (train.compile)
 #   cuda      the cuda tests alone (not in the default list: "tests" runs them beside the suite)
+#   images    an image generator's samples at several guidance scales (benchmarks/image_guidance.py)
+#             and its bits/dim on all of --images; needs runs/fashion-mnist-igpt/best,
+#             runs/fashion-mnist-vit/best and data/fashion-mnist/test.safetensors (not default)
+#   backtranslation   benchmarks/backtranslation.sh with BT_STEPS steps of BT_SET's batches (the
+#             data of configs/es-en.toml and data/wiki; not default)
 # STAGES picks and orders nothing: stages run in this file's order, those named in STAGES only.
 # BIBLE_SET adds --set flags to the Bible run; DEADLINE=N shortens every cap to end N seconds
 # after the start.
@@ -63,7 +68,7 @@ stage facts 25 bash -c "nvidia-smi; $PY -c 'import torch; print(torch.__version_
 # the cuda tests and the rest of the suite side by side: nothing here is timed
 stage tests 90 bash -c "$PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider >$WORK/logs/cuda.log 2>&1 & \
     $PY -m pytest -q -rf -n 12 -m 'not cuda' -p no:cacheprovider --continue-on-collection-errors tests; wait"
-stage cuda 90 $PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider  # the cuda tests alone
+stage cuda 150 $PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider  # the cuda tests alone
 stage bible 150 bash -c "$PY -m transformer train configs/gpu-bible-base.toml --out $R/bible \
     --set train.max_minutes=$QUALITY_MINUTES ${BIBLE_SET:-} && $PY -m transformer evaluate $R/bible/last \
     --src data/bible/test.spa --ref data/bible/test.eng --output $R/bible/test.out"
@@ -74,5 +79,12 @@ stage decode 150 $PY benchmarks/gpu_decode.py --train-seconds 60 --src data/bibl
     --work "$R/decode" $SMOKE --json "$R/decode.json"
 stage compile 60 $PY benchmarks/gpu_train.py --model ${COMPILE_MODELS:-base} --precision bf16 --compile $SMOKE \
     --json "$R/compile.json"
+stage images 150 bash -c "$PY benchmarks/image_guidance.py runs/fashion-mnist-igpt/best \
+    --classifier runs/fashion-mnist-vit/best --real data/fashion-mnist/test.safetensors \
+    --scales ${GUIDANCE_SCALES:-1 1.5 2 3} --samples 100 --seed 1 --json $R/image-guidance.json && \
+    $PY -m transformer evaluate runs/fashion-mnist-igpt/best --images data/fashion-mnist/test.safetensors"
+stage backtranslation 420 env WORK="$R/backtranslation" STEPS="${BT_STEPS:-1500}" \
+    SET="${BT_SET:---set train.batch_tokens=6144}" VARIANTS="${BT_VARIANTS:-base tagged}" \
+    bash benchmarks/backtranslation.sh
 echo "== done after $(($(date +%s) - began))s" | tee -a "$WORK/summary.txt"
 pack

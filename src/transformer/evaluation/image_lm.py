@@ -63,10 +63,17 @@ def score_image_lm(pipeline, path: str, batch_size: int = 32, limit: int = 0) ->
 
 
 def score_samples(
-    generator, classifier, per_class: int, seed: int = 0, batch_size: int = 50, **decode
+    generator,
+    classifier,
+    per_class: int,
+    seed: int = 0,
+    batch_size: int = 50,
+    on_images=None,
+    **decode,
 ) -> tuple[float, list[int], list[int]]:
     """Sample per_class images of each of the generator's labels and classify them: the share
-    classified as their label, and the (true, predicted) label indices (generator's numbering)."""
+    classified as their label, and the (true, predicted) label indices (generator's numbering).
+    on_images(images, label_index), when given, sees every batch of samples."""
     labels = list(generator.pixels.labels)
     if not labels:
         raise ValueError("sample recognition needs a class-conditional generator (labels)")
@@ -82,6 +89,8 @@ def score_samples(
             images = generator.generate_images(
                 n, label=label, seed=seed * 1_000_003 + index * 1009 + start, **decode
             )
+            if on_images is not None:
+                on_images(images, index)
             for top in classifier.classify_images(images):
                 truth.append(index)
                 predicted.append(labels.index(top[0][0]))
