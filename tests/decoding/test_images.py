@@ -114,3 +114,20 @@ def test_guidance_zero_draws_from_the_plain_start_and_one_is_off():
         sample_images(m, TOKENS, label, generator=g(), guidance_scale=1.0),
         sample_images(m, TOKENS, label, generator=g()),
     )
+
+
+def test_a_model_whose_decode_json_guides_still_samples_unconditionally(tmp_path):
+    """decode.json's guidance_scale applies to samples of a label or text; an unconditional sample
+    ignores it, and only an explicit scale without a condition is an error."""
+    from transformer.config import DecodeConfig
+    from transformer.decoding.pipeline import Pipeline, PipelineError
+    from transformer.model_dir import save_model
+
+    save_model(model(6), tmp_path / "m", decode=DecodeConfig(guidance_scale=3.0), pixels=TOKENS)
+    p = Pipeline.load(tmp_path / "m")
+    plain = p.generate_images(3, seed=0)
+    assert torch.equal(plain, p.generate_images(3, seed=0, guidance_scale=1.0))
+    guided = p.generate_images(3, label="a", seed=0, temperature=0.0)
+    assert torch.equal(guided, p.generate_images(3, label="a", seed=0, temperature=0.0, guidance_scale=3.0))
+    with pytest.raises(PipelineError, match="guidance_scale=2 guides towards a label or text"):
+        p.generate_images(3, seed=0, guidance_scale=2.0)

@@ -258,7 +258,8 @@ class Pipeline:
     ) -> torch.Tensor:
         """n images sampled from an image generator, uint8 (n, channels, H, W): of a class (label),
         of a name (text), or unconditional. `decode` overrides temperature, top_k, top_p and
-        guidance_scale (classifier-free guidance towards the label or text; needs a condition)."""
+        guidance_scale (classifier-free guidance towards the label or text; an unconditional
+        sample takes none)."""
         from ..data.pixels import PixelTokenError
         from .images import sample_images
 
@@ -275,11 +276,14 @@ class Pipeline:
             prefix = self.pixels.prefix(label=label, name=text)
         except PixelTokenError as e:
             raise PipelineError(str(e)) from None
-        if s.guidance_scale != 1.0 and label is None and text is None:
-            raise PipelineError(
-                f"guidance_scale={s.guidance_scale:g} guides towards a label or text: give one, or "
-                "leave guidance_scale at 1"
-            )
+        guidance = s.guidance_scale
+        if label is None and text is None:  # nothing to guide towards: decode.json's scale is moot
+            if decode.get("guidance_scale", 1.0) != 1.0:
+                raise PipelineError(
+                    f"guidance_scale={guidance:g} guides towards a label or text: give one, or "
+                    "leave guidance_scale at 1"
+                )
+            guidance = 1.0
         generator = torch.Generator(device=next(self.model.parameters()).device)
         if seed is None:
             generator.seed()
@@ -294,7 +298,7 @@ class Pipeline:
                 s.top_k,
                 s.top_p,
                 generator,
-                guidance_scale=s.guidance_scale,
+                guidance_scale=guidance,
             )
         except ValueError as e:
             raise PipelineError(str(e)) from None
