@@ -33,6 +33,7 @@ DECODE = {
     "temperature": ([0.0, 0.7, 1, 2.5], [-1.0, math.inf, math.nan]),
     "top_k": ([0, 5], [-1]),
     "top_p": ([1.0, 0.5], [0.0, 1.5, -0.1]),
+    "guidance_scale": ([1.0, 0.0, 3, 7.5], [-1.0, math.inf, math.nan]),
     "max_new_tokens": ([1, 3], [0, -5]),
     "no_repeat_ngram_size": ([0, 1, 3], [-1]),
     "repetition_penalty": ([1.0, 1.2, 0.8, 3], [0.0, -1.0, math.inf, math.nan]),
@@ -47,6 +48,7 @@ COMMANDS = {
     "temperature": "generate",
     "top_k": "generate",
     "top_p": "generate",
+    "guidance_scale": "generate",
     "max_new_tokens": "generate",
     "answer_window": "answer",
     "answer_stride": "answer",
@@ -183,9 +185,16 @@ def api_accepts(clients, name, value) -> bool | None:
     return r.status_code == 200
 
 
-API_LESS = {"early_stopping", "precision", "answer_window", "answer_stride", "max_answer_tokens"}
+API_LESS = {
+    "early_stopping",
+    "precision",
+    "answer_window",
+    "answer_stride",
+    "max_answer_tokens",
+    "guidance_scale",
+}
 """Settings no request takes: a model directory's decode.json and the server's --precision set them
-(the server has no question-answering route)."""
+(the server has no question-answering route, and does not serve image generators)."""
 
 
 @pytest.mark.parametrize("name", list(DECODE))
