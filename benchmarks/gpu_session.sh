@@ -68,7 +68,7 @@ stage facts 25 bash -c "nvidia-smi; $PY -c 'import torch; print(torch.__version_
 # the cuda tests and the rest of the suite side by side: nothing here is timed
 stage tests 90 bash -c "$PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider >$WORK/logs/cuda.log 2>&1 & \
     $PY -m pytest -q -rf -n 12 -m 'not cuda' -p no:cacheprovider --continue-on-collection-errors tests; wait"
-stage cuda 150 $PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider  # the cuda tests alone
+stage cuda 200 $PY -m pytest -m cuda tests/cuda -q -s -rs -p no:cacheprovider  # the cuda tests alone
 stage bible 150 bash -c "$PY -m transformer train configs/gpu-bible-base.toml --out $R/bible \
     --set train.max_minutes=$QUALITY_MINUTES ${BIBLE_SET:-} && $PY -m transformer evaluate $R/bible/last \
     --src data/bible/test.spa --ref data/bible/test.eng --output $R/bible/test.out"
