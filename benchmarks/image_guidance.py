@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from transformer.data.images import open_images  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.evaluation.image_lm import score_samples  # noqa: E402
+from transformer.evaluation.metrics import classification_scores  # noqa: E402
 from transformer.runtime.precision import cpu_name  # noqa: E402
 
 
@@ -79,10 +80,8 @@ def main() -> None:
             labels[i]: spread(torch.cat(images)) / real_spread[labels[i]]
             for i, images in kept.items()
         }
-        recall = {
-            label: sum(t == p == i for t, p in zip(truth, predicted, strict=True)) / args.samples
-            for i, label in enumerate(labels)
-        }
+        scores = classification_scores(predicted, truth, labels)
+        recall = {row["label"]: row["recall"] for row in scores.per_class()}
         rows.append(
             {
                 "scale": scale,
