@@ -113,9 +113,18 @@ def test_queries_are_not_causal():
     torch.testing.assert_close(boxes2, boxes[:, perm], atol=1e-5, rtol=1e-5)
 
 
-def test_an_image_is_detected_alike_alone_and_in_a_batch():
+QUERY_KINDS = [
+    {},
+    dict(queries="anchors", refine_boxes=True),
+    dict(queries="dense", dense_aux=True),
+    dict(queries="dense", dense_aux=True, refine_boxes=True),
+]
+
+
+@pytest.mark.parametrize("kind", QUERY_KINDS)
+def test_an_image_is_detected_alike_alone_and_in_a_batch(kind):
     torch.manual_seed(3)
-    model = build_model(detector_config()).eval()
+    model = build_model(detector_config(**kind)).eval()
     pixels = torch.rand(4, 1, 32, 32) * 2 - 1
     logits, boxes = model(pixels)
     alone, alone_boxes = model(pixels[2:3])
@@ -123,13 +132,16 @@ def test_an_image_is_detected_alike_alone_and_in_a_batch():
     torch.testing.assert_close(alone_boxes, boxes[2:3], atol=1e-5, rtol=1e-5)
 
 
-def test_cross_attention_weights_cover_the_feature_map():
+@pytest.mark.parametrize("kind", QUERY_KINDS)
+def test_cross_attention_weights_cover_the_feature_map(kind):
     torch.manual_seed(4)
-    model = build_model(detector_config()).eval()
-    logits, boxes, weights = model.attention(torch.zeros(1, 1, 32, 32))
+    model = build_model(detector_config(**kind)).eval()
+    pixels = torch.rand(1, 1, 32, 32) * 2 - 1
+    logits, boxes, weights = model.attention(pixels)
     assert len(weights) == 2 and weights[0].shape == (1, 4, 5, 16)
     torch.testing.assert_close(weights[-1].sum(-1), torch.ones(1, 4, 5))
-    torch.testing.assert_close(logits, model(torch.zeros(1, 1, 32, 32))[0])
+    torch.testing.assert_close(logits, model(pixels)[0])
+    torch.testing.assert_close(boxes, model(pixels)[1])
 
 
 def test_wrong_images_get_one_clear_error():
@@ -148,6 +160,12 @@ def test_wrong_images_get_one_clear_error():
         (dict(detection=dict(image_size=36, stride=6)), "power of 2"),
         (dict(d_model=30, n_heads=3), "divisible by 4"),
         (dict(positional="rope"), 'positional = "none"'),
+        (dict(detection=dict(queries="dense")), "dense_aux = true"),
+        (
+            dict(detection=dict(image_size=32, queries="dense", dense_aux=True, n_queries=17)),
+            "at most 16",
+        ),
+        (dict(detection=dict(refine_boxes=True)), "needs reference boxes"),
     ],
 )
 def test_config_rules(change, message):
@@ -220,10 +238,127 @@ def test_anchor_queries_predict_boxes_relative_to_their_anchors():
     model = build_model(detector_config(queries="anchors")).eval()
     assert model.queries is None and model.anchors.shape == (5, 4)
     centres = model.anchors[:, :2].sigmoid()
-    torch.testing.assert_close(model.query_positions(), point_sinusoids(centres, 4, 32))
+    start, positions, ref = model.start_queries(torch.zeros(2, 16, 32))
+    torch.testing.assert_close(positions, point_sinusoids(centres, 4, 32).expand(2, -1, -1))
+    assert not start.any() and torch.equal(ref, model.anchors.detach().expand(2, -1, -1))
     with torch.no_grad():
         last = model.box_head.layers[-1]
         last.weight.zero_()
         last.bias.zero_()
     _, boxes = model(torch.rand(2, 1, 32, 32) * 2 - 1)
     torch.testing.assert_close(boxes, model.anchors.sigmoid().expand(2, -1, -1))
+
+
+def test_top_cells_ranks_local_peaks_before_their_neighbours():
+    """A large object's plateau of high cells gives one query (its peak); the next query goes to a
+    weaker object's peak elsewhere, not to the strong object's second-best cell."""
+    from transformer.model.detection import top_cells
+
+    heat = torch.full((1, 2, 6, 6), -5.0)
+    heat[0, 0, 0:3, 0:3] = 2.0  # a wide object of class 0 ...
+    heat[0, 0, 1, 1] = 3.0  # ... peaked at (row 1, column 1)
+    heat[0, 1, 4, 4] = 0.5  # a weak object of class 1 at (4, 4)
+    heat[0, 0, 5, 0] = -1.0  # a faint blip at (5, 0): also a local peak
+    assert top_cells(heat, 3).tolist() == [[1 * 6 + 1, 4 * 6 + 4, 5 * 6 + 0]]
+    heat[0, 0, 1, 1] = 2.0  # the top-left object now a flat plateau: each cell of it a peak
+    heat[0, 1, 1, 4] = 2.5  # beside a peak above it, not beside the plateau
+    first, second = top_cells(heat, 2)[0].tolist()
+    assert first == 1 * 6 + 4 and second in {r * 6 + c for r in range(3) for c in range(3)}
+
+
+def test_dense_queries_start_from_the_dense_heads_best_cells():
+    """queries = "dense": each query starts from its chosen cell's memory (projected), sits at
+    the sinusoid of that cell's box centre, and with a box head that outputs zeros predicts that
+    very box at every layer."""
+    from transformer.model.detection import point_sinusoids, top_cells
+
+    torch.manual_seed(6)
+    model = build_model(detector_config(queries="dense", dense_aux=True)).eval()
+    assert model.queries is None and model.anchors is None
+    pixels = torch.rand(2, 1, 32, 32) * 2 - 1
+    with torch.no_grad():
+        last = model.box_head.layers[-1]
+        last.weight.zero_()
+        last.bias.zero_()
+        memory = model.encode(pixels)
+        heat, cell_boxes = model.dense_head(memory)
+        cells = top_cells(heat, 5)  # (2, 5)
+        chosen = torch.stack([cell_boxes[b].flatten(0, 1)[cells[b]] for b in range(2)])
+        start, positions, ref = model.start_queries(memory, (heat, cell_boxes))
+        by_hand = torch.stack([model.query_content(memory[b, cells[b]]) for b in range(2)])
+        torch.testing.assert_close(start, by_hand)
+        torch.testing.assert_close(positions, point_sinusoids(chosen[..., :2], 4, 32))
+        torch.testing.assert_close(ref.sigmoid(), chosen, atol=1e-6, rtol=1e-5)
+        _, boxes = model(pixels, all_layers=True)
+    torch.testing.assert_close(boxes, chosen.expand(2, -1, -1, -1), atol=1e-6, rtol=1e-5)
+
+
+def test_refined_boxes_match_a_layer_by_layer_computation():
+    """refine_boxes: layer l's box is sigmoid(box_head(h_l) + logit(box_{l-1})), and layer l's
+    queries sit at box_{l-1}'s centre; written out layer by layer from the plain layers."""
+    from transformer.model.detection import _decoder_layer, point_sinusoids
+
+    torch.manual_seed(7)
+    cfg = detector_config(queries="dense", dense_aux=True, refine_boxes=True)
+    model = build_model(cfg.replace(n_decoder_layers=3)).eval()
+    pixels = torch.rand(2, 1, 32, 32) * 2 - 1
+    with torch.no_grad():
+        memory = model.encode(pixels)
+        dense_out = model.dense_head(memory)
+        x, pos, ref = model.start_queries(memory, dense_out)
+        keys = memory + model.positions
+        expected = []
+        for layer in model.decoder_layers:
+            x, _ = _decoder_layer(layer, x, pos, memory, keys, False)
+            h = model.decoder_norm(x)
+            box = (_box_head_raw(model.box_head, h) + ref).sigmoid()
+            expected.append(box)
+            ref = torch.logit(box.clamp(1e-4, 1 - 1e-4))
+            pos = point_sinusoids(box[..., :2], 4, 32)
+        _, boxes = model(pixels, all_layers=True)
+    torch.testing.assert_close(boxes, torch.stack(expected), atol=1e-5, rtol=1e-5)
+    plain = build_model(
+        cfg.replace(n_decoder_layers=3, detection={**cfg.to_dict()["detection"], "refine_boxes": False})
+    )
+    plain.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        _, unrefined = plain.eval()(pixels, all_layers=True)
+    torch.testing.assert_close(unrefined[0], boxes[0])  # the first layer is the same
+    assert not torch.allclose(unrefined[-1], boxes[-1])
+
+
+def _box_head_raw(head, hidden):
+    """BoxHead's perceptron before its sigmoid."""
+    for i, layer in enumerate(head.layers):
+        hidden = layer(hidden) if i == len(head.layers) - 1 else torch.relu(layer(hidden))
+    return hidden
+
+
+def test_flops_of_dense_queries_count_the_dense_head_in_inference():
+    """Co-DETR's head is training-only work for learned queries, inference work for dense ones
+    (with the queries' start projection)."""
+    c, cells, queries = 32, 16, 5
+    dense_head = cells * (2 * 2 * 9 * c * c + 2 * c * (3 + 4))  # 3 classes, 4 box numbers
+    plain = flops_per_image(detector_config(dense_aux=True))
+    dense = flops_per_image(detector_config(queries="dense", dense_aux=True))
+    assert dense["head"] - plain["head"] == dense_head + queries * 2 * c * c
+    assert plain["training"] == 3 * (plain["forward"] + dense_head)
+    assert dense["training"] == 3 * dense["forward"]
+
+
+def test_ranked_pairs_are_the_most_probable_query_class_pairs():
+    """Against sorting every (query, class) pair by its softmax probability, no object left out."""
+    from transformer.model.detection import ranked_pairs
+
+    torch.manual_seed(8)
+    logits, boxes = torch.randn(3, 5, 4) * 3, torch.rand(3, 5, 4)
+    scores, labels, chosen = ranked_pairs(logits, boxes, 7)
+    probs = logits.softmax(-1)
+    for b in range(3):
+        pairs = sorted(
+            ((float(probs[b, q, c]), q, c) for q in range(5) for c in range(3)), reverse=True
+        )[:7]
+        torch.testing.assert_close(scores[b], torch.tensor([p for p, _, _ in pairs]))
+        assert labels[b].tolist() == [c for _, _, c in pairs]
+        assert torch.equal(chosen[b], boxes[b, [q for _, q, _ in pairs]])
+    assert ranked_pairs(logits, boxes, 100)[0].shape == (3, 15)  # at most Q * n_classes

@@ -20,7 +20,7 @@ AUDIO_POSITIONS = ("sinusoidal", "learned")
 """Frame positions of an audio encoder (transformer.model.audio)."""
 DETECTION_BACKBONES = ("cnn", "patches")
 """What turns an image into a detector's feature map (transformer.model.detection)."""
-DETECTION_QUERIES = ("learned", "anchors")
+DETECTION_QUERIES = ("learned", "anchors", "dense")
 """What a detector's object queries are (transformer.model.detection)."""
 ATTENTION_IMPLS = ("auto", "fused", "textbook")
 """How attention is computed (transformer.runtime.precision chooses for auto)."""
@@ -114,7 +114,15 @@ class DetectionConfig:
     """learned: DETR's, a learned position embedding per query; anchors: each query owns a learned
     reference box, its position is the 2-D sinusoid of the box's centre (the keys' encoding, so a
     query can look near its anchor from the start) and it predicts its box relative to the anchor
-    (Anchor DETR, DAB-DETR: Wang et al. 2022, Liu et al. 2022)."""
+    (Anchor DETR, DAB-DETR: Wang et al. 2022, Liu et al. 2022); dense (needs dense_aux): two-stage,
+    the queries are chosen per image from the dense head's n_queries best feature-map cells, local
+    peaks first, each starting from its cell's features with that cell's box as its reference box
+    (the box's centre sinusoid as its position, its box predicted relative to it): Deformable
+    DETR's two-stage queries, RT-DETR's query selection (Zhu et al. 2021, Zhao et al. 2024)."""
+    refine_boxes: bool = False
+    """With anchors or dense queries: each decoder layer predicts its box relative to the previous
+    layer's box (detached) and its queries' positions move to that box's centre (Deformable DETR's
+    iterative box refinement); without it every layer predicts relative to the first reference."""
     aux_loss: bool = True
     """Training: the set loss at every decoder layer's output, not only the last (DETR's
     auxiliary decoding losses)."""
@@ -124,7 +132,7 @@ class DetectionConfig:
     dense_aux: bool = False
     """Training: Co-DETR's auxiliary dense head on the encoder's output (a class heatmap and a box
     per feature-map position, CenterNet's targets and focal loss), weighted by dense_weight;
-    inference does not use it."""
+    inference uses it only to choose dense queries."""
     dense_weight: float = setting(1.0, ge=0)
     """Training: weight of the dense head's loss (per object, as the set loss) when dense_aux."""
 
@@ -135,6 +143,21 @@ class DetectionConfig:
             raise ConfigError(
                 f"model.detection.image_size={self.image_size} is not divisible by stride="
                 f"{self.stride}: the feature map must tile the image"
+            )
+        if self.queries == "dense" and not self.dense_aux:
+            raise ConfigError(
+                'model.detection.queries = "dense" chooses the queries from the dense head: set '
+                "model.detection.dense_aux = true"
+            )
+        if self.queries == "dense" and self.n_queries > self.grid**2:
+            raise ConfigError(
+                f"model.detection.n_queries={self.n_queries} dense queries, but the feature map "
+                f"has {self.grid**2} cells to choose from: use at most {self.grid**2}"
+            )
+        if self.refine_boxes and self.queries == "learned":
+            raise ConfigError(
+                "model.detection.refine_boxes needs reference boxes: set model.detection.queries "
+                'to "anchors" or "dense"'
             )
         if self.backbone == "cnn" and self.stride & (self.stride - 1):
             raise ConfigError(

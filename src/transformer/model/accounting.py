@@ -135,9 +135,10 @@ def _detector_flops(config: ModelConfig) -> dict[str, int]:
     """A detector (DETR) per image: the backbone (each 3 x 3 convolution's multiply-adds at its
     output size, or the patch projection), the encoder over the P feature-map positions, the
     decoder's Q queries (self-attention over Q, cross-attention over P; the memory's keys and values
-    counted per query, as flops_per_token counts a source), and the class and box heads of the last
-    layer; training adds the dense head of model.detection.dense_aux. Norms and activations are not
-    counted."""
+    counted per query, as flops_per_token counts a source), the class head of the last layer and
+    the box head of every layer (each layer's box is the next one's reference with refine_boxes);
+    the dense head of model.detection.dense_aux in training, and in inference too for dense queries
+    (with their start's projection). Norms and activations are not counted."""
     d, c = config.detection, config.d_model
     positions = d.grid**2
     if d.backbone == "cnn":
@@ -160,10 +161,14 @@ def _detector_flops(config: ModelConfig) -> dict[str, int]:
         * config.n_decoder_layers
         * (attention(d.n_queries) + attention(positions) + ffn)
     )
-    head = d.n_queries * (2 * c * (config.n_classes + 1) + 2 * 2 * c * c + 2 * 4 * c)
-    forward = backbone + encoder + decoder + head
-    # Co-DETR's dense head runs in training only: two 3 x 3 convolutions and the 1 x 1 outputs
+    box_head = 2 * 2 * c * c + 2 * 4 * c
+    head = d.n_queries * (2 * c * (config.n_classes + 1) + config.n_decoder_layers * box_head)
+    # Co-DETR's dense head: two 3 x 3 convolutions and the 1 x 1 outputs
     dense = positions * (2 * 2 * 9 * c * c + 2 * c * (config.n_classes + 4)) if d.dense_aux else 0
+    if d.queries == "dense":  # inference runs the dense head to choose the queries
+        head += dense + d.n_queries * 2 * c * c
+        dense = 0
+    forward = backbone + encoder + decoder + head
     return {
         "backbone": backbone,
         "encoder": encoder,

@@ -23,7 +23,15 @@ The rules DETR keeps, kept here:
   n_classes + 1.
 - With model.detection.dense_aux, a DenseHead on the memory (Co-DETR's auxiliary one-to-many head,
   Zong et al. 2023) answers at every feature-map position during training (forward's dense=True,
-  training.dense_loss); detect and attention never run it.
+  training.dense_loss). Inference runs it only for dense queries.
+- Queries (model.detection.queries): learned (the paper's); anchors (a learned reference box per
+  query); dense, two-stage (Deformable DETR, RT-DETR): per image, the dense head's n_queries best
+  cells (top_cells: each cell's best class logit, local 3 x 3 peaks ranked before the rest), each
+  query starting from its cell's memory through a linear map and a norm, its reference box the
+  box that cell predicts (detached: the dense loss alone trains it). With reference boxes, a
+  query's position is the sinusoid of its box's centre and its box is the box head's output added
+  to the reference in logits (inverse sigmoid) before the sigmoid; with refine_boxes the reference
+  of each layer is the previous layer's box, detached (Deformable DETR's iterative refinement).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .layers import DecoderLayer, EncoderLayer, dropped, residual
@@ -53,6 +62,45 @@ def point_sinusoids(points: torch.Tensor, grid: int, d_model: int) -> torch.Tens
         return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)  # interleaved sin, cos
 
     return torch.cat([encode(points[..., 1]), encode(points[..., 0])], -1)
+
+
+def box_logits(boxes: torch.Tensor) -> torch.Tensor:
+    """(..., 4) boxes in [0, 1] -> their inverse sigmoid in float32, clamped to +-9.2 (1e-4 from
+    the ends): reference boxes for BoxHead."""
+    return torch.logit(boxes.float().clamp(1e-4, 1 - 1e-4))
+
+
+@torch.no_grad()
+def top_cells(heat_logits: torch.Tensor, k: int) -> torch.Tensor:
+    """(B, n_classes, grid, grid) heatmap logits -> (B, k) row-major cell indices: the k cells of
+    highest best-class logit, the cells that are the maximum of their 3 x 3 neighbourhood (a
+    CenterNet peak) all ranked before the others, so that one large object does not take every
+    query."""
+    score = heat_logits.float().amax(1)  # (B, grid, grid)
+    peak = score == F.max_pool2d(score.unsqueeze(1), 3, stride=1, padding=1).squeeze(1)
+    span = score.amax() - score.amin() + 1.0  # lifts every peak above every other cell
+    ranked = torch.where(peak, score + span, score)
+    return ranked.flatten(1).topk(k, dim=1).indices
+
+
+COCO_DETECTIONS = 100
+"""COCO's maxDets: the detections per image its metrics rank; evaluation ranks this many (query,
+class) pairs per image (ranked_pairs)."""
+
+
+def ranked_pairs(
+    logits: torch.Tensor, boxes: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Class logits (B, Q, n_classes + 1) and boxes (B, Q, 4) -> the k most probable (query,
+    class) pairs of each image, "no object" left out: scores (B, k), labels (B, k) and boxes
+    (B, k, 4), most probable first. A query unsure between two classes answers as both, each with
+    its probability, as Deformable DETR's evaluation ranks its top 100 (query, class) pairs.
+    k is capped at Q * n_classes."""
+    probs = logits.float().softmax(-1)[..., :-1]  # (B, Q, K)
+    n_classes = probs.shape[-1]
+    scores, flat = probs.flatten(1).topk(min(k, probs.shape[1] * n_classes), dim=1)  # (B, k)
+    query = flat // n_classes  # (B, k)
+    return scores, flat % n_classes, boxes.gather(1, query[..., None].expand(-1, -1, 4))
 
 
 class ConvBackbone(nn.Module):
@@ -176,7 +224,12 @@ class DetectionTransformer(nn.Module):
         self.dense_head = dense_head  # Co-DETR's training-only head on the memory, or None
         self.queries = None
         self.anchors = None
-        if d.queries == "anchors":  # reference boxes: centres spread at random, sides 1/4
+        self.query_content = None
+        if d.queries == "dense":  # two-stage: a query's start is its cell's memory, projected
+            self.query_content = nn.Sequential(
+                nn.Linear(config.d_model, config.d_model), nn.LayerNorm(config.d_model)
+            )
+        elif d.queries == "anchors":  # reference boxes: centres spread at random, sides 1/4
             boxes = torch.cat(
                 [torch.rand(d.n_queries, 2) * 0.9 + 0.05, torch.full((d.n_queries, 2), 0.25)], -1
             )
@@ -189,12 +242,24 @@ class DetectionTransformer(nn.Module):
         table = sinusoidal_2d(d.grid, config.d_model)[1:]  # (P, C), no [CLS] row
         self.register_buffer("positions", table.unsqueeze(0), persistent=False)
 
-    def query_positions(self) -> torch.Tensor:
-        """(Q, C): the learned query embeddings, or the sinusoids of the anchors' centres."""
-        if self.anchors is None:
-            return self.queries.weight
-        d = self.config.detection
-        return point_sinusoids(self.anchors[:, :2].sigmoid(), d.grid, self.config.d_model)
+    def start_queries(self, memory: torch.Tensor, dense_out=None):
+        """memory (B, P, C) -> the decoder's start state (B, Q, C), the queries' positions
+        (B, Q, C) and reference boxes in logits (B, Q, 4), or None for learned queries. dense_out
+        is the dense head's (heatmap logits, cell boxes) on this memory, for dense queries."""
+        d, b, c = self.config.detection, memory.shape[0], self.config.d_model
+        if d.queries == "learned":
+            pos = self.queries.weight.to(memory.dtype).unsqueeze(0).expand(b, -1, -1)
+            return torch.zeros_like(pos), pos, None
+        if d.queries == "anchors":
+            ref = self.anchors.float().unsqueeze(0).expand(b, -1, -1)  # (B, Q, 4)
+            pos = point_sinusoids(ref[..., :2].sigmoid(), d.grid, c).to(memory.dtype)
+            return torch.zeros_like(pos), pos, ref
+        heat_logits, cell_boxes = dense_out
+        cells = top_cells(heat_logits, d.n_queries)  # (B, Q)
+        chosen = cell_boxes.flatten(1, 2).gather(1, cells[..., None].expand(-1, -1, 4)).detach()
+        start = self.query_content(memory.gather(1, cells[..., None].expand(-1, -1, c)))
+        pos = point_sinusoids(chosen[..., :2], d.grid, c).to(memory.dtype)
+        return start, pos, box_logits(chosen)
 
     def encode(self, pixels: torch.Tensor, need_weights: bool = False):
         """pixels (B, channels, size, size) -> memory (B, P, C); with need_weights also the
@@ -211,20 +276,27 @@ class DetectionTransformer(nn.Module):
             x = self.encoder_norm(x)
         return (x, weights) if need_weights else x
 
-    def decode(self, memory: torch.Tensor, need_weights: bool = False):
-        """memory (B, P, C) -> each decoder layer's normed output (n_layers, B, Q, C); with
-        need_weights also the cross-attention weights (B, H, Q, P) of each layer."""
-        b = memory.shape[0]
-        query_pos = self.query_positions().to(memory.dtype).unsqueeze(0).expand(b, -1, -1)
+    def decode(self, memory: torch.Tensor, dense_out=None, need_weights: bool = False):
+        """memory (B, P, C) -> each decoder layer's normed output (n_layers, B, Q, C) and box
+        (n_layers, B, Q, 4) as (cx, cy, w, h) in [0, 1]; with need_weights also the
+        cross-attention weights (B, H, Q, P) of each layer. dense_out: as start_queries."""
+        d = self.config.detection
+        x, query_pos, ref = self.start_queries(memory, dense_out)
         keys = memory + self.positions.to(memory.dtype)  # (B, P, C): positions on the keys only
-        x = torch.zeros_like(query_pos)  # (B, Q, C)
-        outputs, weights = [], []
+        outputs, boxes, weights = [], [], []
         for layer in self.decoder_layers:
             x, w = _decoder_layer(layer, x, query_pos, memory, keys, need_weights)
-            outputs.append(self.decoder_norm(x))
+            hidden = self.decoder_norm(x)
+            box = self.box_head(hidden, ref)
+            outputs.append(hidden)
+            boxes.append(box)
             weights.append(w)
-        hidden = torch.stack(outputs)  # (n_layers, B, Q, C)
-        return (hidden, weights) if need_weights else hidden
+            if d.refine_boxes:  # the next layer starts from this layer's box
+                ref = box_logits(box.detach())
+                query_pos = point_sinusoids(box.detach()[..., :2], d.grid, self.config.d_model)
+                query_pos = query_pos.to(memory.dtype)
+        hidden, boxes = torch.stack(outputs), torch.stack(boxes)
+        return (hidden, boxes, weights) if need_weights else (hidden, boxes)
 
     def forward(self, pixels: torch.Tensor, all_layers: bool = False, dense: bool = False):
         """pixels (B, channels, size, size) -> class logits (B, Q, n_classes + 1) and boxes
@@ -238,19 +310,25 @@ class DetectionTransformer(nn.Module):
                 "to ask for dense=True"
             )
         memory = self.encode(pixels)
-        hidden = self.decode(memory)
+        dense_out = None
+        if dense or self.config.detection.queries == "dense":
+            dense_out = self.dense_head(memory)
+        hidden, boxes = self.decode(memory, dense_out)
         if not all_layers:
-            hidden = hidden[-1]
-        logits, boxes = self.class_head(hidden), self.box_head(hidden, self.anchors)
-        if dense:
-            return logits, boxes, self.dense_head(memory)
-        return logits, boxes
+            hidden, boxes = hidden[-1], boxes[-1]
+        logits = self.class_head(hidden)
+        return (logits, boxes, dense_out) if dense else (logits, boxes)
 
-    def detect(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def detect(
+        self, pixels: torch.Tensor, pairs: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """pixels -> each query's object: score (B, Q) (the probability of its most likely object
         class), label (B, Q) and box (B, Q, 4) as (cx, cy, w, h) in [0, 1]. All Q are returned,
-        most with low scores ("no object"): a threshold or COCO's ranking picks among them."""
+        most with low scores ("no object"): a threshold or COCO's ranking picks among them.
+        With pairs = k: the k most probable (query, class) pairs instead (ranked_pairs), (B, k)."""
         logits, boxes = self(pixels)
+        if pairs is not None:
+            return ranked_pairs(logits, boxes, pairs)
         scores, labels = logits.float().softmax(-1)[..., :-1].max(-1)
         return scores, labels, boxes
 
@@ -259,8 +337,9 @@ class DetectionTransformer(nn.Module):
         (logits (B, Q, n_classes + 1), boxes (B, Q, 4), [(B, H, Q, P)] * n_layers); the weights
         of query q over position p say where in the image q looked (the paper's Figure 6)."""
         memory = self.encode(pixels)
-        hidden, weights = self.decode(memory, need_weights=True)
-        return self.class_head(hidden[-1]), self.box_head(hidden[-1], self.anchors), weights
+        dense_out = self.dense_head(memory) if self.config.detection.queries == "dense" else None
+        hidden, boxes, weights = self.decode(memory, dense_out, need_weights=True)
+        return self.class_head(hidden[-1]), boxes[-1], weights
 
 
 def _encoder_layer(
