@@ -70,9 +70,38 @@ def test_evaluate_detection_scores_the_known_answer(detector, tmp_path, capsys):
     rc, out, err = run(["evaluate", detector, "--detection", tmp_path / "coco"], capsys)
     assert rc == 0, err
     assert (
-        "1 images, 1 objects" in out and "mAP@[.5:.95] = 1.0000" in out and "AP75 = 1.0000" in out
+        "1 image, 1 objects" in out and "mAP@[.5:.95] = 1.0000" in out and "AP75 = 1.0000" in out
     )
+    assert "the 15 most likely (query, class) pairs" in out
     coco["categories"][0]["name"] = "lion"
     (tmp_path / "coco" / "annotations.json").write_text(json.dumps(coco))
     rc, _, err = run(["evaluate", detector, "--detection", tmp_path / "coco"], capsys)
     assert rc == 2 and "the model detects" in err
+
+
+def test_evaluate_detection_ranks_every_class_of_a_query_unless_per_query(tmp_path, capsys):
+    """Every query says cat 0.55, dog 0.45 (class weights zero) with the same box, and the one
+    object is a dog: ranked (query, class) pairs find it (AP 1), one class per query does not."""
+    path = tiny_detector(tmp_path / "detr")
+    model = load_model(path)
+    with torch.no_grad():
+        model.box_head.layers[-1].weight.zero_()
+        model.box_head.layers[-1].bias.zero_()
+        model.class_head.weight.zero_()
+        model.class_head.bias.copy_(torch.tensor([0.55, 0.45, 1e-9, 1e-9]).log())
+    detector = save_model(model, path, labels=LABELS)
+    image(tmp_path / "coco" / "images" / "x.png")
+    coco = {
+        "images": [{"id": 1, "file_name": "images/x.png", "width": 32, "height": 32}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 2, "bbox": [8, 8, 16, 16]}],
+        "categories": [{"id": i + 1, "name": name} for i, name in enumerate(LABELS)],
+    }
+    (tmp_path / "coco" / "annotations.json").write_text(json.dumps(coco))
+    rc, out, err = run(["evaluate", detector, "--detection", tmp_path / "coco"], capsys)
+    assert rc == 0 and "mAP@[.5:.95] = 1.0000" in out, err
+    argv = ["evaluate", detector, "--detection", tmp_path / "coco", "--per-query"]
+    rc, out, err = run(argv, capsys)
+    assert rc == 0 and "mAP@[.5:.95] = 0.0000" in out, err
+    assert "each of the 5 queries' most likely class" in out
+    rc, _, err = run(["evaluate", detector, "--text", "x.txt", "--per-query"], capsys)
+    assert rc == 2 and "goes with --detection" in err

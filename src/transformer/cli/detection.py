@@ -68,10 +68,16 @@ def evaluate_detection(args: argparse.Namespace) -> None:
     from ..evaluation.detector import score_detector
 
     pipeline = _detector(args, "evaluate")
-    scores, n_images, n_objects = score_detector(pipeline, args.detection)
+    scores, n_images, n_objects = score_detector(pipeline, args.detection, args.per_query)
+    d, n_classes = pipeline.model.config.detection, pipeline.model.config.n_classes
+    ranked = (
+        f"each of the {d.n_queries} queries' most likely class"
+        if args.per_query
+        else f"the {min(100, d.n_queries * n_classes)} most likely (query, class) pairs"
+    )
     print(
-        f"{args.detection}: {n_images:,} images, {n_objects:,} objects; COCO box metrics over all "
-        f"{pipeline.model.config.detection.n_queries} queries per image"
+        f"{args.detection}: {n_images:,} {'image' if n_images == 1 else 'images'}, "
+        f"{n_objects:,} objects; COCO box metrics over {ranked} per image"
     )
     names = {
         "map": "mAP@[.5:.95]",

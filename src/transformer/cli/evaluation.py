@@ -47,6 +47,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from .detection import evaluate_detection
 
         return evaluate_detection(args)
+    if args.per_query:
+        raise UserError("--per-query ranks a detector's predictions: it goes with --detection")
     if args.audio:
         if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.squad:
             raise UserError(
@@ -411,6 +413,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--detection",
         help="a folder of images with COCO annotations (annotations.json): a detector's COCO "
         "mAP@[.5:.95], AP50, AP75",
+    )
+    p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="with --detection: rank one prediction per object query (its most likely class), as "
+        "DETR's paper, instead of the 100 most likely (query, class) pairs per image",
     )
     p.add_argument(
         "--metric",

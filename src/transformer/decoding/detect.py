@@ -119,9 +119,12 @@ def detect_images(
 
 
 @torch.no_grad()
-def all_predictions(pipeline: Pipeline, pixels: torch.Tensor, batch_size: int = 64):
+def all_predictions(
+    pipeline: Pipeline, pixels: torch.Tensor, batch_size: int = 64, pairs: int | None = None
+):
     """Every query's (scores (N, Q), class indices (N, Q), relative boxes (N, Q, 4)) for uint8
-    (N, channels, size, size) images, for COCO evaluation (which ranks all of them)."""
+    (N, channels, size, size) images, for COCO evaluation (which ranks all of them); with pairs = k
+    the k most probable (query, class) pairs of each image instead, (N, k) (ranked_pairs)."""
     model = pipeline.model
     if not isinstance(model, DetectionTransformer):
         raise PipelineError(
@@ -130,11 +133,13 @@ def all_predictions(pipeline: Pipeline, pixels: torch.Tensor, batch_size: int = 
         )
     device = next(model.parameters()).device
     parts = [
-        model.detect(to_pixels(pixels[i : i + batch_size]).to(device))
+        model.detect(to_pixels(pixels[i : i + batch_size]).to(device), pairs)
         for i in range(0, len(pixels), batch_size)
     ]
     if not parts:
         q = model.config.detection.n_queries
+        if pairs is not None:
+            q = min(pairs, q * model.config.n_classes)
         return torch.zeros(0, q), torch.zeros(0, q, dtype=torch.long), torch.zeros(0, q, 4)
     return tuple(
         torch.cat([p[k].float().cpu() if k != 1 else p[k].cpu() for p in parts]) for k in range(3)

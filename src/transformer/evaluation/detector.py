@@ -1,9 +1,10 @@
 """A detector run over a folder of images with COCO annotations and scored with COCO's box metrics
 (evaluation.detection.coco_map): what `transformer evaluate --detection` prints.
 
-Every query of every image is a scored prediction (its most likely object class and that class's
-probability), as DETR is evaluated: COCO's ranking keeps up to 100 per image, so nothing is
-thresholded. Boxes are compared in the original images' pixels (areas decide small / medium /
+Each image's 100 most probable (query, class) pairs are its scored predictions, as Deformable DETR
+and its successors are evaluated (model.detection.ranked_pairs: a query unsure between two classes
+answers as both); with per_query, one prediction per query (its most likely class), as DETR's
+paper. COCO's ranking keeps up to 100 per image, so nothing is thresholded. Boxes are compared in the original images' pixels (areas decide small / medium /
 large). Crowd annotations are left out when the folder is read (data.detection.load_detection).
 """
 
@@ -26,10 +27,13 @@ def relative_to_xywh(boxes: torch.Tensor, width: int, height: int) -> np.ndarray
     return (xywh * scale).numpy().astype(np.float64)
 
 
-def score_detector(pipeline, path: str | os.PathLike) -> tuple[dict, int, int]:
+def score_detector(
+    pipeline, path: str | os.PathLike, per_query: bool = False
+) -> tuple[dict, int, int]:
     """COCO's metrics of pipeline's detector on the folder (or annotations file) at path, the number
     of images and of objects."""
     from ..decoding.detect import all_predictions
+    from ..model.detection import COCO_DETECTIONS
 
     d = pipeline.model.config.detection
     data = load_detection(path, d.channels, d.image_size)
@@ -39,7 +43,8 @@ def score_detector(pipeline, path: str | os.PathLike) -> tuple[dict, int, int]:
             f"{path} has the classes {list(data.names)}; the model detects {labels}: evaluate on "
             "data of the model's classes"
         )
-    scores, classes, boxes = all_predictions(pipeline, data.images)
+    pairs = None if per_query else COCO_DETECTIONS
+    scores, classes, boxes = all_predictions(pipeline, data.images, pairs=pairs)
     truth, predictions = [], []
     for i, (width, height) in enumerate(data.sizes):
         truth.append(

@@ -19,8 +19,8 @@ The rules:
   objects, so a step's loss is DETR's (summed over the step's objects and divided by their
   count).
 - Validation: the loss per object, and COCO's mAP@[.5:.95], AP50 and AP75 of the last layer's
-  predictions (each query's best object class and its probability; evaluation.detection);
-  best/ by mAP.
+  predictions (each image's 100 most probable (query, class) pairs, as `evaluate --detection`;
+  evaluation.detection); best/ by mAP.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ...data.text import DataError
 from ...evaluation.detection import coco_map
 from ...evaluation.detector import relative_to_xywh
 from ...model.build import build_model
+from ...model.detection import COCO_DETECTIONS
 from ...model.io import load_config
 from ...model_dir import load_labels, load_model
 from ..checkpoint import step_dirs
@@ -201,7 +202,7 @@ class Detection(Objective):
                 batch = batch.to(device)
                 out = self.loss(model, model, batch, device)
                 loss, nll, units = loss + float(out.loss), nll + float(out.nll), units + out.units
-                scores, labels, boxes = model.detect(batch.pixels)
+                scores, labels, boxes = model.detect(batch.pixels, pairs=COCO_DETECTIONS)
                 size = self.detection.image_size
                 for (y, b), s, lab, p in zip(batch.targets, scores, labels, boxes, strict=True):
                     truth.append(
