@@ -70,10 +70,9 @@ def to_corners(boxes: torch.Tensor, width: int, height: int) -> torch.Tensor:
     b = boxes.float()
     x0, x1 = (b[:, 0] - b[:, 2] / 2) * width, (b[:, 0] + b[:, 2] / 2) * width
     y0, y1 = (b[:, 1] - b[:, 3] / 2) * height, (b[:, 1] + b[:, 3] / 2) * height
-    out = torch.stack(
+    return torch.stack(
         [x0.clamp(0, width), y0.clamp(0, height), x1.clamp(0, width), y1.clamp(0, height)], -1
     )
-    return out
 
 
 @torch.no_grad()
@@ -141,6 +140,9 @@ def all_predictions(
         if pairs is not None:
             q = min(pairs, q * model.config.n_classes)
         return torch.zeros(0, q), torch.zeros(0, q, dtype=torch.long), torch.zeros(0, q, 4)
-    return tuple(
-        torch.cat([p[k].float().cpu() if k != 1 else p[k].cpu() for p in parts]) for k in range(3)
+    scores, classes, boxes = zip(*parts, strict=True)
+    return (
+        torch.cat(scores).float().cpu(),
+        torch.cat(classes).cpu(),
+        torch.cat(boxes).float().cpu(),
     )

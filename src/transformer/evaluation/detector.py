@@ -4,8 +4,9 @@
 Each image's 100 most probable (query, class) pairs are its scored predictions, as Deformable DETR
 and its successors are evaluated (model.detection.ranked_pairs: a query unsure between two classes
 answers as both); with per_query, one prediction per query (its most likely class), as DETR's
-paper. COCO's ranking keeps up to 100 per image, so nothing is thresholded. Boxes are compared in the original images' pixels (areas decide small / medium /
-large). Crowd annotations are left out when the folder is read (data.detection.load_detection).
+paper. COCO's ranking keeps up to 100 per image, so nothing is thresholded. Boxes are compared
+in the original images' pixels (areas decide small / medium / large). Crowd annotations are left
+out when the folder is read (data.detection.load_detection).
 """
 
 from __future__ import annotations
