@@ -30,6 +30,21 @@ def image(path, size=(32, 32)):
     return path
 
 
+def coco_folder(folder, category_id):
+    """A COCO folder of one 32 x 32 image whose one object, of the given category, is the box
+    (8, 8) to (24, 24); returns its annotations."""
+    image(folder / "images" / "x.png")
+    coco = {
+        "images": [{"id": 1, "file_name": "images/x.png", "width": 32, "height": 32}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": category_id, "bbox": [8, 8, 16, 16]}
+        ],
+        "categories": [{"id": i + 1, "name": name} for i, name in enumerate(LABELS)],
+    }
+    (folder / "annotations.json").write_text(json.dumps(coco))
+    return coco
+
+
 def test_detect_prints_and_draws_each_images_objects(detector, tmp_path, capsys):
     a, b = image(tmp_path / "in" / "a.png"), image(tmp_path / "other" / "a.png", (64, 48))
     rc, out, err = run(["detect", detector, a, b, "--out", tmp_path / "drawn"], capsys)
@@ -60,18 +75,10 @@ def test_detect_refuses_bad_input_in_one_line(detector, tmp_path, capsys):
 def test_evaluate_detection_scores_the_known_answer(detector, tmp_path, capsys):
     """One image whose one object is the box every query gives: the most likely query is right at
     every IoU threshold, the other four rank after it, so COCO's AP is exactly 1."""
-    image(tmp_path / "coco" / "images" / "x.png")
-    coco = {
-        "images": [{"id": 1, "file_name": "images/x.png", "width": 32, "height": 32}],
-        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [8, 8, 16, 16]}],
-        "categories": [{"id": i + 1, "name": name} for i, name in enumerate(LABELS)],
-    }
-    (tmp_path / "coco" / "annotations.json").write_text(json.dumps(coco))
+    coco = coco_folder(tmp_path / "coco", category_id=1)
     rc, out, err = run(["evaluate", detector, "--detection", tmp_path / "coco"], capsys)
     assert rc == 0, err
-    assert (
-        "1 image, 1 objects" in out and "mAP@[.5:.95] = 1.0000" in out and "AP75 = 1.0000" in out
-    )
+    assert "1 image, 1 objects" in out and "mAP@[.5:.95] = 1.0000" in out and "AP75 = 1.0000" in out
     assert "the 15 most likely (query, class) pairs" in out
     coco["categories"][0]["name"] = "lion"
     (tmp_path / "coco" / "annotations.json").write_text(json.dumps(coco))
@@ -90,13 +97,7 @@ def test_evaluate_detection_ranks_every_class_of_a_query_unless_per_query(tmp_pa
         model.class_head.weight.zero_()
         model.class_head.bias.copy_(torch.tensor([0.55, 0.45, 1e-9, 1e-9]).log())
     detector = save_model(model, path, labels=LABELS)
-    image(tmp_path / "coco" / "images" / "x.png")
-    coco = {
-        "images": [{"id": 1, "file_name": "images/x.png", "width": 32, "height": 32}],
-        "annotations": [{"id": 1, "image_id": 1, "category_id": 2, "bbox": [8, 8, 16, 16]}],
-        "categories": [{"id": i + 1, "name": name} for i, name in enumerate(LABELS)],
-    }
-    (tmp_path / "coco" / "annotations.json").write_text(json.dumps(coco))
+    coco_folder(tmp_path / "coco", category_id=2)
     rc, out, err = run(["evaluate", detector, "--detection", tmp_path / "coco"], capsys)
     assert rc == 0 and "mAP@[.5:.95] = 1.0000" in out, err
     argv = ["evaluate", detector, "--detection", tmp_path / "coco", "--per-query"]

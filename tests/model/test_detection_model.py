@@ -318,7 +318,9 @@ def test_refined_boxes_match_a_layer_by_layer_computation():
         _, boxes = model(pixels, all_layers=True)
     torch.testing.assert_close(boxes, torch.stack(expected), atol=1e-5, rtol=1e-5)
     plain = build_model(
-        cfg.replace(n_decoder_layers=3, detection={**cfg.to_dict()["detection"], "refine_boxes": False})
+        cfg.replace(
+            n_decoder_layers=3, detection={**cfg.to_dict()["detection"], "refine_boxes": False}
+        )
     )
     plain.load_state_dict(model.state_dict())
     with torch.no_grad():
