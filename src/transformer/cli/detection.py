@@ -66,6 +66,7 @@ def evaluate_detection(args: argparse.Namespace) -> None:
     """`evaluate --detection DIR`: COCO's mAP@[.5:.95], AP50 and AP75 (and by object size) of a
     detector on a folder of images with COCO annotations."""
     from ..evaluation.detector import score_detector
+    from ..model.detection import COCO_DETECTIONS
 
     pipeline = _detector(args, "evaluate")
     scores, n_images, n_objects = score_detector(pipeline, args.detection, args.per_query)
@@ -73,7 +74,7 @@ def evaluate_detection(args: argparse.Namespace) -> None:
     ranked = (
         f"each of the {d.n_queries} queries' most likely class"
         if args.per_query
-        else f"the {min(100, d.n_queries * n_classes)} most likely (query, class) pairs"
+        else f"the {min(COCO_DETECTIONS, d.n_queries * n_classes)} most likely (query, class) pairs"
     )
     print(
         f"{args.detection}: {n_images:,} {'image' if n_images == 1 else 'images'}, "
