@@ -30,10 +30,12 @@ def test_whisper_sinusoids_are_sines_then_cosines_at_whispers_frequencies():
     assert table[t, 4 + i] == pytest.approx(math.cos(t * rate), abs=1e-6)
 
 
-@pytest.mark.parametrize("lengths", [[120, 37, 64], [9, 10, 11]])
-def test_a_padded_batch_encodes_each_clip_as_alone(lengths):
+@pytest.mark.parametrize("stride", [2, 4])
+@pytest.mark.parametrize("lengths", [[120, 37, 64], [9, 10, 11], [13, 14, 15, 16]])
+def test_a_padded_batch_encodes_each_clip_as_alone(lengths, stride):
     torch.manual_seed(0)
-    model = transformer.build_model(speech_config()).eval()
+    audio = AudioConfig(n_mels=8, max_frames=120, stride=stride)
+    model = transformer.build_model(speech_config(audio=audio)).eval()
     clips = [torch.randn(8, n) for n in lengths]
     width = max(lengths)
     batch = torch.zeros(len(clips), 8, width)
@@ -43,10 +45,11 @@ def test_a_padded_batch_encodes_each_clip_as_alone(lengths):
         mask[row, : clip.shape[1]] = True
     with torch.no_grad():
         memory, positions = model.encode(batch, mask)
-        assert positions.sum(-1).tolist() == [(n + 1) // 2 for n in lengths]
+        assert positions.sum(-1).tolist() == [math.ceil(n / stride) for n in lengths]
+        assert positions.sum(-1).tolist() == audio.positions_of(mask.sum(-1)).tolist()
         for row, clip in enumerate(clips):
             alone, none = model.encode(clip[None])
-            assert none is None and alone.shape[1] == (clip.shape[1] + 1) // 2
+            assert none is None and alone.shape[1] == math.ceil(clip.shape[1] / stride)
             assert torch.allclose(memory[row, : alone.shape[1]], alone[0], atol=1e-5)
         tgt = torch.randint(4, 50, (len(clips), 6))
         padded = model.decode(tgt, memory, positions)
@@ -65,8 +68,12 @@ def test_bad_features_get_one_clear_error():
 
 
 def test_the_audio_config_rules():
-    with pytest.raises(ConfigError, match="max_frames=121 must be even"):
+    with pytest.raises(ConfigError, match="max_frames=121 must be a multiple of stride=2"):
         AudioConfig(max_frames=121)
+    with pytest.raises(ConfigError, match="max_frames=122 must be a multiple of stride=4"):
+        AudioConfig(max_frames=122, stride=4)
+    with pytest.raises(ConfigError, match="stride"):
+        AudioConfig(stride=3)
     with pytest.raises(ConfigError, match="arch='encoder-decoder'"):
         speech_config(arch="decoder")
     with pytest.raises(ConfigError, match="does not fit a speech model"):
@@ -99,3 +106,17 @@ def test_the_ctc_head_reads_the_encoder_positions():
     plain = transformer.build_model(speech_config())
     with pytest.raises(ValueError, match="no CTC head"):
         plain(x, tgt, ctc=True)
+
+
+def test_stride_4_strides_both_convolutions_as_written_out():
+    torch.manual_seed(0)
+    cfg = speech_config(audio=AudioConfig(n_mels=8, max_frames=120, stride=4))
+    front = transformer.build_model(cfg).eval().encoder.front
+    x = torch.randn(1, 8, 37)
+    conv = torch.nn.functional.conv1d
+    h = torch.nn.functional.gelu(conv(x, front.conv1.weight, front.conv1.bias, stride=2, padding=1))
+    h = torch.nn.functional.gelu(conv(h, front.conv2.weight, front.conv2.bias, stride=2, padding=1))
+    want = h.transpose(1, 2) + front.positions[:10]
+    with torch.no_grad():
+        got, _ = front(x)
+    assert got.shape == (1, 10, 32) and torch.allclose(got, want, atol=1e-6)

@@ -58,13 +58,18 @@ class VisionConfig:
 class AudioConfig:
     """The speech front end of an encoder-decoder (Whisper): `[model.audio]`. The encoder reads a
     log-mel spectrogram (n_mels x frames, 100 frames a second) through two 1-D convolutions, the
-    second with stride 2; see transformer.model.audio and transformer.data.audio."""
+    second with stride 2 (and the first too with stride = 4); see transformer.model.audio and
+    transformer.data.audio."""
 
     n_mels: int = setting(80, gt=0)
     """Mel bands of the spectrogram (Whisper: 80; large-v3: 128)."""
     max_frames: int = setting(3000, ge=2)
-    """Longest input in spectrogram frames (3000 = 30 s); the encoder has max_frames / 2
+    """Longest input in spectrogram frames (3000 = 30 s); the encoder has max_frames / stride
     positions."""
+    stride: int = setting(2, choices=(2, 4))
+    """Frames per encoder position: 2 (Whisper's: the second convolution has stride 2, 50
+    positions a second) or 4 (both convolutions have stride 2, 25 a second: a quarter of the
+    attention's cost, as the 4x subsampling of most CTC and conformer recognisers)."""
     positions: str = setting("sinusoidal", choices=AUDIO_POSITIONS)
     """sinusoidal (Whisper's fixed table, sines then cosines) or learned."""
     pad_to_max: bool = False
@@ -77,16 +82,21 @@ class AudioConfig:
     def __post_init__(self) -> None:
         check_types(self, "model.audio")
         check_settings(self, "model.audio")
-        if self.max_frames % 2:
+        if self.max_frames % self.stride:
             raise ConfigError(
-                f"model.audio.max_frames={self.max_frames} must be even: the second convolution "
-                "halves the frames"
+                f"model.audio.max_frames={self.max_frames} must be a multiple of stride="
+                f"{self.stride}: the convolutions divide the frames by it"
             )
 
     @property
     def n_positions(self) -> int:
-        """Encoder positions after the stride-2 convolution."""
-        return self.max_frames // 2
+        """Encoder positions after the strided convolutions."""
+        return self.max_frames // self.stride
+
+    def positions_of(self, frames):
+        """Encoder positions of a clip of `frames` frames (an int, an array or a tensor): each
+        stride-2 convolution (width 3, padding 1) gives ceil(n / 2)."""
+        return (frames + self.stride - 1) // self.stride
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ class Stepper:
             if mask is None
             else mask.sum(-1)
         )
-        self.src_lengths = (frames + 1) // 2  # (B,): encoder positions
+        self.src_lengths = self.config.audio.positions_of(frames)  # (B,): encoder positions
 
     def _image_source(self, pixels, mask: torch.Tensor | None) -> None:
         """Pixels (B, channels, size, size) or (channels, size, size) in [-1, 1]; no mask."""
@@ -216,7 +216,9 @@ class Stepper:
         encoder's ([CLS] and the patches)."""
         if self.image:
             return self.config.vision.n_patches + 1
-        return (self.src_ids.shape[-1] + 1) // 2 if self.audio else self.src_ids.shape[1]
+        if self.audio:
+            return self.config.audio.positions_of(self.src_ids.shape[-1])
+        return self.src_ids.shape[1]
 
     @property
     def prefix_length(self) -> int:

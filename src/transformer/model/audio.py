@@ -3,7 +3,11 @@ convolutions of width 3 with GELU, the second with stride 2, then position vecto
 dropout. The encoder layers after it are the text encoder's.
 
 Legend (model/__init__.py): B batch, F audio frames (100 a second), L encoder positions
-(ceil(F / 2)), C d_model; spelled out: n_mels (the spectrogram's bands).
+(ceil(F / stride)), C d_model; spelled out: n_mels (the spectrogram's bands).
+
+Stride: Whisper's front end gives a position every 2 frames (20 ms). With stride 4 the first
+convolution also has stride 2 (40 ms a position), the 4x subsampling of most CTC and conformer
+recognisers: the encoder's layers cost half, its attention a quarter.
 
 Positions: "sinusoidal" is Whisper's fixed table, which differs from §3.5's in two ways: all sines
 come first, then all cosines, and the frequencies are 10000^(-i / (C/2 - 1)) for i < C/2 (the
@@ -12,7 +16,7 @@ table exactly. "learned": one trained vector per position.
 Padding: a batch of clips of different lengths comes with a frame mask (B, F); padded frames are
 zeroed before each convolution (as the convolutions' own zero padding past the end of a clip
 alone), so a clip's real positions come out as they would unpadded, and the encoder position j
-(centred on frame 2j) is real when that frame is. Whisper itself always reads 30 s (3000 frames),
+(centred on frame stride x j) is real when that frame is. Whisper itself always reads 30 s (3000 frames),
 padding the audio with silence, and has no mask (AudioConfig.pad_to_max).
 """
 
@@ -39,15 +43,24 @@ def whisper_sinusoids(length: int, channels: int, max_timescale: float = 10000.0
 
 
 class AudioFrontEnd(nn.Module):
-    """(B, n_mels, F) log-mel frames -> (B, L, C): conv (width 3) + GELU, conv (width 3, stride
-    2) + GELU, positions, dropout; with a frame mask (B, F), also the positions' mask (B, L)."""
+    """(B, n_mels, F) log-mel frames -> (B, L, C): conv (width 3, stride stride / 2) + GELU, conv
+    (width 3, stride 2) + GELU, positions, dropout; with a frame mask (B, F), also the positions'
+    mask (B, L)."""
 
-    def __init__(self, n_mels: int, max_frames: int, d_model: int, positions: str, dropout: float):
+    def __init__(
+        self,
+        n_mels: int,
+        max_frames: int,
+        d_model: int,
+        positions: str,
+        dropout: float,
+        stride: int = 2,
+    ):
         super().__init__()
-        self.n_mels, self.max_frames = n_mels, max_frames
-        self.conv1 = nn.Conv1d(n_mels, d_model, kernel_size=3, padding=1)
+        self.n_mels, self.max_frames, self.stride = n_mels, max_frames, stride
+        self.conv1 = nn.Conv1d(n_mels, d_model, kernel_size=3, stride=stride // 2, padding=1)
         self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=2, padding=1)
-        n = max_frames // 2
+        n = max_frames // stride
         self.kind = positions
         if positions == "learned":
             self.positions = nn.Parameter(torch.randn(n, d_model) * 0.02)
@@ -88,8 +101,9 @@ class AudioFrontEnd(nn.Module):
         x = features.to(self.conv1.weight.dtype)
         if mask is not None:
             x = x * mask[:, None, :].to(x.dtype)  # padded frames read as zeros
-        x = F.gelu(self.conv1(x))  # (B, C, F)
+        x = F.gelu(self.conv1(x))  # (B, C, F / (stride / 2))
         if mask is not None:  # as the convolution's own zero padding past a clip's end
+            mask = mask[:, :: self.stride // 2]
             x = x * mask[:, None, :].to(x.dtype)
         x = F.gelu(self.conv2(x)).transpose(1, 2)  # (B, L, C)
         x = x + self.positions[: x.size(1)].to(x.dtype)

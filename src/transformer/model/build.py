@@ -222,7 +222,7 @@ def _image_encoder(cfg: ModelConfig) -> ImageEncoder:
 
 def _audio_encoder(cfg: ModelConfig) -> AudioEncoder:
     a = cfg.audio
-    front = AudioFrontEnd(a.n_mels, a.max_frames, cfg.d_model, a.positions, cfg.dropout)
+    front = AudioFrontEnd(a.n_mels, a.max_frames, cfg.d_model, a.positions, cfg.dropout, a.stride)
     return AudioEncoder(front, _encoder_layers(cfg, None), _final_norm(cfg))
 
 

@@ -1,6 +1,6 @@
 """A speech model's cross-attention over the audio: the log-mel spectrogram on top and, below it on
-the same time axis, which encoder positions (20 ms each: the stride-2 convolution halves the 10 ms
-frames) each output token attended to while it was predicted (one layer, mean or one head).
+the same time axis, which encoder positions (20 ms each, 40 ms with model.audio.stride = 4: the
+strided convolutions divide the 10 ms frames) each output token attended to while it was predicted (one layer, mean or one head).
 
 `audio_attention(pipeline, samples)` transcribes the first window of the audio (30 s for Whisper)
 with the decoding's own attention weights; `plot_audio_attention` draws them. Only the clip's real
@@ -31,7 +31,7 @@ class AudioAttention:
     features: torch.Tensor
     """(n_mels, F) log-mel frames of the clip's real part."""
     weights: torch.Tensor
-    """(T, L) for one head or the mean, (H, T, L) for all; L = ceil(F / 2)."""
+    """(T, L) for one head or the mean, (H, T, L) for all; L = ceil(F / stride)."""
     tokens: list[str]
     """The output token of each row."""
     text: str
@@ -74,7 +74,7 @@ def audio_attention(
         features[None].to(device), s, return_attention=True, **speech_options(pipeline)
     )
     ids = out[0].tolist()
-    positions = (real.shape[1] + 1) // 2
+    positions = cfg.audio.positions_of(real.shape[1])
     weights = att["cross"][0, layer][:, : len(ids), :positions]  # (H, T, L)
     tok = pipeline.target_tokenizer
     return AudioAttention(

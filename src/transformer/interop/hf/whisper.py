@@ -91,6 +91,13 @@ def config_to_hf(cfg: ModelConfig):
     family = "Whisper"
     require(cfg.audio is not None, "audio", cfg.audio, family, "Whisper reads audio (model.audio)")
     require(
+        cfg.audio.stride == 2,
+        "model.audio.stride",
+        cfg.audio.stride,
+        family,
+        "Whisper's first convolution has stride 1 (stride = 2)",
+    )
+    require(
         cfg.norm_position == "pre",
         "norm_position",
         cfg.norm_position,
