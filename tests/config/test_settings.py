@@ -41,6 +41,8 @@ DECODE = {
     "answer_window": ([8, 384], [7, 0]),
     "answer_stride": ([1, 128], [0, -1]),
     "max_answer_tokens": ([1, 30], [0, -1]),
+    "speech_head": (["decoder", "ctc", "joint"], ["attention", ""]),
+    "ctc_weight": ([0.0, 0.3, 1], [-0.1, 1.5, math.nan]),
 }
 COMPANIONS = {"n_best": {"beam_size": 4}}
 """Settings given with the one under test (n_best needs a beam at least as wide)."""
@@ -53,9 +55,15 @@ COMMANDS = {
     "answer_window": "answer",
     "answer_stride": "answer",
     "max_answer_tokens": "answer",
+    "speech_head": "transcribe",
+    "ctc_weight": "transcribe",
 }
 """The command whose flag is tried (translate unless named)."""
-REQUIRED = {"generate": ["--prompt", "x"], "answer": ["--question", "q", "--context", "c"]}
+REQUIRED = {
+    "generate": ["--prompt", "x"],
+    "answer": ["--question", "q", "--context", "c"],
+    "transcribe": ["clip.wav"],
+}
 """What each command needs besides the flag."""
 
 SERVE = {
@@ -172,9 +180,17 @@ def clients(tmp_path_factory):
 
 def api_accepts(clients, name, value) -> bool | None:
     """Whether the API takes the value (200) or refuses it (422); None: no endpoint takes it."""
-    from transformer.serve.schemas import GenerateRequest, TranslateRequest
+    from pydantic import ValidationError
+
+    from transformer.serve.schemas import GenerateRequest, TranscribeRequest, TranslateRequest
 
     settings = {**COMPANIONS.get(name, {}), name: value}
+    if name in TRANSCRIBE_ONLY:  # /v1/transcribe's request, validated as the route validates it
+        try:
+            TranscribeRequest(audio="UklGRg==", **settings)
+        except ValidationError:
+            return False
+        return True
     if name in TranslateRequest.model_fields:
         r = clients["encoder-decoder"].post("/v1/translate", json={"text": "the cat", **settings})
     elif name in GenerateRequest.model_fields:
@@ -185,6 +201,8 @@ def api_accepts(clients, name, value) -> bool | None:
     return r.status_code == 200
 
 
+TRANSCRIBE_ONLY = {"speech_head", "ctc_weight"}
+"""Settings of /v1/transcribe alone."""
 API_LESS = {
     "early_stopping",
     "precision",

@@ -211,3 +211,41 @@ def test_the_ctc_loss_is_ctcs_per_clip(tmp_path):
             expected += float(torch.nn.functional.ctc_loss(lp, target, [n], [k], blank=0, reduction="sum"))
             start += k
     assert float(total) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_ctc_run_at_stride_4_learns_and_transcribes_by_its_ctc_head(tmp_path, capsys):
+    root = tmp_path
+    write_features(root / "train", sentences(500, 1))
+    write_features(root / "valid", sentences(40, 2))
+    write_wavs(root / "test", sentences(12, 3))
+    values = _config(root, 150)
+    values["model"]["audio"].update(stride=4, ctc=True)
+    values["train"]["ctc_weight"] = 0.7
+    values["decode"]["speech_head"] = "ctc"
+    train(build_run_config(values), root / "run", log=lambda line: None)
+    metrics = [json.loads(x) for x in (root / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m for m in metrics if m.get("split") == "valid"][-1]["valid_wer"] < 10
+    best = str(root / "run" / "best")
+    assert main(["evaluate", best, "--audio", str(root / "test")]) == 0
+    assert float(capsys.readouterr().out.splitlines()[-1].split()[2]) < 15
+    pipe = Pipeline.load(best)
+    assert pipe.decode.speech_head == "ctc"
+    clips = [speak(w) for w in sentences(6, 4)]
+    assert pipe.transcribe(clips, batch_size=4) == [pipe.transcribe(c)[0] for c in clips]
+    # the same model's decoder, and the joint search, on request
+    assert main(["transcribe", best, str(root / "test" / "0.wav"), "--speech-head", "decoder"]) == 0
+    capsys.readouterr()
+    args = ["--speech-head", "joint", "--beam", "2", "--ctc-weight", "0.5"]
+    assert main(["evaluate", best, "--audio", str(root / "test"), *args]) == 0
+    assert float(capsys.readouterr().out.splitlines()[-1].split()[2]) < 15
+    values["model"]["audio"]["ctc"] = False
+    with pytest.raises(ConfigError, match='speech_head = "ctc" needs a CTC head'):
+        train(build_run_config(values), root / "run2", log=lambda line: None)
+
+
+def test_speech_head_ctc_on_a_model_without_one_is_one_line(speech_run, capsys):
+    root, _ = speech_run
+    wav = str(root / "test" / "0.wav")
+    assert main(["transcribe", str(root / "run" / "best"), wav, "--speech-head", "ctc"]) == 2
+    err = capsys.readouterr().err
+    assert "this model has no CTC head" in err and len(err.strip().splitlines()) == 1

@@ -33,6 +33,8 @@ from .contrastive import evaluate_contrastive, is_contrastive
 
 SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 """The decoding settings evaluate takes."""
+SPEECH_SEARCH = ("speech_head", "ctc_weight")
+"""And with --audio."""
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -473,6 +475,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--images: the captions) to this file",
     )
     add_decode_args(p, SEARCH)
+    add_decode_args(p, SPEECH_SEARCH, note="with --audio; default from the model's decode.json")
     add_decode_args(p, ANSWER_SETTINGS)
     add_device_args(p)
     add_precision_arg(p)

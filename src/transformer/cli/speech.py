@@ -43,7 +43,9 @@ def evaluate_audio(args: argparse.Namespace) -> None:
     from ..evaluation.transcripts import score_transcripts
 
     pipeline = _speech_pipeline(args, "evaluate")
-    decode = decode_overrides(args, ("beam_size", "length_penalty", "length_penalty_kind"))
+    decode = decode_overrides(
+        args, ("beam_size", "length_penalty", "length_penalty_kind", "speech_head", "ctc_weight")
+    )
     total, clips = score_transcripts(pipeline, args.audio, **decode)
     for clip in clips:
         print(f"{clip.file}\tWER {clip.wer:.1f}\t{clip.hypothesis}")

@@ -15,6 +15,7 @@ from typing import Any
 from .checks import ConfigError, check_settings, check_types, from_values, setting
 
 LENGTH_PENALTY_KINDS = ("wu", "power")
+SPEECH_HEADS = ("decoder", "ctc", "joint")
 """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see
 transformer.decoding.penalties)."""
 INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
@@ -93,6 +94,15 @@ class DecodeConfig:
     add_eos: bool = False
     """End each source of an encoder-decoder with </s> (eos_id), as T5's and Marian's tokenizers do:
     imported models follow their tokenizer; models trained here read sources without it."""
+    speech_head: str = setting("decoder", choices=SPEECH_HEADS, flag="--speech-head")
+    """What writes a speech model's transcript: decoder (the search above, over the attention
+    decoder), ctc (the CTC head's best path, model.audio.ctc: no decoder, no search) or joint (a
+    beam search over both, ctc_weight x CTC's prefix score + the rest x the decoder's; Watanabe et
+    al. 2017); see transformer.decoding.ctc."""
+    ctc_weight: float = setting(
+        0.3, ge=0, le=1, finite=True, flag="--ctc-weight", give="a number from 0 to 1"
+    )
+    """speech_head = joint: the weight of CTC's prefix score (ESPnet's default 0.3)."""
     precision: str = setting("fp32", choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
     """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto (bf16 where
     measured faster)."""
@@ -139,9 +149,11 @@ TRANSCRIBE_SETTINGS = (
     "max_len_b",
     "min_len",
     *REPETITION_SETTINGS,
+    "speech_head",
+    "ctc_weight",
 )
 """The settings of transcribing speech: transcribe's flags, /v1/transcribe's fields."""
-CAPTION_SETTINGS = TRANSCRIBE_SETTINGS
+CAPTION_SETTINGS = TRANSCRIBE_SETTINGS[:-2]
 """The settings of captioning images (the same as transcribing): caption's flags."""
 ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
 """The settings of extractive question answering: answer's flags."""

@@ -13,6 +13,9 @@ The rules:
   or the model's start token, and never generates speech.json's suppressed tokens
   (begin_suppress_tokens: not as the first token), as CTranslate2 and Hugging Face do.
 - Windows are decoded in batches of batch_size, shortest first; the output is in input order.
+- With speech_head = "ctc" the CTC head writes each window's transcript (its best path) and the
+  decoder does not run; with "joint" a beam search scores both (transformer.decoding.ctc). A
+  model without a CTC head is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch
 
 from ..data.audio import HOP, N_FFT, log_mel, read_wav
 from ..model.transformer import EncoderDecoder
+from .ctc import ctc_transcribe, joint_search
 
 MIN_SAMPLES = N_FFT
 """A window's tail shorter than one analysis window (25 ms) is dropped."""
@@ -91,6 +95,11 @@ def transcribe(pipeline, audio, batch_size: int = 8, **decode) -> list[str]:
     settings = pipeline.settings(**decode)
     if settings.n_best > 1:
         raise TranscribeError(f"n_best={settings.n_best}: transcribe gives one transcript a file")
+    if settings.speech_head != "decoder" and model.ctc_head is None:
+        raise TranscribeError(
+            f"speech_head={settings.speech_head}: this model has no CTC head; use "
+            "speech_head=decoder (the default)"
+        )
     a = model.config.audio
     size = a.max_frames * HOP
     pad_to = size if a.pad_to_max else None
@@ -105,7 +114,15 @@ def transcribe(pipeline, audio, batch_size: int = 8, **decode) -> list[str]:
     for start in range(0, len(order), batch_size):
         batch = [chunks[k] for k in order[start : start + batch_size]]
         feats, mask = features_batch([c[2] for c in batch], a.n_mels, pad_to)
-        ids = pipeline.search(feats, settings, src_mask=mask, **options)
-        for (i, j, _), row in zip(batch, ids.tolist(), strict=True):
+        if settings.speech_head == "ctc":
+            rows = ctc_transcribe(model, feats, mask)
+        elif settings.speech_head == "joint":
+            rows = joint_search(
+                model, feats, mask, settings.beam_size, settings.ctc_weight, settings.max_len_b,
+                options["prefix"],
+            )  # fmt: skip
+        else:
+            rows = pipeline.search(feats, settings, src_mask=mask, **options).tolist()
+        for (i, j, _), row in zip(batch, rows, strict=True):
             texts[i][j] = pipeline.target_tokenizer.decode(row).strip()
     return [" ".join(t for t in item_texts if t) for item_texts in texts]

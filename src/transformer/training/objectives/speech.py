@@ -18,8 +18,8 @@ The rules:
   of the frames set to the clip's mean.
 - CTC (model.audio.ctc): a linear head on the encoder's positions and CTC's loss of the transcript
   (the padding id its blank), added as (1 - train.ctc_weight) x cross entropy + train.ctc_weight x
-  CTC (Kim et al. 2017); it teaches the encoder a monotonic alignment early. Decoding does not use
-  it.
+  CTC (Kim et al. 2017); it teaches the encoder a monotonic alignment early. Decoding uses it with
+  decode.speech_head = "ctc" (transformer.decoding.ctc).
 - Validation: loss, NLL and perplexity per target token, and the word error rate of greedy
   transcripts of the first train.valid_questions clips (evaluation.overlap.wer); best/ by WER.
 """
@@ -37,6 +37,8 @@ from ...config import ConfigError, RunConfig
 from ...data.batching import batch_indices, batch_seed, to_device
 from ...data.text import DataError
 from ...data.tokenizer import save_tokenizers
+from ...decoding.ctc import ctc_transcribe
+from ...evaluation.overlap import wer
 from ...evaluation.transcripts import greedy_wer
 from ...model.build import build_model
 from ...model.io import load_config
@@ -158,6 +160,11 @@ class Speech(Objective):
         if audio is None:
             raise ConfigError(f"train.init_from={init_from} is not a speech model (no model.audio)")
         self.audio = audio
+        if config.decode.speech_head != "decoder" and not audio.ctc:
+            raise ConfigError(
+                f'decode.speech_head = "{config.decode.speech_head}" needs a CTC head: set '
+                "model.audio.ctc = true"
+            )
         self.train = SpeechCorpus(d.train_audio, self.tokenizer, audio.max_frames, d.max_len)
         self.valid = (
             SpeechCorpus(d.valid_audio, self.tokenizer, audio.max_frames, d.max_len)
@@ -169,7 +176,7 @@ class Speech(Objective):
         positions = (
             np.full(len(self.train), audio.n_positions)
             if audio.pad_to_max
-            else (self.train.n_frames + 1) // 2
+            else audio.positions_of(self.train.n_frames)
         )
         self.sizes = positions
         self.cache = BatchCache()
@@ -235,7 +242,7 @@ class Speech(Objective):
             tgt_in[row, : p + len(ids)] = torch.tensor(self.prompt + ids, dtype=torch.long)
             tgt_out[row, p - 1 : p + len(ids)] = torch.tensor(ids + [cfg.eos_id], dtype=torch.long)
         units = sum(len(t) + 1 for t in targets)
-        positions = (width + 1) // 2 * len(feats)
+        positions = self.audio.positions_of(width) * len(feats)
         ctc_targets = torch.tensor([t for ids in targets for t in ids], dtype=torch.long)
         ctc_lengths = torch.tensor([len(ids) for ids in targets], dtype=torch.long)
         return SpeechBatch(
@@ -304,7 +311,8 @@ class Speech(Objective):
         return result
 
     def valid_wer(self, model, device) -> float:
-        """WER of greedy transcripts of the first train.valid_questions validation clips."""
+        """WER of greedy transcripts of the first train.valid_questions validation clips (by the
+        CTC head's best path with decode.speech_head = "ctc")."""
         n = min(len(self.valid), self.config.train.valid_questions or len(self.valid))
         per = max(1, self.config.train.batch_tokens // max(1, int(self.sizes.max())))
 
@@ -313,6 +321,13 @@ class Speech(Objective):
                 b = self._batch(self.valid, list(range(start, min(n, start + per)))).to(device)
                 yield b.features, b.mask
 
+        if self.config.decode.speech_head == "ctc":
+            hypotheses = []
+            for features, mask in batches():
+                with autocast(device, self.config.train.precision):
+                    rows = ctc_transcribe(model, features, mask)
+                hypotheses += [self.tokenizer.decode(row).strip() for row in rows]
+            return wer(hypotheses, self.valid.kept_texts[:n])
         record = self.speech or {}
         return greedy_wer(
             model, batches(), self.valid.kept_texts[:n], self.tokenizer.decode, self.prompt,
