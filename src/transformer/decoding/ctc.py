@@ -26,7 +26,6 @@ import torch
 
 from .step import inference
 
-
 PRE_BEAM = 32
 """The joint search scores at least this many of the decoder's most probable tokens each step."""
 
@@ -152,9 +151,15 @@ def joint_search(
             length = memory.shape[1] if positions is None else int(positions[row].sum())
             out.append(
                 _joint_one(
-                    model, memory[row : row + 1, :length], log_probs[row, :length], cfg,
-                    beam_size, ctc_weight, max_len, prefix,
-                )  # fmt: skip
+                    model,
+                    memory[row : row + 1, :length],
+                    log_probs[row, :length],
+                    cfg,
+                    beam_size,
+                    ctc_weight,
+                    max_len,
+                    prefix,
+                )
             )
     return out
 

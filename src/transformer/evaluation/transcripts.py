@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..decoding.ctc import ctc_transcribe
 from ..decoding.greedy import greedy_search
 from .overlap import wer, word_errors
 
@@ -105,4 +106,18 @@ def greedy_wer(
             suppress_tokens=suppress_tokens, begin_suppress_tokens=begin_suppress_tokens,
         )  # fmt: skip
         hypotheses += [decode(row).strip() for row in ids.tolist()]
+    return wer(hypotheses, references)
+
+
+def ctc_wer(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor | None]],
+    references: Sequence[str],
+    decode: Callable[[list[int]], str],
+) -> float:
+    """Corpus WER (x100) of the CTC head's best-path transcripts of batches of (features, frame
+    mask or None), in the references' order (decoding.ctc)."""
+    hypotheses: list[str] = []
+    for features, mask in batches:
+        hypotheses += [decode(row).strip() for row in ctc_transcribe(model, features, mask)]
     return wer(hypotheses, references)

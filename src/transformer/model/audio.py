@@ -16,8 +16,8 @@ table exactly. "learned": one trained vector per position.
 Padding: a batch of clips of different lengths comes with a frame mask (B, F); padded frames are
 zeroed before each convolution (as the convolutions' own zero padding past the end of a clip
 alone), so a clip's real positions come out as they would unpadded, and the encoder position j
-(centred on frame stride x j) is real when that frame is. Whisper itself always reads 30 s (3000 frames),
-padding the audio with silence, and has no mask (AudioConfig.pad_to_max).
+(centred on frame stride x j) is real when that frame is. Whisper itself always reads 30 s (3000
+frames), padding the audio with silence, and has no mask (AudioConfig.pad_to_max).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A speech model's cross-attention over the audio: the log-mel spectrogram on top and, below it on
 the same time axis, which encoder positions (20 ms each, 40 ms with model.audio.stride = 4: the
-strided convolutions divide the 10 ms frames) each output token attended to while it was predicted (one layer, mean or one head).
+strided convolutions divide the 10 ms frames) each output token attended to while it was predicted
+(one layer, mean or one head).
 
 `audio_attention(pipeline, samples)` transcribes the first window of the audio (30 s for Whisper)
 with the decoding's own attention weights; `plot_audio_attention` draws them. Only the clip's real

@@ -19,9 +19,10 @@ The rules:
 - CTC (model.audio.ctc): a linear head on the encoder's positions and CTC's loss of the transcript
   (the padding id its blank), added as (1 - train.ctc_weight) x cross entropy + train.ctc_weight x
   CTC (Kim et al. 2017); it teaches the encoder a monotonic alignment early. Decoding uses it with
-  decode.speech_head = "ctc" (transformer.decoding.ctc).
+  decode.speech_head = "ctc" or "joint" (transformer.decoding.ctc).
 - Validation: loss, NLL and perplexity per target token, and the word error rate of greedy
-  transcripts of the first train.valid_questions clips (evaluation.overlap.wer); best/ by WER.
+  transcripts of the first train.valid_questions clips (evaluation.overlap.wer), the CTC head's
+  best path with decode.speech_head = "ctc"; best/ by WER.
 """
 
 from __future__ import annotations
@@ -37,9 +38,7 @@ from ...config import ConfigError, RunConfig
 from ...data.batching import batch_indices, batch_seed, to_device
 from ...data.text import DataError
 from ...data.tokenizer import save_tokenizers
-from ...decoding.ctc import ctc_transcribe
-from ...evaluation.overlap import wer
-from ...evaluation.transcripts import greedy_wer
+from ...evaluation.transcripts import ctc_wer, greedy_wer
 from ...model.build import build_model
 from ...model.io import load_config
 from ...model_dir import load_model, load_speech, load_tokenizers
@@ -311,8 +310,9 @@ class Speech(Objective):
         return result
 
     def valid_wer(self, model, device) -> float:
-        """WER of greedy transcripts of the first train.valid_questions validation clips (by the
-        CTC head's best path with decode.speech_head = "ctc")."""
+        """WER of the greedy transcripts of the first train.valid_questions validation clips (the
+        CTC head's best path with decode.speech_head = "ctc"; the decoder's greedy search
+        otherwise, "joint" too: a beam search would cost the run's minutes)."""
         n = min(len(self.valid), self.config.train.valid_questions or len(self.valid))
         per = max(1, self.config.train.batch_tokens // max(1, int(self.sizes.max())))
 
@@ -322,12 +322,8 @@ class Speech(Objective):
                 yield b.features, b.mask
 
         if self.config.decode.speech_head == "ctc":
-            hypotheses = []
-            for features, mask in batches():
-                with autocast(device, self.config.train.precision):
-                    rows = ctc_transcribe(model, features, mask)
-                hypotheses += [self.tokenizer.decode(row).strip() for row in rows]
-            return wer(hypotheses, self.valid.kept_texts[:n])
+            with autocast(device, self.config.train.precision):
+                return ctc_wer(model, batches(), self.valid.kept_texts[:n], self.tokenizer.decode)
         record = self.speech or {}
         return greedy_wer(
             model, batches(), self.valid.kept_texts[:n], self.tokenizer.decode, self.prompt,
