@@ -50,18 +50,24 @@ def speech_model(stride: int, ctc: bool = True):
     return transformer.build_model(cfg).eval()
 
 
-@pytest.mark.parametrize("stride", [2, 4])
-def test_a_padded_batch_is_transcribed_as_each_clip_alone(stride):
-    model = speech_model(stride)
-    with torch.no_grad():  # a head that prefers blanks a little less: paths with several tokens
-        model.ctc_head.bias[0] -= 0.5
-    lengths = [160, 41, 90, 7]
+def padded_clips(lengths: list[int]):
+    """Random clips of 8 mel bands and these lengths, and the padded batch (B, 8, F) with its frame
+    mask (B, F)."""
     clips = [torch.randn(8, n) for n in lengths]
     batch = torch.zeros(len(clips), 8, max(lengths))
     mask = torch.zeros(len(clips), max(lengths), dtype=torch.bool)
     for row, clip in enumerate(clips):
         batch[row, :, : clip.shape[1]] = clip
         mask[row, : clip.shape[1]] = True
+    return clips, batch, mask
+
+
+@pytest.mark.parametrize("stride", [2, 4])
+def test_a_padded_batch_is_transcribed_as_each_clip_alone(stride):
+    model = speech_model(stride)
+    with torch.no_grad():  # a head that prefers blanks a little less: paths with several tokens
+        model.ctc_head.bias[0] -= 0.5
+    clips, batch, mask = padded_clips([160, 41, 90, 7])
     together = ctc_transcribe(model, batch, mask)
     alone = [ctc_transcribe(model, clip[None], None)[0] for clip in clips]
     assert together == alone and any(len(row) > 1 for row in alone)
@@ -123,13 +129,7 @@ def test_joint_search_without_ctc_is_the_decoders_greedy_search_and_pads_as_alon
     from transformer.decoding.greedy import greedy_search
 
     model = speech_model(4)
-    lengths = [160, 61, 90]
-    clips = [torch.randn(8, n) for n in lengths]
-    batch = torch.zeros(len(clips), 8, max(lengths))
-    mask = torch.zeros(len(clips), max(lengths), dtype=torch.bool)
-    for row, clip in enumerate(clips):
-        batch[row, :, : clip.shape[1]] = clip
-        mask[row, : clip.shape[1]] = True
+    clips, batch, mask = padded_clips([160, 61, 90])
     prefix = [model.config.start_id]
     plain = joint_search(model, batch, mask, beam_size=1, ctc_weight=0.0, max_len=8, prefix=prefix)
     greedy = greedy_search(model, batch, src_mask=mask, max_len_a=0, max_len_b=8, prefix=prefix)
