@@ -41,9 +41,6 @@ def best_path(logits: torch.Tensor, lengths: torch.Tensor | None, blank: int) ->
     rows = []
     for row in range(best.shape[0]):
         path = best[row, : int(lengths[row])] if lengths is not None else best[row]
-        if path.numel() == 0:
-            rows.append([])
-            continue
         keep = torch.ones_like(path, dtype=torch.bool)
         keep[1:] = path[1:] != path[:-1]
         rows.append([t for t in path[keep].tolist() if t != blank])
@@ -55,6 +52,14 @@ def ctc_transcribe(
 ) -> list[list[int]]:
     """Log-mel features (B, n_mels, F) and their frame mask (B, F) or None -> each clip's tokens by
     the CTC head's best path."""
+    _, logits, positions = encode_with_ctc(model, features, mask)
+    lengths = None if positions is None else positions.sum(-1)
+    return best_path(logits, lengths, model.config.pad_id)
+
+
+def encode_with_ctc(model: torch.nn.Module, features: torch.Tensor, mask: torch.Tensor | None):
+    """The encoder's memory (B, L, C), the CTC head's logits over it (B, L, V, float32) and the
+    positions' mask (B, L) or None, in inference mode; a model without a CTC head is refused."""
     if getattr(model, "ctc_head", None) is None:
         raise CTCError(
             "this model has no CTC head: use the decoder (speech_head = decoder), or train one "
@@ -64,10 +69,9 @@ def ctc_transcribe(
     with inference(model):
         memory, positions = model.encode(
             features.to(device), None if mask is None else mask.to(device)
-        )  # (B, L, C), (B, L) or None
-        logits = model.ctc_head(memory.to(model.ctc_head.weight.dtype))
-    lengths = None if positions is None else positions.sum(-1)
-    return best_path(logits.float(), lengths, model.config.pad_id)
+        )
+        logits = model.ctc_head(memory.to(model.ctc_head.weight.dtype)).float()
+    return memory, logits, positions
 
 
 # ---- joint CTC / attention beam search (Watanabe et al. 2017; ESPnet's) ----
@@ -132,21 +136,11 @@ def joint_search(
     prefix: list[int],
 ) -> list[list[int]]:
     """Joint CTC / attention beam search (see the module docstring), each clip on its own."""
-    if getattr(model, "ctc_head", None) is None:
-        raise CTCError(
-            "this model has no CTC head: use the decoder (speech_head = decoder), or train one "
-            "with model.audio.ctc = true"
-        )
-    device = next(model.parameters()).device
+    memory, logits, positions = encode_with_ctc(model, features, mask)
+    log_probs = torch.log_softmax(logits, -1)
     cfg = model.config
     out = []
-    with inference(model):
-        memory, positions = model.encode(
-            features.to(device), None if mask is None else mask.to(device)
-        )
-        log_probs = torch.log_softmax(
-            model.ctc_head(memory.to(model.ctc_head.weight.dtype)).float(), -1
-        )
+    with inference(model):  # the decoder reads the memory, an inference-mode tensor
         for row in range(memory.shape[0]):
             length = memory.shape[1] if positions is None else int(positions[row].sum())
             out.append(
