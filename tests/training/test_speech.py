@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,38 @@ def test_speech_head_ctc_on_a_model_without_one_is_one_line(speech_run, capsys):
     assert main(["transcribe", str(root / "run" / "best"), wav, "--speech-head", "ctc"]) == 2
     err = capsys.readouterr().err
     assert "this model has no CTC head" in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_pad_to_max_overrides_a_pretrained_models_windows(speech_run, tmp_path):
+    """A model trained on whole windows (Whisper's) fine-tuned with train.pad_to_max = false reads
+    each clip at its own length, and the model it writes transcribes without padding; and back."""
+    root, _ = speech_run
+    windowed = tmp_path / "windowed"
+    shutil.copytree(root / "run" / "best", windowed)
+    config = json.loads((windowed / "config.json").read_text())
+    config["audio"]["pad_to_max"] = True
+    (windowed / "config.json").write_text(json.dumps(config))
+
+    def fine_tune(init: Path, pad_to_max: bool, out: Path) -> tuple[list[str], dict]:
+        values = _config(root, 4)
+        values["train"].update(init_from=str(init), pad_to_max=pad_to_max, valid_questions=4)
+        lines = []
+        train(build_run_config(values), out, log=lines.append)
+        written = json.loads((out / "last" / "config.json").read_text())["audio"]
+        padding = [float(x.split("padding ")[1].split("%")[0]) for x in lines if "padding" in x]
+        return padding, written
+
+    # the tone clips are 0.3-0.9 s in a 2 s window: padded to it, most positions are padding
+    padding, written = fine_tune(windowed, True, tmp_path / "kept")
+    assert written["pad_to_max"] is True and padding[0] > 40
+    padding, written = fine_tune(windowed, False, tmp_path / "clips")
+    assert written["pad_to_max"] is False and padding[0] < 15
+    pipe = Pipeline.load(tmp_path / "clips" / "last")
+    clips = [speak(w) for w in sentences(4, 5)]
+    assert pipe.transcribe(clips, beam_size=1, batch_size=4) == [
+        pipe.transcribe(c, beam_size=1)[0] for c in clips
+    ]
+    values = _config(root, 4)
+    values["train"]["pad_to_max"] = False
+    with pytest.raises(ConfigError, match="train.pad_to_max is for objective speech with train.init_from"):
+        build_run_config(values)

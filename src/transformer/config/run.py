@@ -427,6 +427,11 @@ class TrainConfig:
     ctc_weight: float = setting(0.3, ge=0, le=1)
     """speech, with a CTC head on the encoder (model.audio.ctc): the loss is (1 - w) x the
     decoder's cross entropy + w x CTC's (Kim et al. 2017, joint CTC-attention)."""
+    pad_to_max: bool | None = None
+    """speech with init_from: overrides the model's model.audio.pad_to_max (null keeps it). false
+    fine-tunes a Whisper model on each clip at its own length, the padding masked, instead of a
+    whole 30 s window (a 3 s clip: 150 encoder positions, not 1,500); the model it writes then
+    transcribes without padding."""
     save_every: int = setting(1000, gt=0)
     """Write a checkpoint every this many steps (and at the end)."""
     keep_last: int = setting(5, gt=0)
@@ -548,6 +553,13 @@ class RunConfig:
             raise ConfigError(
                 "data.bpe_dropout is not available on packed text: set data.bpe_dropout = 0, or "
                 "data.pack = false (one example per line)"
+            )
+        if self.train.pad_to_max is not None and (
+            objective != "speech" or self.train.init_from is None
+        ):
+            raise ConfigError(
+                "train.pad_to_max is for objective speech with train.init_from (it overrides the "
+                "pretrained model's); a model trained from scratch sets model.audio.pad_to_max"
             )
         if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
             raise ConfigError(

@@ -12,7 +12,8 @@ The rules:
 - Batches: clips grouped by length, at most train.batch_tokens encoder positions (frames / 2) a
   batch; padded frames are masked, unless the model was trained on whole windows
   (model.audio.pad_to_max: Whisper), where every clip is padded to max_frames with the features of
-  silence (the clip's maximum less 2, where Whisper's log-mel clamps).
+  silence (the clip's maximum less 2, where Whisper's log-mel clamps). train.pad_to_max overrides
+  a pretrained model's setting, and the model written carries the new one.
 - Augmentation (data.spec_augment): SpecAugment's masks (Park et al. 2019) on each training clip,
   drawn from the batch's generator: two bands of up to 10 mel channels and two spans of up to 5%
   of the frames set to the clip's mean.
@@ -28,7 +29,7 @@ The rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +159,8 @@ class Speech(Objective):
         audio = load_config(init_from).audio if init_from else config.model.audio
         if audio is None:
             raise ConfigError(f"train.init_from={init_from} is not a speech model (no model.audio)")
+        if config.train.pad_to_max is not None:
+            audio = replace(audio, pad_to_max=config.train.pad_to_max)
         self.audio = audio
         if config.decode.speech_head != "decoder" and not audio.ctc:
             raise ConfigError(
@@ -266,7 +269,9 @@ class Speech(Objective):
     # model
     def new_model(self):
         if self.config.train.init_from:
-            return load_model(self.config.train.init_from)
+            model = load_model(self.config.train.init_from)
+            model.config = model.config.replace(audio=self.audio)  # train.pad_to_max
+            return model
         cfg = self.config.model.replace(vocab_size=self.tokenizer.vocab_size)
         return build_model(cfg)
 
