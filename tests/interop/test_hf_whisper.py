@@ -6,6 +6,8 @@ saved directory.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -128,6 +130,10 @@ def test_what_whisper_cannot_express_is_named():
     model = from_hf(whisper_model("narrow-deep"))
     with pytest.raises(HFConversionError, match="norm_position"):
         to_hf(transformer.build_model(model.config.replace(norm_position="post")))
+    audio = model.config.audio
+    for change, name in ((dict(stride=4), "model.audio.stride"), (dict(pad_to_max=False), "model.audio.pad_to_max")):
+        with pytest.raises(HFConversionError, match=name):
+            to_hf(transformer.build_model(model.config.replace(audio=dataclasses.replace(audio, **change))))
     config = transformers.WhisperConfig(decoder_attention_heads=2, encoder_attention_heads=4, d_model=32)
     with pytest.raises(HFConversionError, match="decoder_attention_heads"):
         whisper.config_from_hf(config)

@@ -98,6 +98,14 @@ def config_to_hf(cfg: ModelConfig):
         "Whisper's first convolution has stride 1 (stride = 2)",
     )
     require(
+        cfg.audio.pad_to_max,
+        "model.audio.pad_to_max",
+        cfg.audio.pad_to_max,
+        family,
+        "Hugging Face's Whisper pads every input to 30 s, and this model reads each clip at its "
+        "own length (fine-tune it with train.pad_to_max = true to export it)",
+    )
+    require(
         cfg.norm_position == "pre",
         "norm_position",
         cfg.norm_position,
