@@ -262,7 +262,7 @@ def test_train_pad_to_max_overrides_a_pretrained_models_windows(speech_run, tmp_
     config["audio"]["pad_to_max"] = True
     (windowed / "config.json").write_text(json.dumps(config))
 
-    def fine_tune(init: Path, pad_to_max: bool, out: Path) -> tuple[list[str], dict]:
+    def fine_tune(init: Path, pad_to_max: bool, out: Path) -> tuple[list[float], dict]:
         values = _config(root, 4)
         values["train"].update(init_from=str(init), pad_to_max=pad_to_max, valid_questions=4)
         lines = []
@@ -272,7 +272,7 @@ def test_train_pad_to_max_overrides_a_pretrained_models_windows(speech_run, tmp_
         return padding, written
 
     # the tone clips are 0.3-0.9 s in a 2 s window: padded to it, most positions are padding
-    padding, written = fine_tune(windowed, True, tmp_path / "kept")
+    padding, written = fine_tune(root / "run" / "best", True, tmp_path / "windows")
     assert written["pad_to_max"] is True and padding[0] > 40
     padding, written = fine_tune(windowed, False, tmp_path / "clips")
     assert written["pad_to_max"] is False and padding[0] < 15
