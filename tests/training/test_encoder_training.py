@@ -23,8 +23,9 @@ from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.evaluation.metrics import classification_scores
 from transformer.model.build import build_model
 from transformer.model_dir import load_labels, load_model, load_special_tokens, save_model
+from transformer.tasks import prepare_objective
 from transformer.training import distributed as D
-from transformer.training.objectives import MaskedLM, encoder_model, prepare_objective
+from transformer.training.objectives import MaskedLM, encoder_model
 from transformer.training.trainer import train
 
 GROUPS = {"fruit": ["apple", "pear", "plum"], "tool": ["hammer", "saw", "drill"], "animal": ["cat", "dog", "cow"]}

@@ -10,8 +10,9 @@ import torch
 
 from tests.cli.common import run
 from transformer.config import ConfigError, build_run_config
+from transformer.tasks import prepare_objective
 from transformer.training import distributed as D
-from transformer.training.objectives import PackedLM, prepare_objective
+from transformer.training.objectives import PackedLM
 from transformer.training.trainer import train
 
 from ..data.test_stream import TEXT

@@ -193,8 +193,8 @@ def test_the_ctc_loss_is_ctcs_per_clip(tmp_path):
     values = _config(root, 1)
     values["model"]["audio"]["ctc"] = True
     config = build_run_config(values)
+    from transformer.tasks import prepare_objective
     from transformer.training import distributed as D
-    from transformer.training.objectives import prepare_objective
 
     (root / "run").mkdir()
     objective = prepare_objective(config, root / "run", D.DistInfo(0, 1, 0, torch.device("cpu")), lambda line: None)

@@ -334,6 +334,21 @@ OBJECTIVE_ARCHS = {
     "caption": "encoder-decoder",
 }
 """The model family each objective trains."""
+OBJECTIVE_DATA = {
+    "seq2seq": ("train_src", "train_pairs"),
+    "lm": ("train_text",),
+    "mlm": ("train_text",),
+    "classify": ("train_tsv", "train_images"),
+    "span_corruption": ("train_text",),
+    "qa": ("train_squad",),
+    "speech": ("train_audio",),
+    "detection": ("train_detection",),
+    "image_lm": ("train_images",),
+    "contrastive": ("train_images",),
+    "caption": ("train_images",),
+}
+"""The [data] keys each objective trains on (one of them set; translation's train_src goes with
+train_tgt)."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 
@@ -474,22 +489,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         d, objective = self.data, self.objective
-        needs = (
-            {
-                "seq2seq": "train_pairs" if d.train_pairs else "train_src",
-                "lm": "train_text",
-                "mlm": "train_text",
-                "span_corruption": "train_text",
-                "classify": "train_images" if d.train_images else "train_tsv",
-                "qa": "train_squad",
-                "speech": "train_audio",
-                "detection": "train_detection",
-                "image_lm": "train_images",
-                "contrastive": "train_images",
-                "caption": "train_images",
-            }[objective],
-            OBJECTIVE_ARCHS[objective],
-        )
+        given = [key for key in OBJECTIVE_DATA[objective] if getattr(d, key) is not None]
+        needs = (given or OBJECTIVE_DATA[objective])[0], OBJECTIVE_ARCHS[objective]
         if (
             (d.train_images is not None) != (self.model.vision is not None)
             and self.train.init_from is None

@@ -34,10 +34,11 @@ from ..runtime.precision import (
     resolve_attention,
     resolve_precision,
 )
+from ..tasks import prepare_objective
 from . import distributed as D
 from .checkpoint import load_training_state, step_dirs
 from .loop import Loop, TrainError
-from .objectives import Objective, prepare_objective
+from .objectives import Objective
 from .schedule import learning_rate
 from .sizing import resolve_size
 

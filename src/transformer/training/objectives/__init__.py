@@ -16,24 +16,18 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - caption.py: caption, image captioning (model.vision under a text decoder), each image's name its
   caption; best/ by validation exact match.
 
-`prepare_objective` picks one with a `match` on train.objective: no registry.
+Which objective a run trains is the table of tasks' answer (transformer.tasks.prepare_objective):
+each task makes its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-from ...config import OBJECTIVE_ARCHS, ConfigError, RunConfig
-from ...model.io import load_config
-from .. import distributed as D
-from ..corpora import prepare_data
 from .base import Objective, StepSums
 from .caption import Caption
 from .classify import Classify, ImageClassify
 from .contrastive import Contrastive
 from .detection import Detection
-from .encoder import MaskedLM, encoder_model, init_dir
+from .encoder import MaskedLM, encoder_model
 from .image_lm import ImageLM
 from .lm import PackedLM
 from .qa import SpanQA
@@ -56,56 +50,4 @@ __all__ = [
     "Speech",
     "StepSums",
     "encoder_model",
-    "prepare_objective",
 ]
-
-
-def prepare_objective(
-    config: RunConfig,
-    run_dir: Path,
-    dist: D.DistInfo,
-    say: Callable[[str], None],
-    resume: bool = False,
-) -> Objective:
-    """The run's objective with its data prepared (tokenizers trained or loaded, corpora built)."""
-    if config.train.init_from and not resume:
-        _check_init_from(config)
-    match config.objective:
-        case "classify" if config.data.train_images:
-            return ImageClassify(config, run_dir, say, resume)
-        case "classify":
-            return Classify(config, run_dir, dist, say, resume)
-        case "qa":
-            return SpanQA(config, run_dir, dist, say, resume)
-        case "speech":
-            return Speech(config, run_dir, dist, say, resume)
-        case "detection":
-            return Detection(config, run_dir, say, resume)
-        case "contrastive":
-            return Contrastive(config, run_dir, dist, say, resume)
-        case "caption":
-            return Caption(config, run_dir, dist, say, resume)
-        case "image_lm":
-            return ImageLM(config, run_dir, say)
-        case "span_corruption":
-            return SpanCorruption(config, prepare_data(config, run_dir, dist, say, resume))
-        case "mlm":
-            data = prepare_data(config, run_dir, dist, say, resume)
-            return MaskedLM(config, data, init_dir(config, run_dir, resume))
-        case "lm" if config.packed:
-            return PackedLM(config, run_dir, dist, say, resume)
-        case "seq2seq" | "lm":
-            return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
-        case other:
-            raise ConfigError(f"train.objective={other!r} is not an objective this trainer knows")
-
-
-def _check_init_from(config: RunConfig) -> None:
-    """init_from must be a model of the family the objective trains."""
-    cfg = load_config(config.train.init_from)
-    needs = OBJECTIVE_ARCHS[config.objective]
-    if cfg.arch != needs:
-        raise ConfigError(
-            f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "
-            f"objective {config.objective!r} needs arch={needs!r}"
-        )

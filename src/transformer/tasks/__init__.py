@@ -1,0 +1,103 @@
+"""The tasks a user trains and runs, each in one module, listed in one table (TASKS).
+
+Config checks, `prepare_objective`, `evaluate`, sweeps, `Pipeline` and the server ask this table
+instead of dispatching on objectives or model families by hand. Adding a task is one module (a
+`Task` record: see base.py) and one line here. The order is the order `model_task` tries them in:
+the special families before the plain ones they are built on.
+
+- image_generation.py: Image GPT (decoder over pixel tokens)
+- detection.py: DETR
+- captioning.py: a ViT under a text decoder
+- speech.py: Whisper-style speech recognition
+- contrastive.py: CLIP-style dual encoders
+- qa.py: extractive question answering (span head)
+- classification.py: labels for texts and for images
+- masked_lm.py: BERT's masked-LM
+- translation.py: translation, text-to-text, T5's span corruption
+- lm.py: language models
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import OBJECTIVE_ARCHS, ConfigError, ModelConfig, RunConfig
+from . import (
+    captioning,
+    classification,
+    contrastive,
+    detection,
+    image_generation,
+    lm,
+    masked_lm,
+    qa,
+    speech,
+    translation,
+)
+from .base import Task
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        image_generation.TASK,
+        detection.TASK,
+        captioning.TASK,
+        speech.TASK,
+        contrastive.TASK,
+        qa.TASK,
+        classification.IMAGES,
+        classification.TEXTS,
+        masked_lm.TASK,
+        translation.TASK,
+        lm.TASK,
+    )
+}
+
+__all__ = ["TASKS", "Task", "model_task", "prepare_objective", "run_task"]
+
+
+def run_task(config: RunConfig) -> Task:
+    """The task a training run trains (by its objective, and its data where two tasks share one)."""
+    for task in TASKS.values():
+        if config.objective in task.objectives and task.trains(config):
+            return task
+    raise ConfigError(
+        f"train.objective={config.objective!r} is not an objective this trainer knows"
+    )
+
+
+def model_task(model: ModelConfig, pixels: bool = False) -> Task:
+    """The task a model runs: the first in TASKS whose `runs` holds (pixels: the model directory
+    has pixels.json, an image generator's token layout)."""
+    for task in TASKS.values():
+        if task.runs(model, pixels):
+            return task
+    raise ConfigError(f"no task runs a model of arch {model.arch!r}")  # every arch has one
+
+
+def prepare_objective(
+    config: RunConfig,
+    run_dir: Path,
+    dist,
+    say: Callable[[str], None],
+    resume: bool = False,
+):
+    """The run's objective (training.objectives) with its data prepared (tokenizers trained or
+    loaded, corpora built), made by the task the run trains."""
+    if config.train.init_from and not resume:
+        _check_init_from(config)
+    return run_task(config).prepare(config, run_dir, dist, say, resume)
+
+
+def _check_init_from(config: RunConfig) -> None:
+    """init_from must be a model of the family the objective trains."""
+    from ..model.io import load_config
+
+    cfg = load_config(config.train.init_from)
+    needs = OBJECTIVE_ARCHS[config.objective]
+    if cfg.arch != needs:
+        raise ConfigError(
+            f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "
+            f"objective {config.objective!r} needs arch={needs!r}"
+        )

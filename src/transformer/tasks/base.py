@@ -1,0 +1,67 @@
+"""What a task is: the record each `tasks/` module fills in once, and the facts every caller asks
+of it (which runs it trains, which model directories it runs, how it is evaluated and served).
+
+The rules:
+- A task is what a user trains and runs. Its *training* side is one or more `train.objective`
+  values (their model family and training data are config/'s facts: `OBJECTIVE_ARCHS`,
+  `OBJECTIVE_DATA`); `trains(config)` picks it among tasks that share an objective (a classifier
+  of texts or of images).
+- Its *running* side is a model directory: `runs(model)` says whether a loaded model is this
+  task's, judged from the model's config and the files beside it (`pixels` for an image
+  generator). TASKS is ordered so that the first task whose `runs` holds is the model's: the
+  special cases (image generation, detection, captioning, speech, dual encoders, span heads) come
+  before the plain families they are built on.
+- `command` is the CLI command and `Pipeline` method that runs it, `route` the server's endpoint
+  (None: the server only describes it), `evaluate` the `transformer evaluate` flag that scores it.
+- `prepare` makes the training objective with its data; `score` is what a sweep reports of a
+  finished run (validation and test splits), both imported lazily so that reading the table costs
+  nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import OBJECTIVE_ARCHS, ModelConfig, RunConfig
+
+Prepare = Callable[[RunConfig, Path, Any, Callable[[str], None], bool], Any]
+"""(config, run_dir, dist, say, resume) -> the run's Objective, its data prepared."""
+Score = Callable[[Any, RunConfig, Any, str], dict[str, float]]
+"""(pipeline, config, path or (src, ref), split) -> a sweep row's scores of one split."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: what trains it, what runs it, how it is evaluated and served."""
+
+    name: str
+    """The table's key (e.g. "translation")."""
+    summary: str
+    """One line for a user: what the task does."""
+    objectives: tuple[str, ...]
+    """The train.objective values that train it (config's OBJECTIVES)."""
+    family: str
+    """What the server and /v1/model call its models (e.g. "encoder-decoder", "speech")."""
+    runs: Callable[[ModelConfig, bool], bool]
+    """Whether a loaded model (its config, and whether it came with pixels.json) is this task's."""
+    prepare: Prepare
+    command: str | None = None
+    """The CLI command and Pipeline method that runs it (None: none)."""
+    route: str | None = None
+    """The server's endpoint for it (None: /v1/model only)."""
+    evaluate: str | None = None
+    """The `transformer evaluate` flag that scores it (e.g. "--tsv")."""
+    score: Score | None = None
+    """What a sweep reports of a finished run on a split; None: the validation loss only."""
+    test_files: int = 0
+    """How many files a sweep's --test takes (translation: SRC and REF; 0: none)."""
+    trains: Callable[[RunConfig], bool] = lambda config: True
+    """Among the tasks of one objective, whether this one trains `config`."""
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """The model families its objectives train."""
+        return tuple(dict.fromkeys(OBJECTIVE_ARCHS[o] for o in self.objectives))

@@ -1,0 +1,31 @@
+"""Image captioning: a ViT encoder under a text decoder, each image's name its caption; run by
+`caption`, scored by exact match and chrF (`evaluate --images` of a captioner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "encoder-decoder" and model.vision is not None
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import Caption
+
+    return Caption(config, run_dir, dist, say, resume)
+
+
+TASK = Task(
+    name="captioning",
+    summary="image captioning: a text for each image",
+    objectives=("caption",),
+    family="captioning",
+    runs=runs,
+    prepare=prepare,
+    command="caption",
+    evaluate="--images",
+)

@@ -1,0 +1,75 @@
+"""Classification: a label for each text (an encoder with a classification head, on
+label<TAB>text lines) or for each image (a ViT, on labelled images); run by `classify`, scored by
+accuracy, macro-F1 and the confusion matrix (`evaluate --tsv`, `--images`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs_texts(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "encoder" and model.n_classes > 0 and model.vision is None
+
+
+def runs_images(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "encoder" and model.n_classes > 0 and model.vision is not None
+
+
+def prepare_texts(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import Classify
+
+    return Classify(config, run_dir, dist, say, resume)
+
+
+def prepare_images(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import ImageClassify
+
+    return ImageClassify(config, run_dir, say, resume)
+
+
+def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float]:
+    """Accuracy (%) and macro-F1 on the validation data and on the test file or folder."""
+    from ..evaluation.scoring import score_classifier
+
+    row: dict[str, float] = {}
+    valid = config.data.valid_images or config.data.valid_tsv
+    for split, path in (("valid", valid), ("test", test[0] if test else None)):
+        if path:
+            scores, _ = score_classifier(pipeline, path)
+            row[f"{split}_accuracy"] = round(100 * scores.accuracy, 2)
+            row[f"{split}_macro_f1"] = round(scores.macro_f1, 4)
+    return row
+
+
+TEXTS = Task(
+    name="text-classification",
+    summary="text classification: a label for each text",
+    objectives=("classify",),
+    family="encoder",
+    runs=runs_texts,
+    prepare=prepare_texts,
+    command="classify",
+    route="/v1/classify",
+    evaluate="--tsv",
+    score=score,
+    test_files=1,
+    trains=lambda config: config.data.train_images is None,
+)
+
+IMAGES = Task(
+    name="image-classification",
+    summary="image classification: a label for each image (ViT)",
+    objectives=("classify",),
+    family="encoder",
+    runs=runs_images,
+    prepare=prepare_images,
+    command="classify",
+    route="/v1/classify",
+    evaluate="--images",
+    score=score,
+    test_files=1,
+    trains=lambda config: config.data.train_images is not None,
+)

@@ -1,0 +1,32 @@
+"""Text-image dual encoders (CLIP): an image tower and a text tower trained so that matching pairs
+embed close; run by `embed`, scored by zero-shot accuracy and retrieval recall (`evaluate
+--images` of a dual encoder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.contrastive is not None
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import Contrastive
+
+    return Contrastive(config, run_dir, dist, say, resume)
+
+
+TASK = Task(
+    name="contrastive",
+    summary="text-image dual encoders: images and texts in one embedding space (CLIP)",
+    objectives=("contrastive",),
+    family="encoder",
+    runs=runs,
+    prepare=prepare,
+    command="embed",
+    evaluate="--images",
+)

@@ -1,0 +1,32 @@
+"""Image generation (Image GPT): a decoder over pixel tokens, conditioned on a label, a name or
+nothing; run by `generate --image`, scored by bits per dimension (`evaluate --images` of a model
+with pixels.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "decoder" and pixels
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import ImageLM
+
+    return ImageLM(config, run_dir, say)
+
+
+TASK = Task(
+    name="image-generation",
+    summary="image generation: images sampled pixel by pixel (Image GPT)",
+    objectives=("image_lm",),
+    family="image-generation",
+    runs=runs,
+    prepare=prepare,
+    command="generate_images",
+    evaluate="--images",
+)

@@ -1,0 +1,36 @@
+"""Language modelling: a decoder trained on the next token, on packed text (GPT-style blocks) or
+one example per line; run by `generate` (and the OpenAI API), scored by perplexity
+(`evaluate --text`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "decoder" and not pixels
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.corpora import prepare_data
+    from ..training.objectives import PackedLM, Seq2Seq
+
+    if config.packed:
+        return PackedLM(config, run_dir, dist, say, resume)
+    return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
+
+
+TASK = Task(
+    name="language-modelling",
+    summary="language modelling: continue a text, or chat with a chat template",
+    objectives=("lm",),
+    family="decoder",
+    runs=runs,
+    prepare=prepare,
+    command="generate",
+    route="/v1/generate",
+    evaluate="--text",
+)

@@ -1,0 +1,32 @@
+"""Extractive question answering: an encoder with a span head (BERT on SQuAD) picks each answer's
+start and end in its context; run by `answer`, scored by exact match and F1 (`evaluate
+--squad`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "encoder" and model.span_head
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import SpanQA
+
+    return SpanQA(config, run_dir, dist, say, resume)
+
+
+TASK = Task(
+    name="question-answering",
+    summary="extractive question answering: the answer's span in a context",
+    objectives=("qa",),
+    family="encoder",
+    runs=runs,
+    prepare=prepare,
+    command="answer",
+    evaluate="--squad",
+)

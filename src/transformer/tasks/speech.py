@@ -1,0 +1,32 @@
+"""Speech recognition: an encoder-decoder over log-mel frames (Whisper's shape), optionally with a
+CTC head; run by `transcribe`, scored by the word error rate (`evaluate --audio`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.audio is not None
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.objectives import Speech
+
+    return Speech(config, run_dir, dist, say, resume)
+
+
+TASK = Task(
+    name="speech",
+    summary="speech recognition: audio in, its transcript out",
+    objectives=("speech",),
+    family="speech",
+    runs=runs,
+    prepare=prepare,
+    command="transcribe",
+    route="/v1/transcribe",
+    evaluate="--audio",
+)

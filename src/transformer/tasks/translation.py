@@ -1,0 +1,94 @@
+"""Translation and text-to-text: an encoder-decoder over text, trained by teacher forcing on
+aligned files or input<TAB>target pairs (seq2seq), or by T5's span corruption; run by
+`translate`, scored by BLEU and chrF (`evaluate --src --ref`, `--pairs`)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from .base import Task
+
+
+def runs(model: ModelConfig, pixels: bool) -> bool:
+    return model.arch == "encoder-decoder"
+
+
+def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
+    from ..training.corpora import prepare_data
+    from ..training.objectives import Seq2Seq, SpanCorruption
+
+    data = prepare_data(config, run_dir, dist, say, resume)
+    return (
+        SpanCorruption(config, data)
+        if config.objective == "span_corruption"
+        else Seq2Seq(config, data)
+    )
+
+
+def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float]:
+    """BLEU and chrF on the validation files and on the test pair (SRC, REF)."""
+    row: dict[str, float] = {}
+    d = config.data
+    if d.valid_src and d.valid_tgt:
+        row.update(translation_scores(pipeline, d.valid_src, d.valid_tgt, "valid"))
+    if test:
+        row.update(translation_scores(pipeline, test[0], test[1], "test"))
+    return row
+
+
+def translation_scores(
+    pipeline, src: str | tuple[str, ...], ref: str | tuple[str, ...], split: str
+) -> dict[str, float]:
+    """BLEU and chrF on aligned files; a list of them is scored as one (read one after the other)
+    and each on its own too (`{split}_bleu_{name}`, the name of the file's folder, as a mixture's
+    data/NAME/valid.spa), with their mean (`{split}_bleu_mean`)."""
+    from ..data.text import DataError
+    from ..evaluation.metrics import bleu, chrf
+
+    srcs = (src,) if isinstance(src, str) else tuple(src)
+    refs = (ref,) if isinstance(ref, str) else tuple(ref)
+    parts = []
+    for s, r in zip(srcs, refs, strict=True):
+        sources = Path(s).read_text(encoding="utf-8").splitlines()
+        references = Path(r).read_text(encoding="utf-8").splitlines()
+        if len(sources) != len(references):
+            raise DataError(
+                f"{s} has {len(sources):,} lines but {r} has {len(references):,}: "
+                "they must be aligned"
+            )
+        parts.append((Path(s).parent.name or Path(s).stem, references, sources))
+    hypotheses = pipeline.translate([line for _, _, sources in parts for line in sources])
+    references = [line for _, refs_, _ in parts for line in refs_]
+    scores = {
+        f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
+        f"{split}_chrf": round(chrf(hypotheses, references).score, 2),
+    }
+    names = [name for name, _, _ in parts]
+    if len(parts) > 1 and len(set(names)) == len(names):
+        start = 0
+        for name, refs_, _ in parts:
+            hyps = hypotheses[start : start + len(refs_)]
+            start += len(refs_)
+            scores[f"{split}_bleu_{name}"] = round(bleu(hyps, refs_).score, 2)
+            scores[f"{split}_chrf_{name}"] = round(chrf(hyps, refs_).score, 2)
+        scores[f"{split}_bleu_mean"] = round(
+            statistics.fmean(scores[f"{split}_bleu_{n}"] for n in names), 2
+        )
+    return scores
+
+
+TASK = Task(
+    name="translation",
+    summary="translation and text-to-text: source text in, target text out",
+    objectives=("seq2seq", "span_corruption"),
+    family="encoder-decoder",
+    runs=runs,
+    prepare=prepare,
+    command="translate",
+    route="/v1/translate",
+    evaluate="--src",
+    score=score,
+    test_files=2,
+)
