@@ -195,7 +195,7 @@ def test_at_is_refused_where_training_depends_on_the_runs_length(tmp_path, copy_
 
 
 def test_several_validation_files_are_scored_together_and_each_by_its_folder(tmp_path):
-    from transformer.workflows.sweep_results import _translation_scores
+    from transformer.tasks.translation import translation_scores as _translation_scores
 
     lines = {"bible": ["in the beginning was the word"] * 3, "ui": ["could not open the file"] * 2}
     for name, text in lines.items():

@@ -36,97 +36,19 @@ import itertools
 import json
 import re
 import shutil
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, RunConfig, load_config, parse_override
 from ..files import atomic_write_text
+from ..tasks import run_task
 from ..training.checkpoint import step_dirs
-from .sweep_results import RESULTS_CSV, SweepError, read_rows, score_run, step_of, write_results
+from .sweep_plan import PLAN_FILE, Plan, SweepError, parse_grid
+from .sweep_results import RESULTS_CSV, read_rows, score_run, step_of, write_results
 
-PLAN_FILE = "sweep.json"
-
-
-@dataclass(frozen=True)
-class Plan:
-    config: str
-    grid: list[list[str]]
-    """[[key, value, value, ...], ...]: each key's values as TOML literals."""
-    zip: bool = False
-    minutes: float | None = None
-    repeats: int = 1
-    average: int = 3
-    sets: list[str] = field(default_factory=list)
-    test: list[str] = field(default_factory=list)
-    at: list[int] = field(default_factory=list)
-    """Steps at which each run is scored too (a learning curve from one run): the average of the
-    `average` checkpoints up to that step; empty: the end of the run only."""
-
-    def variants(self) -> list[list[tuple[str, str]]]:
-        """The grid's variants, each a list of (key, value) changes, in a fixed order."""
-        lists = [[(key, value) for value in values] for key, *values in self.grid]
-        if not lists:
-            return [[]]
-        if self.zip:
-            return [list(v) for v in zip(*lists, strict=True)]
-        return [list(v) for v in itertools.product(*lists)]
-
-
-def parse_grid(texts: Sequence[str], zip_: bool) -> list[list[str]]:
-    """--grid KEY=V1,V2,... -> [[KEY, V1, V2, ...], ...]; each value checked as a --set would be.
-
-    Values are split at commas outside quotes and brackets (a TOML string or list may hold
-    commas)."""
-    grid, keys = [], set()
-    for text in texts:
-        key, sep, rest = text.partition("=")
-        key = key.strip()
-        if not sep or not key or not rest.strip():
-            raise SweepError(
-                f"--grid {text!r}: write KEY=VALUE1,VALUE2,... (e.g. --grid model.n_heads=1,4,8)"
-            )
-        if key in keys:
-            raise SweepError(f"--grid {key} is given twice: put all its values in one --grid")
-        keys.add(key)
-        values = _split_values(rest)
-        if any(not v for v in values):
-            raise SweepError(f"--grid {text!r} has an empty value: write KEY=VALUE1,VALUE2,...")
-        if len(set(values)) != len(values) and not zip_:
-            raise SweepError(
-                f"--grid {text!r} repeats a value: use --repeats for several runs of one variant"
-            )
-        for value in values:
-            try:
-                parse_override(f"{key}={value}")
-            except (ConfigError, ValueError) as e:
-                raise SweepError(f"--grid {key}: {e}") from None
-        grid.append([key, *values])
-    if zip_ and len({len(g) for g in grid}) > 1:
-        sizes = ", ".join(f"{g[0]} has {len(g) - 1}" for g in grid)
-        raise SweepError(
-            f"--zip pairs the grids' values one to one, so each needs as many values: {sizes}"
-        )
-    return grid
-
-
-def _split_values(text: str) -> list[str]:
-    values, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(text):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            values.append(text[start:i].strip())
-            start = i + 1
-    values.append(text[start:].strip())
-    return values
+__all__ = ["PLAN_FILE", "Plan", "SweepError", "parse_grid", "run_sweep", "variant_name"]
 
 
 def variant_name(changes: list[tuple[str, str]], base: RunConfig | None = None) -> str:
@@ -179,7 +101,8 @@ def run_sweep(
         base = load_config(plan.config, plan.sets)
     except ConfigError as e:
         raise SweepError(str(e)) from None
-    wanted = {"seq2seq": (0, 2), "classify": (0, 1), "detection": (0, 1)}.get(base.objective, (0,))
+    files = run_task(base).test_files
+    wanted = (0, files) if files else (0,)
     if len(plan.test) not in wanted:
         raise SweepError(
             "--test takes "
@@ -232,9 +155,11 @@ def run_sweep(
             train_fn(config, run_dir, resume=resume_run, log=log)
         final = step_of(step_dirs(run_dir)[-1]) if step_dirs(run_dir) else 0
         for at in sorted(a for a in plan.at if a < final and (name, seed, str(a)) not in done):
-            rows.append(score_run(plan, config, name, changes, seed, run_dir, log, at=at))
+            rows.append(
+                score_run(plan.average, plan.test, config, name, changes, seed, run_dir, log, at=at)
+            )
             write_results(out, plan, rows)
-        rows.append(score_run(plan, config, name, changes, seed, run_dir, log))
+        rows.append(score_run(plan.average, plan.test, config, name, changes, seed, run_dir, log))
         write_results(out, plan, rows)
     write_results(out, plan, rows)  # also on a resume with nothing left to run
     return rows

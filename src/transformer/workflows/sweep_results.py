@@ -12,20 +12,14 @@ import math
 import shutil
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import RunConfig
 from ..files import atomic_write_text
 from ..training.checkpoint import average_into, step_dirs
-
-if TYPE_CHECKING:
-    from .sweep import Plan
+from .sweep_plan import Plan, SweepError
 
 RESULTS_CSV, RESULTS_MD, RESULTS_PNG = "results.csv", "results.md", "results.png"
-
-
-class SweepError(ValueError):
-    """A sweep cannot start or continue as asked."""
 
 
 def step_of(checkpoint: Path) -> int:
@@ -34,7 +28,8 @@ def step_of(checkpoint: Path) -> int:
 
 
 def score_run(
-    plan: Plan,
+    average: int,
+    test: tuple[str, ...],
     config: RunConfig,
     name: str,
     changes,
@@ -43,12 +38,16 @@ def score_run(
     log,
     at: int | None = None,
 ) -> dict[str, Any]:
-    """The row of one run: scored at its end, or at step `at` (its checkpoints up to there)."""
+    """The row of one run: scored at its end, or at step `at` (its checkpoints up to there), on
+    the average of its last `average` checkpoints; its task scores the validation data and the
+    `test` files (transformer.tasks)."""
+    from ..data.text import DataError
     from ..decoding.pipeline import Pipeline
-    from ..model.transformer import DetectionTransformer, EncoderDecoder, EncoderOnly
+    from ..model.transformer import EncoderOnly
+    from ..tasks import run_task
 
     checkpoints = [c for c in step_dirs(run_dir) if at is None or step_of(c) <= at]
-    checkpoints = checkpoints[-plan.average :]
+    checkpoints = checkpoints[-average:]
     if at is not None and (not checkpoints or step_of(checkpoints[-1]) != at):
         raise SweepError(
             f"{run_dir} has no checkpoint at step {at} for --at: set train.save_every to a "
@@ -91,33 +90,12 @@ def score_run(
         row["examples_per_s"] = round(
             sum(r["units"] for r in train_records) / seconds
         )  # a classifier's texts or images
-    if isinstance(model, DetectionTransformer):
-        from ..evaluation.detector import score_detector
-
-        valid = config.data.valid_detection
-        for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):
-            if path:
-                scores, _, _ = score_detector(pipeline, path)
-                row.update({f"{split}_{k}": round(scores[k], 4) for k in ("map", "ap50", "ap75")})
-    elif isinstance(model, EncoderDecoder):
-        d = config.data
-        if d.valid_src and d.valid_tgt:
-            row.update(_translation_scores(pipeline, d.valid_src, d.valid_tgt, "valid"))
-        if plan.test:
-            row.update(_translation_scores(pipeline, plan.test[0], plan.test[1], "test"))
-    elif isinstance(model, EncoderOnly) and model.config.n_classes:
-        from ..evaluation.scoring import score_classifier
-
-        valid = config.data.valid_images or config.data.valid_tsv
-        for split, path in (("valid", valid), ("test", plan.test[0] if plan.test else None)):
-            if path:
-                scores, _ = score_classifier(pipeline, path)
-                row.update(
-                    {
-                        f"{split}_accuracy": round(100 * scores.accuracy, 2),
-                        f"{split}_macro_f1": round(scores.macro_f1, 4),
-                    }
-                )
+    score = run_task(config).score
+    if score is not None:
+        try:
+            row.update(score(pipeline, config, tuple(test)))
+        except DataError as e:
+            raise SweepError(str(e)) from None
     log(
         "  "
         + "  ".join(
@@ -125,46 +103,6 @@ def score_run(
         )
     )
     return row
-
-
-def _translation_scores(
-    pipeline, src: str | tuple[str, ...], ref: str | tuple[str, ...], split: str
-) -> dict[str, float]:
-    """BLEU and chrF on aligned files; a list of them is scored as one (read one after the other)
-    and each on its own too (`{split}_bleu_{name}`, the name of the file's folder, as a mixture's
-    data/NAME/valid.spa), with their mean (`{split}_bleu_mean`)."""
-    from ..evaluation.metrics import bleu, chrf
-
-    srcs = (src,) if isinstance(src, str) else tuple(src)
-    refs = (ref,) if isinstance(ref, str) else tuple(ref)
-    parts = []
-    for s, r in zip(srcs, refs, strict=True):
-        sources = Path(s).read_text(encoding="utf-8").splitlines()
-        references = Path(r).read_text(encoding="utf-8").splitlines()
-        if len(sources) != len(references):
-            raise SweepError(
-                f"{s} has {len(sources):,} lines but {r} has {len(references):,}: "
-                "they must be aligned"
-            )
-        parts.append((Path(s).parent.name or Path(s).stem, references, sources))
-    hypotheses = pipeline.translate([line for _, _, sources in parts for line in sources])
-    references = [line for _, refs_, _ in parts for line in refs_]
-    scores = {
-        f"{split}_bleu": round(bleu(hypotheses, references).score, 2),
-        f"{split}_chrf": round(chrf(hypotheses, references).score, 2),
-    }
-    names = [name for name, _, _ in parts]
-    if len(parts) > 1 and len(set(names)) == len(names):
-        start = 0
-        for name, refs_, _ in parts:
-            hyps = hypotheses[start : start + len(refs_)]
-            start += len(refs_)
-            scores[f"{split}_bleu_{name}"] = round(bleu(hyps, refs_).score, 2)
-            scores[f"{split}_chrf_{name}"] = round(chrf(hyps, refs_).score, 2)
-        scores[f"{split}_bleu_mean"] = round(
-            statistics.fmean(scores[f"{split}_bleu_{n}"] for n in names), 2
-        )
-    return scores
 
 
 # ------------------------------------------------------------------------------------------------
