@@ -20,7 +20,7 @@ import torch
 
 from ..data.images import read_image_resized, to_pixels
 from ..model.transformer import EncoderDecoder
-from .pipeline import PipelineError
+from .inputs import PipelineError
 
 
 def is_captioner(model) -> bool:

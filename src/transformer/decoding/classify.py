@@ -12,13 +12,13 @@ import torch
 from ..config import ConfigError
 from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
-from ..model.transformer import EncoderDecoder, EncoderOnly
-from .pipeline import Pipeline, PipelineError, as_lines, batches_by_tokens, truncation_note
+from ..model.transformer import EncoderOnly
+from .inputs import Loaded, PipelineError, as_lines, batches_by_tokens, truncation_note
 
 
 @torch.no_grad()
 def classify_texts(
-    pipeline: Pipeline,
+    pipeline: Loaded,
     lines: list[str],
     top_k: int = 1,
     batch_tokens: int = 4000,
@@ -78,7 +78,7 @@ def classify_texts(
 
 @torch.no_grad()
 def classify_images(
-    pipeline: Pipeline, images, top_k: int = 1, batch_size: int = 256
+    pipeline: Loaded, images, top_k: int = 1, batch_size: int = 256
 ) -> list[list[tuple[str, float]]]:
     """The top_k (label, probability) pairs of each image (see Pipeline.classify_images)."""
     import numpy as np
@@ -87,8 +87,7 @@ def classify_images(
 
     model = pipeline.model
     v = model.config.vision
-    if v is not None and isinstance(model, EncoderDecoder):
-        raise PipelineError("this is an image captioning model: use caption, not classify")
+    pipeline.expect("classify")
     if v is None or model.pooler is None or model.pooler.classifier is None:
         raise PipelineError(
             "this model is not an image classifier: classify_images needs an image encoder "

@@ -17,7 +17,7 @@ import torch
 
 from ..data.images import ImageError, read_image_resized, to_pixels
 from ..model.detection import DetectionTransformer
-from .pipeline import Pipeline, PipelineError
+from .inputs import Loaded, PipelineError
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def to_corners(boxes: torch.Tensor, width: int, height: int) -> torch.Tensor:
 
 @torch.no_grad()
 def detect_images(
-    pipeline: Pipeline, images, threshold: float = 0.5, batch_size: int = 64
+    pipeline: Loaded, images, threshold: float = 0.5, batch_size: int = 64
 ) -> list[list[DetectedObject]]:
     """The objects of each image whose probability is at least threshold (see Pipeline.detect)."""
     model = pipeline.model
@@ -119,7 +119,7 @@ def detect_images(
 
 @torch.no_grad()
 def all_predictions(
-    pipeline: Pipeline, pixels: torch.Tensor, batch_size: int = 64, pairs: int | None = None
+    pipeline: Loaded, pixels: torch.Tensor, batch_size: int = 64, pairs: int | None = None
 ):
     """Every query's (scores (N, Q), class indices (N, Q), relative boxes (N, Q, 4)) for uint8
     (N, channels, size, size) images, for COCO evaluation (which ranks all of them); with pairs = k

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -41,14 +41,12 @@ from ..model_dir import (
     load_tokenizers,
 )
 from ..runtime.precision import PrecisionChoice, inference_precision
+from ..tasks import Task, model_task
+from ..tasks.base import wrong_task
 from .beam import beam_search
 from .greedy import greedy_search
+from .inputs import PipelineError, as_lines, batches_by_tokens, truncation_note
 from .sampling import sample
-
-
-class PipelineError(ValueError):
-    """The request does not fit the model (wrong kind of model, over-long input, no chat
-    template)."""
 
 
 @dataclass
@@ -112,6 +110,18 @@ class Pipeline:
         )
 
     @property
+    def task(self) -> Task:
+        """The task this model runs (transformer.tasks' table)."""
+        return model_task(self.model.config, self.pixels is not None)
+
+    def expect(self, command: str) -> None:
+        """PipelineError unless this model's task is run by `command` (a Pipeline method or CLI
+        command: "translate", "generate", "classify", ...)."""
+        task = self.task
+        if task.command != command:
+            raise PipelineError(wrong_task(task, command))
+
+    @property
     def max_source_tokens(self) -> int | None:
         return None if self.model.config.positional == "none" else self.model.config.max_positions
 
@@ -171,12 +181,7 @@ class Pipeline:
         instead (temperature, top_k, top_p; up to max_len_a x the batch's longest source +
         max_len_b tokens), one per line. Lines longer than the model takes are truncated (see the
         module's rules)."""
-        if not isinstance(self.model, EncoderDecoder):
-            raise PipelineError("this is a language model: use generate, not translate")
-        if self.model.config.audio is not None:
-            raise PipelineError("this is a speech model: use transcribe, not translate")
-        if self.model.config.vision is not None:
-            raise PipelineError("this is an image captioning model: use caption, not translate")
+        self.expect("translate")
         lines = as_lines(lines)
         settings = self.settings(**decode)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -497,10 +502,7 @@ class Pipeline:
         on_token(id) is called with each new token as it is chosen (</s> not included), to stream
         the output; an exception it raises stops the decoding and propagates. Beam search has no
         tokens to stream before it ends."""
-        if not isinstance(self.model, DecoderOnly):
-            raise PipelineError("this is a translation model: use translate, not generate")
-        if self.pixels is not None:
-            raise PipelineError("this model generates images: use generate_images (--image)")
+        self.expect("generate")
         if not isinstance(prompt, str):
             raise TypeError(
                 f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
@@ -588,45 +590,3 @@ def sampling_settings(s: DecodeConfig) -> dict:
         no_repeat_ngram_size=s.no_repeat_ngram_size,
         repetition_penalty=s.repetition_penalty,
     )
-
-
-def as_lines(lines: Iterable[str]) -> list[str]:
-    """A list of str from any iterable of str; one bare str is a TypeError, not a list of its
-    characters."""
-    if isinstance(lines, (str, bytes)):
-        raise TypeError(
-            f"translate takes a list of lines, not one {type(lines).__name__}: pass [text] "
-            "(and take [0] of the result)"
-        )
-    lines = list(lines)
-    for number, line in enumerate(lines, start=1):
-        if not isinstance(line, str):
-            raise TypeError(
-                f"line {number} is {type(line).__name__}, not str: translate takes a list of str"
-            )
-    return lines
-
-
-def truncation_note(numbers: list[int], total: int, limit: int | None, shown: int = 5) -> str:
-    """'2 of 1,000 input lines had more than ... (lines 3, 17)'; the first `shown` numbers, then a
-    count."""
-    head = ", ".join(map(str, numbers[:shown]))
-    more = f" and {len(numbers) - shown:,} more" if len(numbers) > shown else ""
-    return (
-        f"{len(numbers):,} of {total:,} input lines had more than the model's "
-        f"max_positions={limit} tokens and were truncated to it "
-        f"(line{'s' if len(numbers) > 1 else ''} {head}{more})"
-    )
-
-
-def batches_by_tokens(order: list[int], lengths: list[int], batch_tokens: int):
-    """Consecutive groups of `order` (sorted by length) whose padded size stays within
-    batch_tokens."""
-    batch: list[int] = []
-    for i in order:
-        if batch and (len(batch) + 1) * max(lengths[i], lengths[batch[-1]]) > batch_tokens:
-            yield batch
-            batch = []
-        batch.append(i)
-    if batch:
-        yield batch

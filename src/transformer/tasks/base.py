@@ -41,6 +41,8 @@ class Task:
     """The table's key (e.g. "translation")."""
     summary: str
     """One line for a user: what the task does."""
+    described: str
+    """What a user's error message calls its models: "this is {described}: use ..."."""
     objectives: tuple[str, ...]
     """The train.objective values that train it (config's OBJECTIVES)."""
     family: str
@@ -65,3 +67,13 @@ class Task:
     def archs(self) -> tuple[str, ...]:
         """The model families its objectives train."""
         return tuple(dict.fromkeys(OBJECTIVE_ARCHS[o] for o in self.objectives))
+
+
+def wrong_task(task: Task, command: str) -> str:
+    """One line for a model asked to do what its task does not: what it is and what runs it."""
+    if task.command is None:
+        return (
+            f"this is {task.described}: no command runs it, not {command}; fine-tune it for a "
+            "task (train.init_from)"
+        )
+    return f"this is {task.described}: use {task.command}, not {command}"

@@ -22,6 +22,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="captioning",
     summary="image captioning: a text for each image",
+    described="an image captioning model",
     objectives=("caption",),
     family="captioning",
     runs=runs,

@@ -47,6 +47,7 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
 TEXTS = Task(
     name="text-classification",
     summary="text classification: a label for each text",
+    described="a text classifier",
     objectives=("classify",),
     family="encoder",
     runs=runs_texts,
@@ -62,6 +63,7 @@ TEXTS = Task(
 IMAGES = Task(
     name="image-classification",
     summary="image classification: a label for each image (ViT)",
+    described="an image classifier",
     objectives=("classify",),
     family="encoder",
     runs=runs_images,

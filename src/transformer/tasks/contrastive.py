@@ -23,6 +23,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="contrastive",
     summary="text-image dual encoders: images and texts in one embedding space (CLIP)",
+    described="a text-image dual encoder",
     objectives=("contrastive",),
     family="encoder",
     runs=runs,

@@ -36,6 +36,7 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
 TASK = Task(
     name="detection",
     summary="object detection: the objects of an image, with their boxes (DETR)",
+    described="an object detector",
     objectives=("detection",),
     family="detection",
     runs=runs,

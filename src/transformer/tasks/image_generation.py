@@ -23,6 +23,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="image-generation",
     summary="image generation: images sampled pixel by pixel (Image GPT)",
+    described="an image generator",
     objectives=("image_lm",),
     family="image-generation",
     runs=runs,

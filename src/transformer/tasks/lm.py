@@ -26,6 +26,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="language-modelling",
     summary="language modelling: continue a text, or chat with a chat template",
+    described="a language model",
     objectives=("lm",),
     family="decoder",
     runs=runs,

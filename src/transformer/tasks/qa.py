@@ -23,6 +23,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="question-answering",
     summary="extractive question answering: the answer's span in a context",
+    described="a question-answering model",
     objectives=("qa",),
     family="encoder",
     runs=runs,

@@ -22,6 +22,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="speech",
     summary="speech recognition: audio in, its transcript out",
+    described="a speech model",
     objectives=("speech",),
     family="speech",
     runs=runs,

@@ -82,6 +82,7 @@ def translation_scores(
 TASK = Task(
     name="translation",
     summary="translation and text-to-text: source text in, target text out",
+    described="a translation model",
     objectives=("seq2seq", "span_corruption"),
     family="encoder-decoder",
     runs=runs,
