@@ -131,7 +131,7 @@ def test_a_detectors_other_endpoints_name_detect_and_back(detector, tmp_path):
             c.post("/v1/detect", json={"images": [b64(png(32, 32))]}),
             400,
             "wrong_endpoint",
-            "/v1/detect needs a detection model and this one is encoder-decoder; use /v1/translate",
+            "/v1/detect needs an object detector and this one is a translation model (encoder-decoder); use /v1/translate",
         )
 
 

@@ -223,7 +223,7 @@ def test_bad_input_gets_a_json_error_naming_the_field(mt, lm, dirs):
         error(c.post("/v1/attention", json={"text": "a"}), 400, "wrong_endpoint")
         error(c.post("/v1/classify", json={"text": "a"}), 400, "wrong_endpoint", "an encoder without classes")
     with client(mt) as c:
-        error(c.post("/v1/classify", json={"text": "a"}), 400, "wrong_endpoint", "encoder-decoder; use /v1/translate")
+        error(c.post("/v1/classify", json={"text": "a"}), 400, "wrong_endpoint", "encoder-decoder); use /v1/translate")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ router = APIRouter()
 @router.post("/v1/detect", response_model=DetectResponse)
 async def detect(body: DetectRequest, request: Request):
     state: State = request.app.state.serve
-    pipeline, config = state.serving("detection", "/v1/detect"), state.config
+    pipeline, config = state.serving("/v1/detect"), state.config
     if not body.images:
         raise ApiError(422, "invalid_request", "images is an empty list: send an image file")
     if len(body.images) > config.max_lines:

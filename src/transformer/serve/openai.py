@@ -189,7 +189,7 @@ async def chat_completions(body: ChatRequest, request: Request):
 def _serving(state: State, request: Request, body: Body, endpoint: str) -> Pipeline:
     """The pipeline, once the model is a decoder, the request names it and asks for nothing this
     server does not do."""
-    pipeline = state.serving("decoder", endpoint)
+    pipeline = state.serving(endpoint)
     name = request.app.state.model_name
     if body.model != name:
         raise ApiError(

@@ -55,15 +55,10 @@ async def model_info(request: Request):
     pipeline, config = state.ready(), state.config
     m = pipeline.model
     cfg = m.config
-    endpoints = {
-        "encoder-decoder": ["/v1/translate", "/v1/attention"],
-        "decoder": ["/v1/generate", "/v1/attention"],
-        "speech": ["/v1/transcribe"],
-        "detection": ["/v1/detect"],
-    }
     return {
         "family": state.family,
-        "endpoints": endpoints.get(state.family, ["/v1/classify"] if cfg.n_classes else []),
+        "task": pipeline.task.name,
+        "endpoints": list(pipeline.task.routes),
         "parameters": sum(p.numel() for p in m.parameters()),
         "vocabulary": {"source": cfg.vocab_size, "target": cfg.target_vocab_size},
         "config": asdict(cfg),
@@ -95,7 +90,7 @@ async def metrics(request: Request):
 @router.post("/v1/translate", response_model=TranslateResponse)
 async def translate(body: TranslateRequest, request: Request):
     state = _state(request)
-    pipeline, max_lines = state.serving("encoder-decoder", "/v1/translate"), state.config.max_lines
+    pipeline, max_lines = state.serving("/v1/translate"), state.config.max_lines
     texts = [body.text] if isinstance(body.text, str) else body.text
     lines, breaks = split_lines(texts)
     if len(lines) > max_lines:
@@ -173,7 +168,7 @@ def join_lines(outputs: list, breaks: list[list[str]], n_best: int) -> list:
 )
 async def generate(body: GenerateRequest, request: Request):
     state = _state(request)
-    pipeline = state.serving("decoder", "/v1/generate")
+    pipeline = state.serving("/v1/generate")
     if body.chat and pipeline.chat is None:
         raise ApiError(422, "invalid_request", "chat: this model has no chat template")
     decode = {
@@ -223,16 +218,7 @@ async def generate(body: GenerateRequest, request: Request):
 @router.post("/v1/attention", response_model=AttentionResponse)
 async def attention(body: AttentionRequest, request: Request):
     state = _state(request)
-    pipeline = state.ready()
-    if state.family not in ("encoder-decoder", "decoder"):
-        hint = {"detection": "; use /v1/detect", "speech": "; use /v1/transcribe"}.get(
-            state.family, ""
-        )
-        raise ApiError(
-            400,
-            "wrong_endpoint",
-            f"/v1/attention needs a model that generates text; this one is {state.family}{hint}",
-        )
+    pipeline = state.serving("/v1/attention")
     if state.family == "decoder" and body.kind not in (None, "self"):
         raise ApiError(
             400,
@@ -272,21 +258,8 @@ async def attention(body: AttentionRequest, request: Request):
 @router.post("/v1/classify", response_model=ClassifyResponse)
 async def classify(body: ClassifyRequest, request: Request):
     state = _state(request)
-    pipeline = state.ready()
+    pipeline = state.serving("/v1/classify")
     cfg = pipeline.model.config
-    if state.family != "encoder" or not cfg.n_classes:
-        hint = {
-            "encoder-decoder": "; use /v1/translate",
-            "decoder": "; use /v1/generate",
-            "speech": "; use /v1/transcribe",
-            "detection": "; use /v1/detect",
-        }.get(state.family, "")
-        what = "an encoder without classes" if state.family == "encoder" else state.family
-        raise ApiError(
-            400,
-            "wrong_endpoint",
-            f"/v1/classify needs a classifier (an encoder with classes); this one is {what}{hint}",
-        )
     want, other = ("images", "text") if cfg.vision is not None else ("text", "images")
     given = body.images if want == "images" else body.text
     if given is None or getattr(body, other) is not None:
@@ -330,7 +303,7 @@ async def transcribe(body: TranscribeRequest, request: Request):
     from ..data.audio import SAMPLE_RATE, AudioError, read_wav_bytes
 
     state = _state(request)
-    pipeline, config = state.serving("speech", "/v1/transcribe"), state.config
+    pipeline, config = state.serving("/v1/transcribe"), state.config
     items = [body.audio] if isinstance(body.audio, str) else body.audio
     if not items:
         raise ApiError(422, "invalid_request", "audio is an empty list: send a WAV file")

@@ -18,6 +18,7 @@ from fastapi import Request
 from ..config import DecodeConfig, ServeConfig
 from ..decoding.continuous import Sequence
 from ..decoding.pipeline import Pipeline, PipelineError
+from ..tasks import TASKS
 from .errors import ApiError
 from .metrics import Metrics
 from .scheduler import Scheduler
@@ -174,18 +175,8 @@ class State:
 
     @property
     def family(self) -> str:
-        """encoder-decoder, decoder, encoder, speech (an encoder-decoder over audio), detection
-        (an encoder-decoder over an image's feature map, DETR), captioning (an encoder-decoder
-        over an image's patches) or image-generation (a decoder over pixel tokens); no endpoint
-        serves the last two yet."""
-        cfg = self.pipeline.model.config
-        if self.pipeline.pixels is not None:
-            return "image-generation"
-        if cfg.detection is not None:
-            return "detection"
-        if cfg.vision is not None and cfg.arch == "encoder-decoder":
-            return "captioning"
-        return "speech" if cfg.audio is not None else cfg.arch
+        """What /v1/model calls the model: its task's family (transformer.tasks)."""
+        return self.pipeline.task.family
 
     def ready(self) -> Pipeline:
         """The pipeline, or 503 while it loads (or when it failed to)."""
@@ -202,24 +193,17 @@ class State:
             )
         return self.pipeline
 
-    def serving(self, needed: str, endpoint: str) -> Pipeline:
-        """The pipeline when its model is of family `needed`, else 400 naming the right endpoint."""
+    def serving(self, endpoint: str) -> Pipeline:
+        """The pipeline when its task is served at `endpoint`, else 400 naming its own endpoint."""
         pipeline = self.ready()
-        arch = self.family
-        if arch != needed:
-            other = {
-                "encoder-decoder": "/v1/translate",
-                "decoder": "/v1/generate",
-                "speech": "/v1/transcribe",
-                "detection": "/v1/detect",
-            }.get(arch)
-            if arch == "encoder" and pipeline.model.config.n_classes:
-                other = "/v1/classify"
-            hint = f"; use {other}" if other else "; it serves /v1/model only"
+        task = pipeline.task
+        if endpoint not in task.routes:
+            needs = " or ".join(t.described for t in TASKS.values() if endpoint in t.routes)
+            hint = f"; use {task.routes[0]}" if task.routes else "; it serves /v1/model only"
             raise ApiError(
                 400,
                 "wrong_endpoint",
-                f"{endpoint} needs a {needed} model and this one is {arch}{hint}",
+                f"{endpoint} needs {needs} and this one is {task.described} ({task.family}){hint}",
             )
         return pipeline
 

@@ -11,8 +11,8 @@ The rules:
   generator). TASKS is ordered so that the first task whose `runs` holds is the model's: the
   special cases (image generation, detection, captioning, speech, dual encoders, span heads) come
   before the plain families they are built on.
-- `command` is the CLI command and `Pipeline` method that runs it, `route` the server's endpoint
-  (None: the server only describes it), `evaluate` the `transformer evaluate` flag that scores it.
+- `command` is the CLI command and `Pipeline` method that runs it, `routes` the server's endpoints
+  (none: the server only describes it), `evaluate` the `transformer evaluate` flag that scores it.
 - `prepare` makes the training objective with its data; `score` is what a sweep reports of a
   finished run (validation and test splits), both imported lazily so that reading the table costs
   nothing.
@@ -52,8 +52,8 @@ class Task:
     prepare: Prepare
     command: str | None = None
     """The CLI command and Pipeline method that runs it (None: none)."""
-    route: str | None = None
-    """The server's endpoint for it (None: /v1/model only)."""
+    routes: tuple[str, ...] = ()
+    """The server's endpoints that serve it, its own first (none: /v1/model only)."""
     evaluate: str | None = None
     """The `transformer evaluate` flag that scores it (e.g. "--tsv")."""
     score: Score | None = None

@@ -32,6 +32,6 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="generate",
-    route="/v1/generate",
+    routes=("/v1/generate", "/v1/attention", "/v1/completions", "/v1/chat/completions"),
     evaluate="--text",
 )

@@ -25,7 +25,7 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
 TASK = Task(
     name="masked-lm",
     summary="masked language modelling: an encoder that restores hidden tokens (BERT)",
-    described="a text encoder (masked-LM)",
+    described="an encoder without classes",
     objectives=("mlm",),
     family="encoder",
     runs=runs,

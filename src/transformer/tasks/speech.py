@@ -28,6 +28,6 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="transcribe",
-    route="/v1/transcribe",
+    routes=("/v1/transcribe",),
     evaluate="--audio",
 )
