@@ -137,10 +137,10 @@ def test_the_resolved_config_round_trips_through_toml(sources, tmp_path):
 )
 def test_bad_mixtures_say_what_to_change(values, says):
     with pytest.raises(ConfigError, match=says.replace("[", r"\[")):
-        DataConfig(**values)
+        DataConfig.from_dict(values)
 
 
 def test_a_mixture_of_one_file_is_the_plain_corpus(sources):
-    d = DataConfig(train_src=[sources["a_src"]], train_tgt=[sources["a_tgt"]])
+    d = DataConfig.from_dict({"train_src": [sources["a_src"]], "train_tgt": [sources["a_tgt"]]})
     assert not d.is_mixture and d.train_sources == ((sources["a_src"], sources["a_tgt"]),)
     assert C.Mixture([], [], 0).counts() == []

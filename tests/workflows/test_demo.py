@@ -97,7 +97,7 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
         == recipe.train
     peak = config.train.warmup_steps
     assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, recipe.model.d_model, peak), rel=0.01)
-    assert dataclasses.replace(config.data, **{k: getattr(recipe.data, k) for k in paths}) == recipe.data
+    assert config.data.replace(**{k: getattr(recipe.data, k) for k in paths}) == recipe.data
     assert config.decode == recipe.decode
     # the demo sizes its model by the recipe's [sizing] table (measured with the demo's settings)
     assert config.sizing == dataclasses.replace(recipe.sizing, auto=True) and config.sizing.names

@@ -4,6 +4,17 @@
 the other packages; a component that validates a choice reads its list from here."""
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
+from .data import (
+    DOCUMENT_KINDS,
+    MIN_BPE_VOCAB,
+    TOKENIZER_KINDS,
+    AudioData,
+    DataConfig,
+    DetectionData,
+    ImageData,
+    SquadData,
+    TextData,
+)
 from .decode import (
     ANSWER_SETTINGS,
     ATTENTION_KINDS,
@@ -41,8 +52,6 @@ from .model import (
 )
 from .run import (
     DEVICES,
-    DOCUMENT_KINDS,
-    MIN_BPE_VOCAB,
     OBJECTIVE_ARCHS,
     OBJECTIVE_DATA,
     OBJECTIVES,
@@ -50,8 +59,6 @@ from .run import (
     PRECISIONS,
     SCHEDULES,
     SECTIONS,
-    TOKENIZER_KINDS,
-    DataConfig,
     RunConfig,
     TrainConfig,
 )
@@ -77,6 +84,11 @@ __all__ = [
     "ConfigError",
     "DEVICES",
     "DataConfig",
+    "TextData",
+    "ImageData",
+    "AudioData",
+    "DetectionData",
+    "SquadData",
     "DecodeConfig",
     "IMAGE_SAMPLING_SETTINGS",
     "SAMPLING_SETTINGS",

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from .checks import ConfigError, from_values, parse_override, tomllib
+from .data import DataConfig
 from .decode import DecodeConfig
 from .model import ModelConfig
-from .run import SECTIONS, DataConfig, RunConfig, TrainConfig
+from .run import SECTIONS, RunConfig, TrainConfig
 from .sizing import SizingConfig
 
 
@@ -28,7 +29,7 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
             raise ConfigError(
                 f"{source}: {section} must be a [{section}] table of key = value lines"
             )
-    data = _section(DataConfig, values.get("data", {}))
+    data = DataConfig.from_dict(values.get("data", {}))
     model_values = dict(values.get("model", {}))
     for key in ("vocab_size", "tgt_vocab_size"):
         if key in model_values:
@@ -48,7 +49,7 @@ def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfi
 
 
 def _section(cls: type, values: dict[str, Any]) -> Any:
-    return from_values(cls, values, {DataConfig: "data", TrainConfig: "train"}[cls])
+    return from_values(cls, values, {TrainConfig: "train"}[cls])
 
 
 def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
