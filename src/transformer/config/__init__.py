@@ -4,12 +4,11 @@
 the other packages; a component that validates a choice reads its list from here."""
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
-from .data import (
+from .data import MIN_BPE_VOCAB, TOKENIZER_KINDS, DataConfig
+from .sections import (
     DOCUMENT_KINDS,
-    MIN_BPE_VOCAB,
-    TOKENIZER_KINDS,
+    IMAGE_CONDITIONS,
     AudioData,
-    DataConfig,
     DetectionData,
     ImageData,
     SquadData,
@@ -113,6 +112,7 @@ __all__ = [
     "ServeConfig",
     "TOKENIZER_KINDS",
     "DOCUMENT_KINDS",
+    "IMAGE_CONDITIONS",
     "PAIR_METRICS",
     "TrainConfig",
     "VISION_POSITIONS",
