@@ -5,15 +5,6 @@ the other packages; a component that validates a choice reads its list from here
 
 from .checks import Bounds, ConfigError, from_values, setting, settings_of, unknown_key_error
 from .data import MIN_BPE_VOCAB, TOKENIZER_KINDS, DataConfig
-from .sections import (
-    DOCUMENT_KINDS,
-    IMAGE_CONDITIONS,
-    AudioData,
-    DetectionData,
-    ImageData,
-    SquadData,
-    TextData,
-)
 from .decode import (
     ANSWER_SETTINGS,
     ATTENTION_KINDS,
@@ -60,6 +51,15 @@ from .run import (
     SECTIONS,
     RunConfig,
     TrainConfig,
+)
+from .sections import (
+    DOCUMENT_KINDS,
+    IMAGE_CONDITIONS,
+    AudioData,
+    DetectionData,
+    ImageData,
+    SquadData,
+    TextData,
 )
 from .serve import API_KEY_ENV, ServeConfig
 from .sizing import SizingConfig
