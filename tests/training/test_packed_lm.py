@@ -91,10 +91,10 @@ def test_resume_repeats_the_uninterrupted_losses(texts, tmp_path, runs):
 
 @pytest.mark.parametrize("data,model,objective,message", [
     ({"block_size": 64}, {}, None, "data.block_size=64 exceeds model.max_positions=32"),
-    ({"pack": True}, {"arch": "encoder"}, None, "data.pack is for language models (objective lm), not 'mlm'"),
+    ({"pack": True}, {"arch": "encoder"}, None, "data.pack is for objective lm, not 'mlm'"),
     ({"bpe_dropout": 0.1, "tokenizer": "bpe", "vocab_size": 300}, {}, None,
      "data.bpe_dropout is not available on packed text"),
-    ({"documents": "page"}, {}, None, "data.documents"),
+    ({"documents": "page"}, {}, None, "data.text.documents"),
 ])
 def test_settings_that_make_no_sense(texts, data, model, objective, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -63,6 +63,19 @@ OBJECTIVE_DATA = {
 }
 """The [data] keys each objective trains on (one of them set; translation's train_src goes with
 train_tgt)."""
+FRONT_ENDS = (
+    ("train_images", "vision", "an image encoder"),
+    ("train_audio", "audio", "a speech encoder"),
+    ("train_detection", "detection", "a detector"),
+)
+"""(data key, [model] part, what it is): a kind of data and the front end that reads it."""
+APPLIES = {
+    "data.spec_augment": (("speech",), "remove it"),
+    "data.pack": (("lm",), "remove it"),
+    "data.bpe_dropout": (("seq2seq", "lm"), "set data.bpe_dropout = 0"),
+    "train.freeze_encoder": (("classify",), "remove it"),
+}
+"""Settings only some objectives read -> (those objectives, the fix for the others)."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 
@@ -202,32 +215,52 @@ class RunConfig:
     sizing: SizingConfig = SizingConfig()
 
     def __post_init__(self) -> None:
-        d, objective = self.data, self.objective
-        given = [key for key in OBJECTIVE_DATA[objective] if getattr(d, key) is not None]
-        needs = (given or OBJECTIVE_DATA[objective])[0], OBJECTIVE_ARCHS[objective]
-        if (
-            (d.train_images is not None) != (self.model.vision is not None)
-            and self.train.init_from is None
-            and objective != "image_lm"
-        ):
+        objective = self.objective
+        given = [key for key in OBJECTIVE_DATA[objective] if getattr(self.data, key) is not None]
+        data_key = (given or OBJECTIVE_DATA[objective])[0]
+        self._check_families(objective)
+        self._check_what_applies(objective)
+        if getattr(self.data, data_key) is None:
             raise ConfigError(
-                "data.train_images needs an image encoder ([model.vision]), and an image encoder "
-                "needs data.train_images: set both or neither"
+                f"train.objective={objective!r} trains on data.{data_key}"
+                + ("/train_tgt" if data_key == "train_src" else "")
+                + ": set it"
             )
-        if (d.train_audio is not None) != (
-            self.model.audio is not None
-        ) and self.train.init_from is None:
+        if self.train.init_from is None:
+            if self.model.arch != OBJECTIVE_ARCHS[objective]:
+                raise ConfigError(
+                    f"model.arch={self.model.arch!r} cannot be trained with objective "
+                    f'{objective!r} (data.{data_key}): use arch = "{OBJECTIVE_ARCHS[objective]}"'
+                )
+            self._check_lengths(objective)
+
+    def _check_families(self, objective: str) -> None:
+        """A kind of data and the model's front end for it come together (FRONT_ENDS); an
+        init_from model brings its own."""
+        if self.train.init_from is not None:
+            return
+        for key, part, what in FRONT_ENDS:
+            if key == "train_images" and objective == "image_lm":
+                continue  # an image generator reads pixel tokens, not patches
+            if (getattr(self.data, key) is not None) != (getattr(self.model, part) is not None):
+                raise ConfigError(
+                    f"data.{key} needs {what} ([model.{part}]), and {what} needs data.{key}: set "
+                    "both or neither"
+                )
+        if (objective == "contrastive") != (self.model.contrastive is not None):
             raise ConfigError(
-                "data.train_audio needs a speech encoder ([model.audio]), and a speech encoder "
-                "needs data.train_audio: set both or neither"
+                "objective contrastive trains a dual encoder ([model.contrastive]), and a dual "
+                "encoder is trained with objective contrastive: set both or neither"
             )
-        if (d.train_detection is not None) != (
-            self.model.detection is not None
-        ) and self.train.init_from is None:
-            raise ConfigError(
-                "data.train_detection needs a detector ([model.detection]), and a detector needs "
-                "data.train_detection: set both or neither"
-            )
+
+    def _check_what_applies(self, objective: str) -> None:
+        """Settings that only some objectives read (APPLIES) are refused for the others."""
+        for name, (objectives, fix) in APPLIES.items():
+            section, key = name.split(".")
+            if getattr(getattr(self, section), key) and objective not in objectives:
+                which = f"objective{'s' if len(objectives) > 1 else ''} " + " and ".join(objectives)
+                raise ConfigError(f"{name} is for {which}, not {objective!r}: {fix}")
+        d = self.data
         if d.random_crop and objective == "detection":
             raise ConfigError(
                 "data.random_crop is for image classification: a detector's boxes would leave the "
@@ -237,32 +270,6 @@ class RunConfig:
             raise ConfigError(
                 f"data.train_images lists {len(d.train_images)} image sets: only objective "
                 "contrastive trains on several; give one"
-            )
-        if (objective == "contrastive") != (
-            self.model.contrastive is not None
-        ) and self.train.init_from is None:
-            raise ConfigError(
-                "objective contrastive trains a dual encoder ([model.contrastive]), and a dual "
-                "encoder is trained with objective contrastive: set both or neither"
-            )
-        if d.spec_augment and objective != "speech":
-            raise ConfigError(
-                f"data.spec_augment is for objective speech, not {objective!r}: remove it"
-            )
-        if getattr(d, needs[0]) is None:
-            raise ConfigError(
-                f"train.objective={objective!r} trains on data.{needs[0]}"
-                + ("/train_tgt" if needs[0] == "train_src" else "")
-                + ": set it"
-            )
-        if d.bpe_dropout and objective not in ("seq2seq", "lm"):
-            raise ConfigError(
-                f"data.bpe_dropout is for objectives seq2seq and lm, not {objective!r}: "
-                "set data.bpe_dropout = 0"
-            )
-        if d.pack and objective != "lm":
-            raise ConfigError(
-                f"data.pack is for language models (objective lm), not {objective!r}: remove it"
             )
         if self.packed and d.bpe_dropout:
             raise ConfigError(
@@ -276,46 +283,40 @@ class RunConfig:
                 "train.pad_to_max is for objective speech with train.init_from (it overrides the "
                 "pretrained model's); a model trained from scratch sets model.audio.pad_to_max"
             )
-        if self.train.freeze_encoder and (objective != "classify" or self.train.init_from is None):
+        if self.train.freeze_encoder and self.train.init_from is None:
             raise ConfigError(
                 'train.freeze_encoder is for objective = "classify" with train.init_from '
                 "(a pretrained encoder under a new head)"
             )
-        if self.train.init_from is None:
-            if self.model.arch != needs[1]:
-                raise ConfigError(
-                    f"model.arch={self.model.arch!r} cannot be trained with objective "
-                    f'{objective!r} (data.{needs[0]}): use arch = "{needs[1]}"'
-                )
-            if (
-                not self.packed
-                and self.data.max_len > self.model.max_positions
-                and self.model.positional in ("sinusoidal", "learned")
-                and (self.model.vision is None or objective == "caption")
-                and self.model.detection is None
-                and objective != "image_lm"
-            ):
-                raise ConfigError(
-                    f"data.max_len={self.data.max_len} exceeds "
-                    f"model.max_positions={self.model.max_positions}: lower data.max_len or raise "
-                    "model.max_positions"
-                )
-            if (
-                objective == "qa"
-                and self.decode.answer_window > self.model.max_positions
-                and self.model.positional in ("sinusoidal", "learned")
-            ):
-                raise ConfigError(
-                    f"decode.answer_window={self.decode.answer_window} exceeds "
-                    f"model.max_positions={self.model.max_positions}: lower "
-                    "decode.answer_window or raise model.max_positions"
-                )
-            if self.packed and (self.data.block_size or 0) > self.model.max_positions:
-                raise ConfigError(
-                    f"data.block_size={self.data.block_size} exceeds "
-                    f"model.max_positions={self.model.max_positions}: lower data.block_size or "
-                    "raise model.max_positions"
-                )
+
+    def _check_lengths(self, objective: str) -> None:
+        """What the model's position table must hold: the longest example, the answer window, a
+        packed block."""
+        m, table = self.model, self.model.positional in ("sinusoidal", "learned")
+        reads_tokens = (m.vision is None or objective == "caption") and m.detection is None
+        if (
+            table
+            and not self.packed
+            and self.data.max_len > m.max_positions
+            and reads_tokens
+            and objective != "image_lm"
+        ):
+            raise ConfigError(
+                f"data.max_len={self.data.max_len} exceeds model.max_positions={m.max_positions}: "
+                "lower data.max_len or raise model.max_positions"
+            )
+        if table and objective == "qa" and self.decode.answer_window > m.max_positions:
+            raise ConfigError(
+                f"decode.answer_window={self.decode.answer_window} exceeds "
+                f"model.max_positions={m.max_positions}: lower decode.answer_window or raise "
+                "model.max_positions"
+            )
+        if self.packed and (self.data.block_size or 0) > m.max_positions:
+            raise ConfigError(
+                f"data.block_size={self.data.block_size} exceeds "
+                f"model.max_positions={m.max_positions}: lower data.block_size or raise "
+                "model.max_positions"
+            )
 
     @property
     def packed(self) -> bool:
