@@ -1,7 +1,7 @@
-"""Lanes: running batches of requests decoded over one KV cache, one token per request per step. Every
-search runs on one: the offline searches (`greedy_search`, `sample`, `beam_search`) admit their batch
-at once and step the lane until it is empty; the server (continuous.py) admits requests between
-steps and answers each as it finishes.
+"""Lanes: running batches of requests decoded over one KV cache, one token per request per step.
+Every search runs on one: the offline searches (`greedy_search`, `sample`, `beam_search`) admit
+their batch at once and step the lane until it is empty; the server (continuous.py) admits
+requests between steps and answers each as it finishes.
 
 Legend (model/__init__.py): B rows, N requests, G beams per request, V vocabulary, W the widest
 output kept so far; R requests of an offline batch.
@@ -20,7 +20,7 @@ The rules a lane keeps (the searches' own rules: one_row.py and beam_lane.py):
 - An offline batch (`admit_batch`) comes with its Stepper already built (tensors with masks, speech
   features, pixels, a forced prefix, suppressed tokens, attention weights asked for) into an empty
   lane; the lane then also records what the offline results need (summed log-probabilities, the
-  attention weights), by request number, and admits nothing more until it is empty.
+  attention weights), by request number, and admits nothing more.
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ class Lane:
         return [s for s in seqs if s.done]
 
     def admit_batch(self, stepper: Stepper, seqs: list[Request]) -> None:
-        """An offline batch, one request per row of its Stepper, into this empty lane (module rules).
-        Call inside decoding.step.inference."""
+        """An offline batch, one request per row of its Stepper, into this empty lane (module
+        rules). Call inside decoding.step.inference."""
         if len(self):
             raise ValueError("an offline batch needs an empty lane")
         self.recording, self.clock = True, 0
@@ -172,8 +172,8 @@ class Lane:
 
 
 def set_rooms(stepper: Stepper, seqs: list[Request]) -> None:
-    """Each request's room for this stay (module rules), its step count reset; a request with no room
-    is done ("length")."""
+    """Each request's room for this stay (module rules), its step count reset; a request with no
+    room is done ("length")."""
     limit = stepper.max_positions
     for seq, length in zip(seqs, stepper.src_lengths.tolist(), strict=True):
         s = seq.settings
