@@ -207,3 +207,25 @@ def test_a_lane_stepped_by_hand_is_the_offline_search():
         assert steps <= max(len(src) for src in SOURCES) + 50
         with pytest.raises(ValueError, match="offline batch"):
             lane.admit([Request([5], settings)])
+
+
+def test_search_under_a_decode_config_is_the_keyword_search():
+    """decoding.search takes a DecodeConfig already validated (Pipeline's) and decodes as the
+    keyword shells do under the same settings."""
+    from transformer.decoding.search import search
+
+    model = tiny()
+    ids, mask = padded(SOURCES, fill=9)
+    s = DecodeConfig(beam_size=1, min_len=1, max_len_b=4, no_repeat_ngram_size=2)
+    want = T.greedy_search(model, ids, src_mask=mask, min_len=1, max_len_b=4,
+                           no_repeat_ngram_size=2)
+    assert torch.equal(search(model, ids, s, src_mask=mask), want)
+    s = DecodeConfig(beam_size=3, n_best=2, early_stopping="never", length_penalty=1.0)
+    prefix = [model.config.start_id, 7]
+    got, attention = search(model, SOURCES, s, return_attention=True, prefix=prefix,
+                            suppress_tokens=[8])
+    want, expected = T.beam_search(model, SOURCES, beam_size=3, n_best=2, early_stopping="never",
+                                   length_penalty=1.0, return_attention=True, prefix=prefix,
+                                   suppress_tokens=[8])
+    assert torch.equal(got, want) and torch.equal(attention["cross"], expected["cross"])
+    assert got.shape[1] == 2 and 8 not in got.flatten().tolist()

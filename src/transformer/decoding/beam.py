@@ -5,10 +5,10 @@ Legend (model/__init__.py): B sentences, T output tokens; attention records as i
 (layers, H heads, S source length, keys).
 
 The settings become one DecodeConfig, validated here; the batch is admitted into a beam lane
-(beam_lane.py, which holds the scoring conventions: what |Y| counts, when the length penalty applies,
-each early_stopping mode) and the lane is stepped until every sentence has stopped; the server's
-continuous batching steps the same lane. Then each sentence's n_best hypotheses, best first, are
-packed into batch-first tensors.
+(beam_lane.py, which holds the scoring conventions: what |Y| counts, when the length penalty
+applies, each early_stopping mode) and the lane is stepped until every sentence has stopped; the
+server's continuous batching steps the same lane. Then each sentence's n_best hypotheses, best
+first, are packed into batch-first tensors.
 """
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ from .one_row import self_key_count
 from .step import SourceInput, Stepper, inference
 
 _is_done = is_done  # the name continuous.py imported before the lanes
-__all__ = ["Hypothesis", "beam_search", "candidates", "next_beams", "run_beam"]
+__all__ = [
+    "Hypothesis",
+    "beam_search",
+    "candidates",
+    "collect_hypotheses",
+    "next_beams",
+    "run_beam",
+]
 
 
 def beam_search(
@@ -79,7 +86,8 @@ def beam_search(
         suppress=suppress_tokens,
         begin_suppress=begin_suppress_tokens,
     )
-    return _collect(stepper, [seq.results for seq in seqs], n_best, return_scores, return_attention)
+    hypotheses = [seq.results for seq in seqs]
+    return collect_hypotheses(stepper, hypotheses, n_best, return_scores, return_attention)
 
 
 def run_beam(
@@ -106,7 +114,7 @@ def run_beam(
     return seqs, batch
 
 
-def _collect(
+def collect_hypotheses(
     stepper: Stepper,
     finished: list[list[Hypothesis]],
     n_best: int,

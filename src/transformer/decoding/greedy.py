@@ -62,13 +62,13 @@ def greedy_search(
     Returns ids (B, T) without <s>/</s>, right-padded with pad_id; with return_scores also the
     summed log-probabilities (B,) (</s> included; with repetition_penalty, of the penalised
     distribution); with return_attention also
-    {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None}. on_step(rows, tokens),
-    if given, is called after each step with the batch rows still decoding (N,) and the token each
-    chose (N,), </s> included: to stream the output as it is made; an exception it raises stops
-    the decoding and propagates. prefix: an encoder-decoder's forced first decoder tokens (None = the start
-    token), not repeated in the output; suppress_tokens are never generated, begin_suppress_tokens
-    not as the first token. A speech model (config.audio) takes log-mel features (B, n_mels, F)
-    as src_ids and a frame mask (B, F) as src_mask.
+    {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None}.
+    on_step(rows, tokens), if given, is called after each step with the batch rows still decoding
+    (N,) and the token each chose (N,), </s> included: to stream the output as it is made; an
+    exception it raises stops the decoding and propagates. prefix: an encoder-decoder's forced
+    first decoder tokens (None = the start token), not repeated in the output; suppress_tokens are
+    never generated, begin_suppress_tokens not as the first token. A speech model (config.audio)
+    takes log-mel features (B, n_mels, F) as src_ids and a frame mask (B, F) as src_mask.
     """
     settings = DecodeConfig(
         beam_size=1,
