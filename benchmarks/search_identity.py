@@ -30,10 +30,13 @@ from transformer.config import cpu_tiny
 V = 40
 
 
+DEVICE = torch.device("cpu")
+
+
 def tiny(arch: str, positional: str = "sinusoidal", seed: int = 0, **kw) -> torch.nn.Module:
     torch.manual_seed(seed)
     cfg = cpu_tiny(vocab_size=V, arch=arch, positional=positional, max_positions=24, **kw)
-    model = T.build_model(cfg).eval()
+    model = T.build_model(cfg).eval().to(DEVICE)
     with torch.no_grad():  # a likelier </s>: outputs end at different lengths
         if model.lm_head.bias is not None:
             model.lm_head.bias[cfg.eos_id] += 2.0
@@ -55,7 +58,7 @@ def padded(sources: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
         ids[i, : len(r)] = torch.tensor(r)
         noisy[i, : len(r)] = torch.tensor(r)
         mask[i, : len(r)] = True
-    return ids, (noisy, mask)
+    return ids.to(DEVICE), (noisy.to(DEVICE), mask.to(DEVICE))
 
 
 def synthetic() -> dict:
@@ -127,7 +130,7 @@ def synthetic() -> dict:
         ("lm", "seq2seq"),
     ):
         model, x = (lm, prompts) if who == "lm" else (seq2seq["rope"], src)
-        g = torch.Generator().manual_seed(17)
+        g = torch.Generator(DEVICE).manual_seed(17)
         key = f"sample/{who}/t{t},k{k},p{top_p}/min{min_new}/g{n},{p}"
         out[key] = T.sample(
             model,
@@ -178,6 +181,37 @@ def synthetic() -> dict:
         out[f"room0/beam{beam}"] = fn(
             model, [[5], [6, 7, 8, 9, 10]], max_len_a=0.5, max_len_b=0, return_scores=True, **kw
         )
+    out.update(lanes(seq2seq["rope"], lm, src, prompts))
+    return out
+
+
+def lanes(seq2seq, lm, src: list[list[int]], prompts: list[list[int]]) -> dict:
+    """The server's lanes (decoding.continuous) under a fixed schedule of admissions and steps:
+    greedy and beam translation, sampling a language model with each request's own generator."""
+    from transformer.config import DecodeConfig
+    from transformer.decoding.continuous import Sequence, new_lane
+
+    out = {}
+    cases = [
+        ("greedy", seq2seq, src, DecodeConfig(beam_size=1, min_len=1, max_len_b=3), None),
+        ("beam", seq2seq, src, DecodeConfig(beam_size=3, n_best=2, max_len_b=2), None),
+        ("guards", seq2seq, src, DecodeConfig(beam_size=2, no_repeat_ngram_size=2), None),
+        ("sample", lm, prompts, DecodeConfig(beam_size=1, temperature=0.9, top_k=6), 12),
+    ]
+    for name, model, sources, s, max_new in cases:
+        seqs = [
+            Sequence(x, s, generator=torch.Generator(DEVICE).manual_seed(i), max_new=max_new)
+            if max_new
+            else Sequence(x, s)
+            for i, x in enumerate(sources)
+        ]
+        lane, waiting, rng = new_lane(model, s), list(seqs), random.Random(5)
+        while waiting or len(lane):
+            if waiting and (not len(lane) or rng.random() < 0.5):
+                lane.admit([waiting.pop(0) for _ in range(min(len(waiting), rng.randint(1, 3)))])
+            for _ in range(rng.randint(1, 3)):
+                lane.step()
+        out[f"lanes/{name}"] = [(q.tokens, q.hypotheses, q.finish) for q in seqs]
     return out
 
 
@@ -257,7 +291,10 @@ def main() -> int:
     parser.add_argument("--model", help="a model directory: decode --src with it")
     parser.add_argument("--src", default="data/bible/test.spa")
     parser.add_argument("--lines", type=int, default=0, help="the first N lines (0 = all)")
+    parser.add_argument("--device", default="cpu", help="where the random models decode")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
     torch.set_num_threads(1)  # the same kernels in both runs
     out = real(args.model, args.src, args.lines) if args.model else synthetic()
     if args.mode == "save":
