@@ -22,8 +22,16 @@ SOURCES = [[5, 6, 7, 8, 9, 10], [11, 12], [13], [14, 15, 16, 17]]
 
 def tiny(arch: str = "encoder-decoder", seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    cfg = cpu_tiny(vocab_size=V, arch=arch, d_model=32, d_ff=64, n_heads=4, n_encoder_layers=2,
-                   n_decoder_layers=2, output_bias=True)
+    cfg = cpu_tiny(
+        vocab_size=V,
+        arch=arch,
+        d_model=32,
+        d_ff=64,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        output_bias=True,
+    )
     model = T.build_model(cfg).eval()
     with torch.no_grad():  # a likelier </s>: outputs end at different lengths
         model.lm_head.bias[cfg.eos_id] += 1.5
@@ -64,9 +72,17 @@ def next_log_probs(model, src: list[int], out: list[int], n: int, p: float, t: i
 def test_one_row_lane_is_plain_greedy(min_len, n, p):
     model = tiny()
     ids, mask = padded(SOURCES, fill=9)
-    out, scores = T.greedy_search(model, ids, src_mask=mask, max_len_a=1.0, max_len_b=3,
-                                  min_len=min_len, no_repeat_ngram_size=n, repetition_penalty=p,
-                                  return_scores=True)
+    out, scores = T.greedy_search(
+        model,
+        ids,
+        src_mask=mask,
+        max_len_a=1.0,
+        max_len_b=3,
+        min_len=min_len,
+        no_repeat_ngram_size=n,
+        repetition_penalty=p,
+        return_scores=True,
+    )
     for i, src in enumerate(SOURCES):
         want, total = [], 0.0
         for t in range(len(src) + 3):
@@ -101,17 +117,28 @@ def filtered(lp: torch.Tensor, temperature: float, k: int, top_p: float) -> torc
 def test_one_row_lane_draws_as_a_plain_loop_with_one_generator(temperature, k, top_p):
     """The batch's one generator draws once a step over the rows still decoding, in row order."""
     model = tiny()
-    got = T.sample(model, SOURCES, max_new_tokens=6, temperature=temperature, top_k=k, top_p=top_p,
-                   min_new_tokens=1, no_repeat_ngram_size=2,
-                   generator=torch.Generator().manual_seed(3))
+    got = T.sample(
+        model,
+        SOURCES,
+        max_new_tokens=6,
+        temperature=temperature,
+        top_k=k,
+        top_p=top_p,
+        min_new_tokens=1,
+        no_repeat_ngram_size=2,
+        generator=torch.Generator().manual_seed(3),
+    )
     g = torch.Generator().manual_seed(3)
     outs, alive = [[] for _ in SOURCES], list(range(len(SOURCES)))
     for t in range(6):
-        probs = torch.stack([
-            filtered(next_log_probs(model, SOURCES[i], outs[i], 2, 1.0, t, 1), temperature, k,
-                     top_p)
-            for i in alive
-        ])
+        probs = torch.stack(
+            [
+                filtered(
+                    next_log_probs(model, SOURCES[i], outs[i], 2, 1.0, t, 1), temperature, k, top_p
+                )
+                for i in alive
+            ]
+        )
         tokens = torch.multinomial(probs, 1, generator=g).squeeze(1).tolist()
         for i, tok in zip(list(alive), tokens, strict=True):
             if tok == model.config.eos_id:
@@ -131,14 +158,19 @@ def plain_beam(model, src, s: DecodeConfig, max_new: int) -> list[tuple[list[int
     k, eos = s.beam_size, model.config.eos_id
 
     def lp_of(n):
-        return ((5 + n) / 6) ** s.length_penalty if s.length_penalty_kind == "wu" else n**s.length_penalty
+        return (
+            ((5 + n) / 6) ** s.length_penalty
+            if s.length_penalty_kind == "wu"
+            else n**s.length_penalty
+        )
 
     beams, finished = [([], 0.0)], []
     for t in range(max_new):
         cands = []
         for b, (out, score) in enumerate(beams):
-            lp = next_log_probs(model, src, out, s.no_repeat_ngram_size, s.repetition_penalty, t,
-                                s.min_len)
+            lp = next_log_probs(
+                model, src, out, s.no_repeat_ngram_size, s.repetition_penalty, t, s.min_len
+            )
             cands += [(score + float(lp[v]), b, v) for v in range(V)]
         cands = sorted(cands, key=lambda c: -c[0])[: 2 * k]
         at_max = t + 1 >= max_new
@@ -164,19 +196,46 @@ def plain_beam(model, src, s: DecodeConfig, max_new: int) -> list[tuple[list[int
 
 
 @pytest.mark.parametrize("early", [True, False, "never"])
-@pytest.mark.parametrize("kind,alpha,min_len,n,p", [("wu", 0.6, 0, 0, 1.0),
-                                                     ("power", 1.5, 2, 2, 1.0),
-                                                     ("wu", 1.0, 1, 0, 1.3)])
+@pytest.mark.parametrize(
+    "kind,alpha,min_len,n,p",
+    [("wu", 0.6, 0, 0, 1.0), ("power", 1.5, 2, 2, 1.0), ("wu", 1.0, 1, 0, 1.3)],
+)
 def test_beam_lane_is_plain_beam_search(early, kind, alpha, min_len, n, p):
     model = tiny(seed=1)
-    s = DecodeConfig(beam_size=3, n_best=2, early_stopping=early, length_penalty_kind=kind,
-                     length_penalty=alpha, min_len=min_len, max_len_a=1.0, max_len_b=2,
-                     no_repeat_ngram_size=n, repetition_penalty=p)
+    s = DecodeConfig(
+        beam_size=3,
+        n_best=2,
+        early_stopping=early,
+        length_penalty_kind=kind,
+        length_penalty=alpha,
+        min_len=min_len,
+        max_len_a=1.0,
+        max_len_b=2,
+        no_repeat_ngram_size=n,
+        repetition_penalty=p,
+    )
     ids, mask = padded(SOURCES, fill=9)
-    out, scores = T.beam_search(model, ids, src_mask=mask, return_scores=True, **{
-        f: getattr(s, f) for f in ("beam_size", "n_best", "early_stopping", "length_penalty_kind",
-                                   "length_penalty", "min_len", "max_len_a", "max_len_b",
-                                   "no_repeat_ngram_size", "repetition_penalty")})
+    out, scores = T.beam_search(
+        model,
+        ids,
+        src_mask=mask,
+        return_scores=True,
+        **{
+            f: getattr(s, f)
+            for f in (
+                "beam_size",
+                "n_best",
+                "early_stopping",
+                "length_penalty_kind",
+                "length_penalty",
+                "min_len",
+                "max_len_a",
+                "max_len_b",
+                "no_repeat_ngram_size",
+                "repetition_penalty",
+            )
+        },
+    )
     for i, src in enumerate(SOURCES):
         want = plain_beam(model, src, s, len(src) + 2)
         for j, (tokens, score) in enumerate(want):
@@ -217,15 +276,25 @@ def test_search_under_a_decode_config_is_the_keyword_search():
     model = tiny()
     ids, mask = padded(SOURCES, fill=9)
     s = DecodeConfig(beam_size=1, min_len=1, max_len_b=4, no_repeat_ngram_size=2)
-    want = T.greedy_search(model, ids, src_mask=mask, min_len=1, max_len_b=4,
-                           no_repeat_ngram_size=2)
+    want = T.greedy_search(
+        model, ids, src_mask=mask, min_len=1, max_len_b=4, no_repeat_ngram_size=2
+    )
     assert torch.equal(search(model, ids, s, src_mask=mask), want)
     s = DecodeConfig(beam_size=3, n_best=2, early_stopping="never", length_penalty=1.0)
     prefix = [model.config.start_id, 7]
-    got, attention = search(model, SOURCES, s, return_attention=True, prefix=prefix,
-                            suppress_tokens=[8])
-    want, expected = T.beam_search(model, SOURCES, beam_size=3, n_best=2, early_stopping="never",
-                                   length_penalty=1.0, return_attention=True, prefix=prefix,
-                                   suppress_tokens=[8])
+    got, attention = search(
+        model, SOURCES, s, return_attention=True, prefix=prefix, suppress_tokens=[8]
+    )
+    want, expected = T.beam_search(
+        model,
+        SOURCES,
+        beam_size=3,
+        n_best=2,
+        early_stopping="never",
+        length_penalty=1.0,
+        return_attention=True,
+        prefix=prefix,
+        suppress_tokens=[8],
+    )
     assert torch.equal(got, want) and torch.equal(attention["cross"], expected["cross"])
     assert got.shape[1] == 2 and 8 not in got.flatten().tolist()
