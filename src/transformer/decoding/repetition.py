@@ -25,7 +25,7 @@ The rules:
   beam search departs from this: it penalises the log-probabilities after log_softmax (not
   renormalised), which ranks beams differently.
 - Padding: a history entry equal to V (the vocabulary size) is no token; both guards skip it. A
-  running batch (continuous.py) left-pads the histories of rows that joined it later with it.
+  running batch (lanes.py) left-pads the histories of rows that joined it later with it.
 - Off (0 and 1, the defaults) costs nothing: the Stepper keeps no history and its step is the
   same code as without the guards.
 """

@@ -1,12 +1,11 @@
 """Sampling from a model: temperature, top-k (Fan et al. 2018) and nucleus / top-p (Holtzman et al.
 2020).
 
-Reproducible: pass a torch.Generator (seeded by you); nothing here touches global random state.
+A thin shell: the settings become one DecodeConfig, validated here, and the batch is decoded on the
+one-row lane (one_row.py) stepped to the end, every row drawing from the one generator. The draw
+itself and the temperature-0 rule live in draw.py (re-exported here).
 
-Temperature 0 is greedy decoding: the limit of softmax(logits / T) as T -> 0 puts all the mass on
-the most probable token, so each step takes the argmax (top_k and top_p change nothing) and no
-random number is drawn. This is the one place that rule lives: the CLI, the config and the server
-pass temperature 0 through to here.
+Reproducible: pass a torch.Generator (seeded by you); nothing here touches global random state.
 """
 
 from __future__ import annotations
@@ -14,47 +13,12 @@ from __future__ import annotations
 import torch
 
 from ..config import DecodeConfig
-from .greedy import OnStep, one_token_per_row, pack_outputs
-from .repetition import RepetitionGuards
-from .step import SourceInput, Stepper, inference
+from .draw import draw, top_k_filter, top_p_filter
+from .greedy import OnStep, pack_outputs
+from .one_row import run_one_row
+from .step import SourceInput
 
-
-def top_k_filter(log_probs: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest entries of each row (N, V), set the rest to -inf (k = 0 keeps all)."""
-    if k <= 0 or k >= log_probs.shape[-1]:
-        return log_probs
-    kth = log_probs.topk(k, dim=-1).values[:, -1:]  # (N, 1)
-    return log_probs.masked_fill(log_probs < kth, -float("inf"))
-
-
-def top_p_filter(log_probs: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the smallest set of most probable tokens whose probability reaches p (N, V); the top
-    token always stays."""
-    if p >= 1.0:
-        return log_probs
-    sorted_lp, order = log_probs.sort(dim=-1, descending=True)
-    probs = sorted_lp.softmax(dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # mass of the strictly more probable tokens
-    drop_sorted = before >= p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return log_probs.masked_fill(drop, -float("inf"))
-
-
-def draw(
-    log_probs: torch.Tensor,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """One token per row (N,) from log-probabilities (N, V): drawn from softmax(log_probs /
-    temperature) within the top_k tokens and then the top_p nucleus; temperature 0 takes the most
-    probable token (greedy: the limit T -> 0, see the module's doc) and draws nothing."""
-    if temperature == 0:
-        return log_probs.argmax(dim=-1)
-    lp = torch.log_softmax(log_probs / temperature, dim=-1)
-    lp = top_p_filter(top_k_filter(lp, top_k), top_p)
-    return torch.multinomial(lp.softmax(dim=-1), 1, generator=generator).squeeze(1)
+__all__ = ["draw", "sample", "top_k_filter", "top_p_filter"]
 
 
 def sample(
@@ -83,9 +47,10 @@ def sample(
     right-padded with pad_id; with return_scores also the summed log-probabilities of the drawn
     tokens under the model itself (temperature 1, no filtering; with repetition_penalty, the
     penalised distribution) (B,). on_step(rows, tokens) is called after each step
-    (greedy.one_token_per_row).
+    (greedy.greedy_search).
     """
-    DecodeConfig(
+    settings = DecodeConfig(
+        beam_size=1,
         temperature=temperature,
         top_k=top_k,
         top_p=top_p,
@@ -93,18 +58,25 @@ def sample(
         min_len=min_new_tokens,
         no_repeat_ngram_size=no_repeat_ngram_size,
         repetition_penalty=repetition_penalty,
-    )  # validates the values
-    guards = RepetitionGuards.of(no_repeat_ngram_size, repetition_penalty)
-
-    def choose(log_probs: torch.Tensor) -> torch.Tensor:
-        return draw(log_probs, temperature, top_k, top_p, generator)
-
-    with inference(model):
-        stepper = Stepper(
-            model, prompt_ids, prompt_mask, need_weights=return_attention, guards=guards
-        )
-        max_new = stepper.max_new_tokens(0.0, max_new_tokens)
-        ids, scores, attention = one_token_per_row(
-            stepper, choose, max_new, min_new_tokens, return_attention, on_step
-        )
+    )  # the one validation
+    device = next(model.parameters()).device
+    ids, scores, attention = run_one_row(
+        model,
+        prompt_ids,
+        settings,
+        prompt_mask,
+        generator=default_generator(device) if generator is None else generator,
+        max_new=max_new_tokens,
+        return_attention=return_attention,
+        on_step=on_step,
+    )
     return pack_outputs(ids, scores, attention, return_scores, return_attention)
+
+
+def default_generator(device: torch.device) -> torch.Generator:
+    """torch's own generator for a device: what torch.multinomial draws from when given none."""
+    if device.type == "cuda":
+        return torch.cuda.default_generators[
+            torch.cuda.current_device() if device.index is None else device.index
+        ]
+    return torch.default_generator
