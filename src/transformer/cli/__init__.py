@@ -27,6 +27,7 @@ from . import (
     inspection,
     models,
     speech,
+    tokenize,
     training,
 )
 from .common import USER_ERRORS, UserError, check_flags, remember_parsers, run
@@ -49,6 +50,7 @@ GROUPS = (
     inspection,
     models,
     data,
+    tokenize,
     decoding,
     answering,
     speech,

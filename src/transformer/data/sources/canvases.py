@@ -45,9 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_write, atomic_write_text
-from .coco import DetectionDataError, DetectionSet, load_detection
-from .images import (
+from ...files import atomic_write, atomic_write_text
+from ..coco import DetectionDataError, DetectionSet, load_detection
+from ..images import (
     FASHION_MNIST_LABELS,
     FASHION_MNIST_PACKAGE,
     read_fashion_mnist,

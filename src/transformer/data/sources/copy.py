@@ -10,7 +10,7 @@ import os
 import random
 from pathlib import Path
 
-from ..files import atomic_write_text
+from ...files import atomic_write_text
 
 SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz")
 

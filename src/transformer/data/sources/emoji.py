@@ -196,8 +196,8 @@ def build_emoji(
     and "emoji" per split, "skipped" (counts by reason), "seconds"."""
     import time
 
-    from ..files import atomic_write_text
-    from .images import save_split
+    from ...files import atomic_write_text
+    from ..images import save_split
 
     start = time.perf_counter()
     out = Path(out_dir)
@@ -258,7 +258,7 @@ def build_emoji(
 
 
 def _provenance(report, size, per_emoji, n_eval, unseen_share, seed, font, made) -> str:
-    from .modern.packages import versions
+    from .packages import versions
 
     version = versions([FONT_PACKAGE]).get(FONT_PACKAGE, "unknown")
     skipped = report["skipped"]

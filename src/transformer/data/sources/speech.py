@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
-from ..files import atomic_write, atomic_write_text
-from .audio import HOP, SAMPLE_RATE, log_mel, read_wav_bytes
-from .modern.splits import SPLITS, check_out, split_of
-from .text import DataError
+from ...files import atomic_write, atomic_write_text
+from ..audio import HOP, SAMPLE_RATE, log_mel, read_wav_bytes
+from ..text import DataError
+from .splits import SPLITS, check_out, split_of
 
 MIN_WORDS, MAX_WORDS = 5, 20
 FLITE_SHARE = 0.25
