@@ -1,14 +1,14 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
-One module per command group, each holding its parsers beside its handlers (`register(sub)`):
-data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep, average,
-demo), decoding.py (translate, generate, classify, backtranslate), answering.py (answer), speech.py
-(transcribe, evaluate --audio), detection.py (detect, evaluate --detection), captioning.py
-(caption, evaluate --images and attention --image of a captioner), contrastive.py (embed,
-evaluate --images of a dual encoder), evaluation.py (evaluate), inspection.py (info, attention),
-models.py (import-hf, export, serve); common.py holds what they share (UserError, the one way flags
-are checked, device and files). Errors a user can fix are printed as one line and exit with status
-2; an unknown flag prints the command's usage with the closest flag it has.
+One module per command (train.py, translate.py, data/, ...), each holding its handler and its
+parser (`register(sub)`); a parser is derived from its handler's typed signature where the handler
+takes typed arguments (args.py), and the settings' flags from the config dataclasses (common.py's
+add_setting, args.add_settings). Below the commands: common.py (UserError, the one way flags are
+checked, device and files), args.py (flags from signatures), loading.py (what the commands over a
+model directory share: image files, each family's check of the model directory), lines.py (lines
+in and out). evaluation.py's per-family parts live in captioning.py, contrastive.py, detection.py,
+speech.py and image_lm.py. Errors a user can fix are printed as one line and exit with status 2;
+an unknown flag prints the command's usage with the closest flag it has.
 """
 
 from __future__ import annotations
@@ -17,18 +17,27 @@ import argparse
 import sys
 
 from . import (
-    answering,
-    captioning,
-    contrastive,
+    answer,
+    attention,
+    average,
+    backtranslate,
+    caption,
+    classify,
     data,
-    decoding,
-    detection,
+    demo,
+    detect,
+    embed,
     evaluation,
-    inspection,
-    models,
-    speech,
+    export,
+    generate,
+    import_hf,
+    info,
+    serve,
+    sweep,
     tokenize,
-    training,
+    train,
+    transcribe,
+    translate,
 )
 from .common import USER_ERRORS, UserError, check_flags, remember_parsers, run
 
@@ -45,21 +54,30 @@ examples:
   echo "the cat" | transformer translate runs/copy/best
   transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
-GROUPS = (
-    training,
-    inspection,
-    models,
+COMMANDS = (
+    demo,
+    train,
+    sweep,
+    average,
+    info,
+    attention,
+    import_hf,
+    export,
+    serve,
     data,
     tokenize,
-    decoding,
-    answering,
-    speech,
-    detection,
-    captioning,
-    contrastive,
+    translate,
+    classify,
+    generate,
+    backtranslate,
+    answer,
+    transcribe,
+    detect,
+    caption,
+    embed,
     evaluation,
 )
-"""The command groups, in the order `transformer --help` lists their commands."""
+"""The commands, in the order `transformer --help` lists their commands."""
 
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]
 
@@ -94,7 +112,7 @@ class VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `transformer` parser: each group registers its commands."""
+    """The `transformer` parser: each command registers its parser."""
     parser = argparse.ArgumentParser(
         prog="transformer",
         description=DESCRIPTION,
@@ -105,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action=VersionAction, help="show the versions of transformer, torch and Python"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     remember_parsers(parser)
     return parser
 

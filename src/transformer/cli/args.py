@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser, handler: Callable[..., Any]) -> No
         kind, _, choices, repeat = _kind(base)
         default = None if param.default is inspect.Parameter.empty else param.default
         text = arg.help
-        shown = default is not None and not isinstance(default, bool) and default != []
+        shown = default not in (None, "", []) and not isinstance(default, bool)
         if shown and "default" not in text:
             text = f"{text} (default {default})"
         kwargs: dict[str, Any] = {"help": text}

@@ -90,6 +90,10 @@ def check_flags(args: argparse.Namespace) -> None:
 
 POSITIVE = Bounds(gt=0)
 AT_LEAST_0 = Bounds(ge=0)
+PROBABILITY = Bounds(ge=0, le=1)
+SET_HELP = (
+    "override a config value (repeatable; values are TOML literals, e.g. train.max_steps=100)"
+)
 
 
 # ---- flags many commands share ----
@@ -109,6 +113,19 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
         bounds=POSITIVE,
         give="a positive number of threads",
         help="CPU threads for torch (default: torch's choice)",
+    )
+
+
+def add_batch_tokens_arg(p: argparse.ArgumentParser) -> None:
+    """--batch-tokens of the commands that translate a file (translate, backtranslate)."""
+    add_flag(
+        p,
+        "--batch-tokens",
+        type=int,
+        default=4000,
+        bounds=POSITIVE,
+        give="a positive number of tokens",
+        help="source tokens per batch (default 4000)",
     )
 
 

@@ -1,4 +1,5 @@
-"""`transformer info` and `attention`: looking inside a model directory; parsers beside handlers."""
+"""`transformer attention`: where a model looks, as a figure: a text's attention, an image's, a
+caption's over its image, a detector's queries, a transcript's over the audio."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from ..config import ATTENTION_KINDS
-from .captioning import caption_attention
+from ..config import (
+    ATTENTION_KINDS,
+)
 from .common import (
-    POSITIVE,
+    PROBABILITY,
     UserError,
     add_decode_args,
     add_device_args,
@@ -17,64 +19,6 @@ from .common import (
     check_picture,
     setup_device,
 )
-from .detection import PROBABILITY
-
-
-def cmd_info(args: argparse.Namespace) -> None:
-    """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
-    from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model.io import load_config
-    from ..model_dir import load_model
-
-    config = load_config(args.model_dir)
-    model = load_model(args.model_dir)
-    print(f"model directory: {args.model_dir}")
-    print("config:")
-    for key, value in config.to_dict().items():
-        print(f"  {key} = {value}")
-    total = count_parameters(model)
-    print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
-    if config.detection is not None:
-        d, flops = config.detection, flops_per_image(config)
-        print(
-            f"FLOPs per image ({d.grid} x {d.grid} feature map from a {d.backbone} backbone, "
-            f"{d.n_queries} object queries): forward {flops['forward']:,} "
-            f"({flops['forward'] / 1e9:.3f} GFLOP), training {flops['training']:,} "
-            f"({flops['training'] / 1e9:.3f} GFLOP)"
-        )
-        return
-    if config.vision is not None:
-        v, flops = config.vision, flops_per_image(config, caption_tokens=16)
-        caption = " and a caption of 16 tokens" if config.arch == "encoder-decoder" else ""
-        print(
-            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]"
-            f"{caption}): "
-            f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-            f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
-        )
-        return
-    flops = flops_per_token(config, args.seq_len)
-    print(
-        f"FLOPs per token at sequence length {args.seq_len}: "
-        f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-        f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
-    )
-
-
-def add_info_parser(sub: argparse._SubParsersAction) -> None:
-    """`transformer info`."""
-    p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
-    p.add_argument("model_dir")
-    add_flag(
-        p,
-        "--seq-len",
-        type=int,
-        default=128,
-        bounds=POSITIVE,
-        give="a positive sequence length",
-        help="sequence length for the FLOP count (default 128; an image model counts per image)",
-    )
-    p.set_defaults(func=cmd_info)
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -138,7 +82,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
         print(f"output: {m.output_text}")
 
 
-def add_attention_parser(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """`transformer attention`."""
     p = sub.add_parser(
         "attention", help="plot a heatmap of the attention weights while decoding a text"
@@ -266,7 +210,20 @@ def _audio_attention(args: argparse.Namespace, pipeline, head) -> None:
     print(f"output: {m.text}")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """`info` and `attention`."""
-    add_info_parser(sub)
-    add_attention_parser(sub)
+def caption_attention(args: argparse.Namespace, pipeline, head) -> None:
+    """`attention --image` for a captioner: the caption and, per token, the cross-attention of one
+    decoder layer over the image."""
+    import torch
+
+    from ..data.images import read_image_resized
+    from ..viz.caption_attention import caption_attention as attention
+    from ..viz.caption_attention import plot_caption_attention
+
+    v = pipeline.model.config.vision
+    array, _ = read_image_resized(args.image, "L" if v.channels == 1 else "RGB", v.image_size)
+    m = attention(pipeline, torch.from_numpy(array), args.layer, head, args.beam_size)
+    heads = f"mean of {m.n_heads} heads" if m.head == "mean" else f"head {m.head}"
+    what = f"cross-attention per caption token, layer {m.layer} of 0-{m.n_layers - 1}, {heads}"
+    plot_caption_attention(m, args.out, title=f"{Path(args.image).name}: {m.text!r}\n{what}")
+    print(f"wrote {args.out}: {what}")
+    print(f"caption: {m.text}")
