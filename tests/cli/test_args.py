@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 import pytest
 
 from transformer.cli import build_parser
-from transformer.cli.args import Arg, add_arguments, add_settings, call, given_settings
-from transformer.cli.common import UserError, check_flags
+from transformer.cli.args import Arg, Settings, add_arguments, add_settings, call, given_settings
+from transformer.cli.common import ModelRun, UserError, check_flags
 from transformer.cli.data import DATASETS
 from transformer.config import Bounds, DecodeConfig, ServeConfig, settings_of
 from transformer.config.checks import field_docs
@@ -152,3 +152,39 @@ def test_a_report_line_is_printed_from_the_builders_report(tmp_path, capsys):
     code, out, _ = run(["data", "copy", "--out", tmp_path, "--n-train", "2", "--n-valid", "1", "--n-test", "1"], capsys)
     assert code == 0
     assert out.strip() == (f"wrote test.src, test.tgt, train.src, train.tgt, valid.src, valid.tgt into {tmp_path}")
+
+
+def model_handler(
+    run: ModelRun,
+    text: Annotated[str, Arg("a text")],
+    decode: Annotated[dict, Settings(DecodeConfig, ("beam_size", "length_penalty_kind"))] = None,
+) -> tuple:
+    return run, text, decode
+
+
+def test_a_model_run_and_a_settings_group_in_a_signature():
+    """ModelRun gives the model directory (positional, in place) and --device, --threads,
+    --precision (after the others); a Settings group gives its settings' flags and, to the handler,
+    a dict of those given."""
+    p = parser_of(model_handler)
+    flags = [a.option_strings[0] if a.option_strings else a.dest for a in p._actions if a.dest != "help"]
+    assert flags == ["model_dir", "--text", "--beam", "--lenpen-kind", "--device", "--threads", "--precision"]
+    run, text, decode = call(model_handler, p.parse_args(["m", "--text", "t", "--beam", "2"]))
+    assert run == ModelRun("m", "auto", None, None) and text == "t" and decode == {"beam_size": 2}
+    assert call(model_handler, p.parse_args(["m", "--text", "t"]))[2] == {}
+    with pytest.raises(UserError, match=r"^--threads 0: give a positive number of threads$"):
+        check_flags(p.parse_args(["m", "--text", "t", "--threads", "0"]))
+
+
+@pytest.mark.parametrize("command", ["translate", "classify", "answer", "transcribe", "detect", "caption",
+                                     "embed", "serve", "generate", "attention", "backtranslate"])
+def test_every_model_command_takes_the_one_definition_of_where_to_run(command):
+    """--device, --threads and --precision are written once (common.ModelRun) for every command."""
+    parser = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = {a.dest: a for a in top.choices[command]._actions}
+    reference = {a.dest: a for a in parser_of(model_handler)._actions}
+    for dest in ("device", "threads", "precision")[: 2 if command == "attention" else 3]:
+        mine, theirs = actions[dest], reference[dest]
+        assert (mine.option_strings, mine.help, mine.choices, mine.default) == (
+            theirs.option_strings, theirs.help, theirs.choices, theirs.default), (command, dest)

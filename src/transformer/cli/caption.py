@@ -1,37 +1,40 @@
-"""`transformer caption`: image to text with an image captioner (objective caption)."""
+"""`transformer caption`: image to text with an image captioner (objective caption). The handler
+is `caption`; its parser is derived from its signature (cli.args), the decoding settings' flags
+from DecodeConfig (CAPTION_SETTINGS)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Annotated
 
-from ..config import (
-    CAPTION_SETTINGS,
-    Bounds,
-)
-from .common import (
-    add_decode_args,
-    add_device_args,
-    add_flag,
-    add_precision_arg,
-    decode_overrides,
-)
-from .loading import (
-    captioner,
-    image_files,
-)
+from ..config import CAPTION_SETTINGS, Bounds, DecodeConfig
+from .args import Arg, Settings, command
+from .common import ModelRun
+from .loading import captioner, image_files
 
 
-def cmd_caption(args: argparse.Namespace) -> None:
+def caption(
+    run: ModelRun,
+    images: Annotated[
+        list[str],
+        Arg("image files or folders of them (any size: resized to fit)", positional=True),
+    ],
+    as_json: Annotated[
+        bool, Arg("print a JSON object per file: file, caption", flag="--json")
+    ] = False,
+    batch_size: Annotated[
+        int, Arg("images decoded together", Bounds(ge=1), "a number of images")
+    ] = 64,
+    decode: Annotated[dict, Settings(DecodeConfig, CAPTION_SETTINGS)] = None,
+) -> None:
     """A caption per image: the caption alone for one file, `file<TAB>caption` per line for
     several (or a folder); --json: a JSON object per file."""
-    files = image_files(args.images, flag="")
-    pipeline = captioner(args, "caption")
-    captions = pipeline.caption(
-        files, batch_size=args.batch_size, **decode_overrides(args, CAPTION_SETTINGS)
-    )
+    files = image_files(images, flag="")
+    pipeline = captioner(run, "caption")
+    captions = pipeline.caption(files, batch_size=batch_size, **(decode or {}))
     for path, text in zip(files, captions, strict=True):
-        if args.json:
+        if as_json:
             print(json.dumps({"file": path, "caption": text}, ensure_ascii=False))
         else:
             print(text if len(files) == 1 else f"{path}\t{text}")
@@ -39,24 +42,4 @@ def cmd_caption(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`caption`."""
-    p = sub.add_parser("caption", help="image to text: a caption of each image file")
-    p.add_argument("model_dir")
-    p.add_argument(
-        "images", nargs="+", help="image files or folders of them (any size: resized to fit)"
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print a JSON object per file: file, caption"
-    )
-    add_flag(
-        p,
-        "--batch-size",
-        type=int,
-        default=64,
-        bounds=Bounds(ge=1),
-        give="a number of images",
-        help="images decoded together (default 64)",
-    )
-    add_decode_args(p, CAPTION_SETTINGS)
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_caption)
+    command(sub, "caption", caption, help="image to text: a caption of each image file")

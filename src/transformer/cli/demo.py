@@ -1,24 +1,40 @@
-"""`transformer demo`: the main job end to end (Spanish -> English from installed packages)."""
+"""`transformer demo`: the main job end to end (Spanish -> English from installed packages).
+The handler is `demo`; its parser is derived from its signature (cli.args)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Annotated
 
+from .args import Arg, command
 from .common import (
     UserError,
 )
 
 
-def cmd_demo(args: argparse.Namespace) -> None:
+def demo(
+    minutes: Annotated[float, Arg("training time budget (default 15)")] = 15.0,
+    data: Annotated[
+        str,
+        Arg(
+            "folder of the corpora, one folder each: bible, ui, debian, dictionary (built when "
+            "missing; default data)"
+        ),
+    ] = "data",
+    out: Annotated[str, Arg("run directory (replaced; default runs/demo)")] = "runs/demo",
+    set: Annotated[
+        list[str] | None, Arg("override a config value (repeatable)", metavar="SECTION.KEY=VALUE")
+    ] = None,  # noqa: A002 (the flag is --set)
+) -> None:
     """Spanish -> English, end to end (see transformer.workflows.demo)."""
     from ..workflows.demo import DemoError, run_demo
 
     try:
         run_demo(
-            minutes=args.minutes,
-            data_dir=args.data,
-            run_dir=args.out,
-            overrides=tuple(args.set or ()),
+            minutes=minutes,
+            data_dir=data,
+            run_dir=out,
+            overrides=tuple(set or ()),
         )
     except DemoError as e:
         raise UserError(str(e)) from None
@@ -26,23 +42,10 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`transformer demo`."""
-    p = sub.add_parser(
+    command(
+        sub,
         "demo",
+        demo,
         help="the main job: a Spanish -> English translator (the Bible, software messages, package "
         "descriptions, a word list), trained here in ~15 minutes",
     )
-    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
-    p.add_argument(
-        "--data",
-        default="data",
-        help="folder of the corpora, one folder each: bible, ui, debian, dictionary (built when "
-        "missing; default data)",
-    )
-    p.add_argument("--out", default="runs/demo", help="run directory (replaced; default runs/demo)")
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value (repeatable)",
-    )
-    p.set_defaults(func=cmd_demo)

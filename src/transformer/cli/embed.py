@@ -1,32 +1,36 @@
 """`transformer embed`: embeddings of texts and images with a text-image dual encoder (CLIP,
-trained with objective = "contrastive")."""
+trained with objective = "contrastive"). The handler is `embed`; its parser is derived from its
+signature (cli.args)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Annotated
 
-from .common import (
-    UserError,
-    add_device_args,
-    add_precision_arg,
-)
-from .loading import (
-    dual_encoder,
-)
+from .args import Arg, command
+from .common import ModelRun, UserError
+from .loading import dual_encoder
 
 
-def cmd_embed(args: argparse.Namespace) -> None:
+def embed(
+    run: ModelRun,
+    text: Annotated[list[str] | None, Arg("a text to embed (repeat the flag for several)")] = None,
+    image: Annotated[
+        list[str] | None,
+        Arg("image files to embed (square; fitted to the model's channels and size)", several=True),
+    ] = None,
+) -> None:
     """One JSON line per input, texts first: {"text": T, "embedding": [...]} or {"image": F,
     "embedding": [...]}, the unit vector the dual encoder gives it."""
-    texts, images = args.text or [], args.image or []
+    texts, images = text or [], image or []
     if not texts and not images:
         raise UserError("give --text TEXT (one or more) or --image FILE (one or more) to embed")
-    for image in images:
-        if not Path(image).is_file():
-            raise UserError(f"--image {image} not found: give image files (PNG, JPEG, ...)")
-    pipeline = dual_encoder(args, "embed")
+    for file in images:
+        if not Path(file).is_file():
+            raise UserError(f"--image {file} not found: give image files (PNG, JPEG, ...)")
+    pipeline = dual_encoder(run, "embed")
     out = []
     if texts:
         out += [("text", t, v) for t, v in zip(texts, pipeline.embed_texts(texts), strict=True)]
@@ -39,18 +43,9 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`embed`."""
-    p = sub.add_parser(
+    command(
+        sub,
         "embed",
+        embed,
         help="a text-image dual encoder's embeddings of texts or images, one JSON line each",
     )
-    p.add_argument("model_dir")
-    p.add_argument("--text", action="append", help="a text to embed (repeat the flag for several)")
-    p.add_argument(
-        "--image",
-        nargs="+",
-        action="extend",
-        help="image files to embed (square; fitted to the model's channels and size)",
-    )
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_embed)

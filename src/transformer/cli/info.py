@@ -1,25 +1,37 @@
 """`transformer info`: a model directory's config, parameter count and FLOPs per token (or per
-image, or per second of audio)."""
+image, or per second of audio). The handler is `info`; its parser is derived from its signature."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Annotated
 
+from .args import Arg, command
 from .common import (
+    MODEL_DIR,
     POSITIVE,
-    add_flag,
 )
 
 
-def cmd_info(args: argparse.Namespace) -> None:
+def info(
+    model_dir: MODEL_DIR,
+    seq_len: Annotated[
+        int,
+        Arg(
+            "sequence length for the FLOP count (default 128; an image model counts per image)",
+            POSITIVE,
+            "a positive sequence length",
+        ),
+    ] = 128,
+) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
     from ..model.io import load_config
     from ..model_dir import load_model
 
-    config = load_config(args.model_dir)
-    model = load_model(args.model_dir)
-    print(f"model directory: {args.model_dir}")
+    config = load_config(model_dir)
+    model = load_model(model_dir)
+    print(f"model directory: {model_dir}")
     print("config:")
     for key, value in config.to_dict().items():
         print(f"  {key} = {value}")
@@ -44,9 +56,9 @@ def cmd_info(args: argparse.Namespace) -> None:
             f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
         )
         return
-    flops = flops_per_token(config, args.seq_len)
+    flops = flops_per_token(config, seq_len)
     print(
-        f"FLOPs per token at sequence length {args.seq_len}: "
+        f"FLOPs per token at sequence length {seq_len}: "
         f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
         f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
     )
@@ -54,15 +66,4 @@ def cmd_info(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`transformer info`."""
-    p = sub.add_parser("info", help="print a model directory's config, parameters and FLOPs/token")
-    p.add_argument("model_dir")
-    add_flag(
-        p,
-        "--seq-len",
-        type=int,
-        default=128,
-        bounds=POSITIVE,
-        give="a positive sequence length",
-        help="sequence length for the FLOP count (default 128; an image model counts per image)",
-    )
-    p.set_defaults(func=cmd_info)
+    command(sub, "info", info, help="print a model directory's config, parameters and FLOPs/token")

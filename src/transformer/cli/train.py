@@ -1,32 +1,35 @@
-"""`transformer train`: train from a TOML config into a run directory."""
+"""`transformer train`: train from a TOML config into a run directory. The handler is
+`train`; its parser is derived from its signature (cli.args)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Annotated
 
+from .args import Arg, command
 from .common import (
     SET_HELP,
 )
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def train(
+    config: Annotated[
+        str, Arg("TOML file with [model], [data], [train], [decode] sections", positional=True)
+    ],
+    set: Annotated[list[str] | None, Arg(SET_HELP, metavar="SECTION.KEY=VALUE")] = None,  # noqa: A002 (the flag is --set)
+    out: Annotated[str | None, Arg("run directory (default runs/CONFIG_NAME)")] = None,
+    resume: Annotated[bool, Arg("continue from the run directory's latest checkpoint")] = False,
+) -> None:
     """Train from a TOML config (see configs/), writing a run directory."""
     from ..config import load_config
-    from ..training.trainer import train
+    from ..training.trainer import train as run_training
 
-    config = load_config(args.config, args.set or [])
-    out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-    train(config, out, resume=args.resume)
+    loaded = load_config(config, set or [])
+    folder = Path(out) if out else Path("runs") / Path(config).stem
+    run_training(loaded, folder, resume=resume)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`transformer train`."""
-    p = sub.add_parser("train", help="train a model from a TOML config (see configs/)")
-    p.add_argument("config", help="TOML file with [model], [data], [train], [decode] sections")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help=SET_HELP)
-    p.add_argument("--out", help="run directory (default runs/CONFIG_NAME)")
-    p.add_argument(
-        "--resume", action="store_true", help="continue from the run directory's latest checkpoint"
-    )
-    p.set_defaults(func=cmd_train)
+    command(sub, "train", train, help="train a model from a TOML config (see configs/)")

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Annotated
 
 from ..config import (
     TRANSLATE_SETTINGS,
+    DecodeConfig,
 )
+from .args import Arg, Settings, command
 from .common import (
+    BATCH_TOKENS,
+    ModelRun,
     UserError,
-    add_batch_tokens_arg,
-    add_decode_args,
-    add_device_args,
-    add_precision_arg,
     check_output,
-    decode_overrides,
     load_pipeline,
     note,
     write_text,
@@ -27,7 +27,24 @@ from .lines import format_lines, read_lines, stream_lines
 TRANSLATE = TRANSLATE_SETTINGS
 
 
-def cmd_translate(args: argparse.Namespace) -> None:
+def translate(
+    run: ModelRun,
+    decode: Annotated[dict, Settings(DecodeConfig, TRANSLATE)] = None,
+    input: Annotated[  # noqa: A002 (the flag is --input)
+        str | None, Arg("file of source lines (default: standard input)")
+    ] = None,
+    output: Annotated[
+        str | None, Arg("file for the translations (default: standard output)")
+    ] = None,
+    batch_tokens: BATCH_TOKENS = 4000,
+    prefix: Annotated[
+        str | None,
+        Arg(
+            "put this before every input line: a text-to-text model's task, e.g. 'translate "
+            "Spanish to English: '"
+        ),
+    ] = None,
+) -> None:
     """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input
     order.
 
@@ -38,18 +55,19 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from ..decoding.pipeline import truncation_note
     from ..model.transformer import EncoderDecoder
 
-    if args.output not in (None, "-"):
-        check_output(args.output)
-    if args.n_best is not None and args.beam_size is not None and args.n_best > args.beam_size:
+    if output not in (None, "-"):
+        check_output(output)
+    decode = decode or {}
+    given_n, given_beam = decode.get("n_best"), decode.get("beam_size")
+    if given_n is not None and given_beam is not None and given_n > given_beam:
         raise UserError(
-            f"--n-best {args.n_best} is more than --beam {args.beam_size}: a beam returns at most "
-            f"as many hypotheses as it keeps; give --beam {args.n_best} or more"
+            f"--n-best {given_n} is more than --beam {given_beam}: a beam returns at most as many "
+            f"hypotheses as it keeps; give --beam {given_n} or more"
         )
-    pipeline = load_pipeline(args, "translate")
+    pipeline = load_pipeline(run, "translate")
     # checked before reading any input: stdin may be empty or slow
     if not isinstance(pipeline.model, EncoderDecoder):
         raise UserError("this is a language model: use generate, not translate")
-    decode = decode_overrides(args, TRANSLATE)
     n_best = decode.get("n_best", pipeline.decode.n_best)
     beam = decode.get("beam_size", pipeline.decode.beam_size)
     # both flags together were checked above: here one of the two is the model's default
@@ -66,14 +84,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
     cut: list[int] = []
     done = 0
 
-    def translate(lines: list[str]) -> list[str]:
+    def translate_lines(lines: list[str]) -> list[str]:
         nonlocal done
         first = done
-        if args.prefix:  # a text-to-text model's task; blank lines stay blank
-            lines = [args.prefix + line if line.strip() else line for line in lines]
+        if prefix:  # a text-to-text model's task; blank lines stay blank
+            lines = [prefix + line if line.strip() else line for line in lines]
         outputs = pipeline.translate(
             lines,
-            batch_tokens=args.batch_tokens,
+            batch_tokens=batch_tokens,
             **decode,
             on_truncate=lambda numbers: cut.extend(first + n for n in numbers),
         )
@@ -87,13 +105,13 @@ def cmd_translate(args: argparse.Namespace) -> None:
             ]
         return outputs
 
-    if args.input not in (None, "-"):
-        write_text(args.output, translate(read_lines(args.input, "--input")))
-    elif args.output not in (None, "-"):
-        write_text(args.output, [out for chunk in stream_lines() for out in translate(chunk)])
+    if input not in (None, "-"):
+        write_text(output, translate_lines(read_lines(input, "--input")))
+    elif output not in (None, "-"):
+        write_text(output, [out for chunk in stream_lines() for out in translate_lines(chunk)])
     else:
         for chunk in stream_lines():
-            sys.stdout.write(format_lines(translate(chunk)))
+            sys.stdout.write(format_lines(translate_lines(chunk)))
             sys.stdout.flush()
     if cut:
         note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
@@ -101,17 +119,6 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`transformer translate`."""
-    p = sub.add_parser("translate", help="translate lines with an encoder-decoder model directory")
-    p.add_argument("model_dir")
-    add_decode_args(p, TRANSLATE)
-    p.add_argument("--input", help="file of source lines (default: standard input)")
-    p.add_argument("--output", help="file for the translations (default: standard output)")
-    add_batch_tokens_arg(p)
-    p.add_argument(
-        "--prefix",
-        help="put this before every input line: a text-to-text model's task, e.g. "
-        "'translate Spanish to English: '",
+    command(
+        sub, "translate", translate, help="translate lines with an encoder-decoder model directory"
     )
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_translate)
