@@ -1,14 +1,16 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
-One module per command (train.py, translate.py, data/, ...), each holding its handler and its
-parser (`register(sub)`); a parser is derived from its handler's typed signature where the handler
-takes typed arguments (args.py), and the settings' flags from the config dataclasses (common.py's
-add_setting, args.add_settings). Below the commands: common.py (UserError, the one way flags are
-checked, device and files), args.py (flags from signatures), loading.py (what the commands over a
-model directory share: image files, each family's check of the model directory), lines.py (lines
-in and out). evaluation.py's per-family parts live in captioning.py, contrastive.py, detection.py,
-speech.py and image_lm.py. Errors a user can fix are printed as one line and exit with status 2;
-an unknown flag prints the command's usage with the closest flag it has.
+One module per command (train.py, translate.py, data/, ...). A command is a library function
+with typed arguments (litgpt's shape), and its parser is derived from the signature (args.py):
+a plain flag from its annotation and one-line doc, a setting's flag from its definition on a
+config dataclass (Setting, Settings: the same name, type, range and doc as the TOML key and the
+API field), where to run from common.ModelRun. `data` is one table of datasets over one parser
+(data/__init__.py). evaluate (evaluation.py) still builds its parser by hand; its per-family parts
+are captioning.py, contrastive.py, detection.py, speech.py and image_lm.py. Below the commands:
+args.py (the mechanism), common.py (UserError, checking flags, ModelRun, files, running a
+command), loading.py (image files and each family's check of a model directory), lines.py.
+Errors a user can fix are printed as one line and exit with status 2; an unknown flag prints the
+command's usage with the closest flag it has.
 """
 
 from __future__ import annotations

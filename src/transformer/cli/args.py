@@ -104,6 +104,8 @@ class Arg:
     positional: bool = False
     several: bool = False
     """A list flag: several values after one flag too (`--image a.png b.png`, action "extend")."""
+    group: str | None = None
+    """The title of the --help section it is listed in (default: options)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Setting:
 
     cls: type
     note: str | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,14 @@ class Settings:
         if self.names is not None:
             return self.names
         return tuple(n for n, f in settings_of(self.cls).items() if f.metadata.get("flag"))
+
+
+def _section(p: argparse.ArgumentParser, title: str | None):
+    """The parser, or its argument group of this title (made on first use)."""
+    if title is None:
+        return p
+    found = next((g for g in p._action_groups if g.title == title), None)
+    return found or p.add_argument_group(title)
 
 
 def flag_of(name: str) -> str:
@@ -185,7 +196,7 @@ def add_arguments(
         if arg is None:
             raise TypeError(f"{handler.__name__}({name}): annotate it Annotated[type, Arg(help)]")
         if isinstance(arg, Setting):
-            add_setting(p, arg.cls, name, note=arg.note)
+            add_setting(_section(p, arg.group), arg.cls, name, note=arg.note)
             continue
         if isinstance(arg, Settings):
             add_settings(p, arg.cls, arg.chosen(), arg.note, arg.notes)
@@ -202,7 +213,7 @@ def add_arguments(
         if kind is bool:
             action = "store_false" if default else "store_true"
             flag = arg.flag or (f"--no-{name.replace('_', '-')}" if default else flag_of(name))
-            p.add_argument(flag, dest=name, action=action, **kwargs)
+            _section(p, arg.group).add_argument(flag, dest=name, action=action, **kwargs)
             continue
         if choices is not None:
             kwargs["choices"] = list(choices)
@@ -224,7 +235,7 @@ def add_arguments(
                 if arg.several:
                     kwargs["nargs"] = "+"
         kwargs["default"] = list(default) if isinstance(default, list) else default
-        add_flag(p, *names, bounds=arg.bounds, give=arg.give, **kwargs)
+        add_flag(_section(p, arg.group), *names, bounds=arg.bounds, give=arg.give, **kwargs)
     for base in later:
         add_arguments(p, base, "flags")
 

@@ -41,7 +41,7 @@ def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list
 
 def classify(
     run: ModelRun,
-    input: Annotated[  # noqa: A002 (the flag is --input)
+    input: Annotated[
         list[str] | None,
         Arg(
             "file of texts, one per line (default: standard input); for an image classifier, "

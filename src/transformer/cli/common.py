@@ -90,31 +90,26 @@ class ModelRun:
     precision: PRECISION = None
 
 
-def _where(device: DEVICE = "auto", threads: THREADS = None) -> None:
-    """--device and --threads (ModelRun's, for a parser not derived from a handler)."""
+@dataclass(frozen=True)
+class Where:
+    """Where a command runs, for one that does not take --precision (attention)."""
+
+    device: DEVICE = "auto"
+    threads: THREADS = None
 
 
 def _precision(precision: PRECISION = None) -> None:
     """--precision (ModelRun's, for a parser not derived from a handler)."""
 
 
-def _batch_tokens(batch_tokens: BATCH_TOKENS = 4000) -> None:
-    """--batch-tokens, for a parser not derived from a handler."""
-
-
 def add_device_args(p: argparse.ArgumentParser) -> None:
     """--device and --threads, as ModelRun defines them."""
-    add_arguments(p, _where)
+    add_arguments(p, Where)
 
 
 def add_precision_arg(p: argparse.ArgumentParser) -> None:
     """--precision, as ModelRun defines it."""
     add_arguments(p, _precision)
-
-
-def add_batch_tokens_arg(p: argparse.ArgumentParser) -> None:
-    """--batch-tokens, as BATCH_TOKENS defines it."""
-    add_arguments(p, _batch_tokens)
 
 
 def add_decode_args(
@@ -132,11 +127,6 @@ def decode_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     """The decoding settings given on the command line, by name (those left out keep the
     model's)."""
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
-
-
-def setup_device(args: argparse.Namespace) -> str:
-    """--device auto (the default): the GPU when torch sees one, else the CPU."""
-    return pick_device(args.device, args.threads)
 
 
 def pick_device(device: str, threads: int | None) -> str:

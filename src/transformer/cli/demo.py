@@ -24,7 +24,7 @@ def demo(
     out: Annotated[str, Arg("run directory (replaced; default runs/demo)")] = "runs/demo",
     set: Annotated[
         list[str] | None, Arg("override a config value (repeatable)", metavar="SECTION.KEY=VALUE")
-    ] = None,  # noqa: A002 (the flag is --set)
+    ] = None,
 ) -> None:
     """Spanish -> English, end to end (see transformer.workflows.demo)."""
     from ..workflows.demo import DemoError, run_demo

@@ -5,7 +5,9 @@ settings."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 from ..config import (
     IMAGE_SAMPLING_SETTINGS,
@@ -14,15 +16,12 @@ from ..config import (
     settings_of,
 )
 from ..config.decode import REPETITION_SETTINGS
+from .args import Arg, Setting, Settings, command
 from .common import (
     POSITIVE,
+    ModelRun,
     UserError,
-    add_decode_args,
-    add_device_args,
-    add_flag,
-    add_precision_arg,
     check_output,
-    decode_overrides,
     load_pipeline,
     note,
 )
@@ -31,37 +30,84 @@ GENERATE = (*SAMPLING_SETTINGS, "beam_size")
 """The decoding settings generate takes (a language model samples unless --beam is given)."""
 
 
+IMAGES = "images (a model trained with objective image_lm)"
+"""The --help section of generate --image's flags."""
 SAMPLING = tuple(name for name in SAMPLING_SETTINGS if name not in REPETITION_SETTINGS)
 """The settings only sampling takes (the repetition guards apply to beam search too)."""
 
 
-def cmd_generate(args: argparse.Namespace) -> None:
+PROMPT = Annotated[str | None, Arg("the text to continue (or the question, with --chat)")]
+PREFIX = Annotated[
+    str | None,
+    Arg("an encoder-decoder (text-to-text) model: put this task prefix before the prompt"),
+]
+DECODE = Annotated[
+    dict,
+    Settings(
+        DecodeConfig,
+        GENERATE,
+        notes={"beam_size": "beam search with this width instead of sampling"},
+    ),
+]
+LABEL = Annotated[str | None, Arg("the class to draw (a class-conditional model)", group=IMAGES)]
+TEXT = Annotated[str | None, Arg("the name to draw (a model conditioned on names)", group=IMAGES)]
+GUIDANCE_SCALE = Annotated[
+    float | None,
+    Setting(DecodeConfig, note="default from the model's decode.json", group=IMAGES),
+]
+N = Annotated[
+    int | None,
+    Arg("how many images (default 16)", POSITIVE, "a number of images", group=IMAGES),
+]
+PER_ROW = Annotated[
+    int,
+    Arg("images per row of the grid (default 8)", POSITIVE, "a number of images", group=IMAGES),
+]
+
+
+def generate(
+    run: ModelRun,
+    prompt: PROMPT = None,
+    prefix: PREFIX = None,
+    chat: Annotated[bool, Arg("apply the model's chat template (imported chat models)")] = False,
+    decode: DECODE = None,
+    seed: Annotated[int | None, Arg("random seed, for reproducible samples")] = None,
+    image: Annotated[bool, Arg("sample images instead of text", group=IMAGES)] = False,
+    label: LABEL = None,
+    text: TEXT = None,
+    guidance_scale: GUIDANCE_SCALE = None,
+    n: N = None,
+    per_row: PER_ROW = 8,
+    out: Annotated[str | None, Arg("the grid of sampled images, a .png file", group=IMAGES)] = None,
+) -> None:
     """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
     (text-to-text) model answers it as translate would, after --prefix."""
     from ..model.transformer import EncoderDecoder
 
+    decode = decode or {}
     image_flags = [
         flag
-        for flag, value in (("--label", args.label), ("--text", args.text), ("--n", args.n))
+        for flag, value in (("--label", label), ("--text", text), ("--n", n))
         if value is not None
-    ] + (["--out"] if args.out else [])
-    if args.image:
-        return _generate_images(args)
-    if args.guidance_scale is not None:
+    ] + (["--out"] if out else [])
+    if image:
+        if guidance_scale is not None:
+            decode = {**decode, "guidance_scale": guidance_scale}
+        images = Images(label, text, n, per_row, out)
+        return _generate_images(run, images, prompt, prefix, chat, seed, decode)
+    if guidance_scale is not None:
         image_flags.append("--guidance-scale")
     if image_flags:
         raise UserError(f"{', '.join(image_flags)}: these are for images; add --image")
-    if args.prompt is None:
+    if prompt is None:
         raise UserError("give --prompt TEXT (or --image, for a model that generates images)")
-    pipeline = load_pipeline(args, "generate")
+    pipeline = load_pipeline(run, "generate")
     if pipeline.pixels is not None:
         raise UserError("this model generates images: use --image (and --label or --text)")
     if isinstance(pipeline.model, EncoderDecoder):
         flags = {name: f.metadata["flag"] for name, f in settings_of(DecodeConfig).items()}
-        sampling = [flags[name] for name in SAMPLING if getattr(args, name) is not None]
-        sampling += (["--seed"] if args.seed is not None else []) + (
-            ["--chat"] if args.chat else []
-        )
+        sampling = [flags[name] for name in SAMPLING if name in decode]
+        sampling += (["--seed"] if seed is not None else []) + (["--chat"] if chat else [])
         if sampling:
             raise UserError(
                 f"{', '.join(sampling)}: an encoder-decoder answers with beam search (--beam) as "
@@ -70,107 +116,92 @@ def cmd_generate(args: argparse.Namespace) -> None:
         cut = f"the prompt was cut to the model's {pipeline.max_source_tokens} tokens"
         print(
             pipeline.translate(
-                [(args.prefix or "") + args.prompt],
-                **decode_overrides(args, ("beam_size", *REPETITION_SETTINGS)),
+                [(prefix or "") + prompt],
+                **{k: v for k, v in decode.items() if k in ("beam_size", *REPETITION_SETTINGS)},
                 on_truncate=lambda _: note("generate", cut),
             )[0]
         )
         return
-    if args.prefix:
+    if prefix:
         raise UserError(
             "--prefix names a text-to-text model's task: it is for encoder-decoder models"
         )
     print(
         pipeline.generate(
-            args.prompt,
-            chat=args.chat,
-            seed=args.seed,
-            **decode_overrides(args, GENERATE),
+            prompt,
+            chat=chat,
+            seed=seed,
+            **decode,
             on_truncate=lambda message: note("generate", message),
         )
     )
 
 
-def _generate_images(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Images:
+    """What generate --image draws: of --label or --text (or unconditional), --n of them,
+    --per-row to a row of the grid written to --out."""
+
+    label: str | None
+    text: str | None
+    n: int | None
+    per_row: int
+    out: str | None
+
+
+def _generate_images(
+    run: ModelRun,
+    images: Images,
+    prompt: str | None,
+    prefix: str | None,
+    chat: bool,
+    seed: int | None,
+    decode: dict,
+) -> None:
     """Sample --n images (of --label, of --text, or unconditional) into a grid PNG (--out)."""
     from ..decoding.pipeline import PipelineError
     from ..viz.samples import image_grid
 
-    for flag, value in (("--prompt", args.prompt), ("--prefix", args.prefix)):
+    for flag, value in (("--prompt", prompt), ("--prefix", prefix)):
         if value is not None:
             raise UserError(f"{flag} is for text: an image is generated from --label or --text")
-    if args.chat or args.beam_size is not None:
+    if chat or "beam_size" in decode:
         raise UserError("--chat and --beam are for text: images are sampled")
     flags = {name: f.metadata["flag"] for name, f in settings_of(DecodeConfig).items()}
     given = [
-        flags[name]
-        for name in GENERATE
-        if name not in IMAGE_SAMPLING_SETTINGS and getattr(args, name) is not None
+        flags[name] for name in GENERATE if name not in IMAGE_SAMPLING_SETTINGS and name in decode
     ]
     if given:
         raise UserError(f"{', '.join(given)}: for text; an image has a fixed number of pixels")
-    if not args.out:
+    if not images.out:
         raise UserError("give --out FILE.png: the sampled images are written there as a grid")
-    check_output(args.out)
-    if Path(args.out).suffix.lower() != ".png":
-        raise UserError(f"--out {args.out}: write the grid as a .png file")
-    n = 16 if args.n is None else args.n
-    pipeline = load_pipeline(args, "generate")
+    check_output(images.out)
+    if Path(images.out).suffix.lower() != ".png":
+        raise UserError(f"--out {images.out}: write the grid as a .png file")
+    n = 16 if images.n is None else images.n
+    pipeline = load_pipeline(run, "generate")
     try:
-        images = pipeline.generate_images(
-            n, args.label, args.text, args.seed, **decode_overrides(args, IMAGE_SAMPLING_SETTINGS)
+        drawn = pipeline.generate_images(
+            n,
+            images.label,
+            images.text,
+            seed,
+            **{k: v for k, v in decode.items() if k in IMAGE_SAMPLING_SETTINGS},
         )
     except PipelineError as e:
         raise UserError(str(e)) from None
-    per_row = min(n, args.per_row)
-    image_grid(images, per_row, out=args.out)
-    what = f"of {args.label!r}" if args.label else f"of {args.text!r}" if args.text else ""
-    print(f"wrote {n} image(s) {what} to {args.out}".replace("  ", " "))
+    per_row = min(n, images.per_row)
+    image_grid(drawn, per_row, out=images.out)
+    what = f"of {images.label!r}" if images.label else f"of {images.text!r}" if images.text else ""
+    print(f"wrote {n} image(s) {what} to {images.out}".replace("  ", " "))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """`transformer generate`."""
-    p = sub.add_parser(
+    command(
+        sub,
         "generate",
-        help="continue a prompt with a language model directory (or answer it "
-        "with a text-to-text model), or sample images (--image) from an image generator",
+        generate,
+        help="continue a prompt with a language model directory (or answer it with a text-to-text "
+        "model), or sample images (--image) from an image generator",
     )
-    p.add_argument("model_dir")
-    p.add_argument("--prompt", help="the text to continue (or the question, with --chat)")
-    p.add_argument(
-        "--prefix",
-        help="an encoder-decoder (text-to-text) model: put this task prefix before the prompt",
-    )
-    p.add_argument(
-        "--chat", action="store_true", help="apply the model's chat template (imported chat models)"
-    )
-    add_decode_args(
-        p, GENERATE, notes={"beam_size": "beam search with this width instead of sampling"}
-    )
-    p.add_argument("--seed", type=int, help="random seed, for reproducible samples")
-    images = p.add_argument_group("images (a model trained with objective image_lm)")
-    images.add_argument("--image", action="store_true", help="sample images instead of text")
-    images.add_argument("--label", help="the class to draw (a class-conditional model)")
-    images.add_argument("--text", help="the name to draw (a model conditioned on names)")
-    add_decode_args(images, ("guidance_scale",))
-    add_flag(
-        images,
-        "--n",
-        type=int,
-        bounds=POSITIVE,
-        give="a number of images",
-        help="how many images (default 16)",
-    )
-    add_flag(
-        images,
-        "--per-row",
-        type=int,
-        default=8,
-        bounds=POSITIVE,
-        give="a number of images",
-        help="images per row of the grid (default 8)",
-    )
-    images.add_argument("--out", help="the grid of sampled images, a .png file")
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_generate)

@@ -1,6 +1,7 @@
 """What the commands over a model directory share, below them: the image files a command was
 given, and each family's check that the model directory is one of it (a captioner, a detector, a
-speech model, a dual encoder) with the one-line error naming the command to use instead."""
+speech model, a dual encoder) with the one-line error naming the command to use instead. Each
+takes a ModelRun (a command's typed arguments) or the parsed flags (evaluate's parts)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 from .common import (
+    ModelRun,
     UserError,
     load_pipeline,
 )
@@ -69,7 +71,7 @@ def what_model(pipeline) -> tuple[str, str]:
     return "an encoder", "classify"
 
 
-def captioner(args: argparse.Namespace, command: str):
+def captioner(args: argparse.Namespace | ModelRun, command: str):
     """The model directory as a Pipeline, which must be an image captioner."""
     from ..decoding.caption import is_captioner
 
@@ -80,7 +82,7 @@ def captioner(args: argparse.Namespace, command: str):
     return pipeline
 
 
-def detector(args: argparse.Namespace, command: str):
+def detector(args: argparse.Namespace | ModelRun, command: str):
     from ..model.detection import DetectionTransformer
 
     pipeline = load_pipeline(args, command)
@@ -92,7 +94,7 @@ def detector(args: argparse.Namespace, command: str):
     return pipeline
 
 
-def speech_pipeline(args: argparse.Namespace, command: str):
+def speech_pipeline(args: argparse.Namespace | ModelRun, command: str):
     pipeline = load_pipeline(args, command)
     if pipeline.model.config.audio is None:
         raise UserError(
@@ -113,7 +115,7 @@ def is_contrastive(model_dir: str) -> bool:
         return False
 
 
-def dual_encoder(args: argparse.Namespace, command: str):
+def dual_encoder(args: argparse.Namespace | ModelRun, command: str):
     pipeline = load_pipeline(args, command)
     if pipeline.model.config.contrastive is None:
         raise UserError(

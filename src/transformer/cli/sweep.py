@@ -13,73 +13,79 @@ from .common import (
     UserError,
 )
 
+GRID = Annotated[
+    list[str] | None,
+    Arg(
+        "a config key and the values to try (repeatable: the variants are the product of the "
+        "grids)",
+        metavar="KEY=V1,V2,...",
+    ),
+]
+ZIP = Annotated[bool, Arg("pair the grids' values one to one instead (changes that go together)")]
+MINUTES = Annotated[
+    float | None,
+    Arg(
+        "training budget of each run (train.max_minutes; default the config's)",
+        POSITIVE,
+        "a positive training budget",
+    ),
+]
+REPEATS = Annotated[
+    int,
+    Arg(
+        "runs per variant, with seeds train.seed, +1, ... (default 1)",
+        POSITIVE,
+        "a positive number of seeds per variant",
+    ),
+]
+AVERAGE = Annotated[
+    int,
+    Arg(
+        "score the average of the last N checkpoints (default 3)",
+        POSITIVE,
+        "a positive number of checkpoints to average",
+        metavar="N",
+    ),
+]
+TEST = Annotated[
+    list[str] | None,
+    Arg(
+        "test data to score too: SRC REF for translation, a TSV or an image split/folder for a "
+        "classifier, a COCO folder for a detector",
+        metavar="FILE",
+        several=True,
+    ),
+]
+AT = Annotated[
+    list[int] | None,
+    Arg(
+        "also score each run at these steps (the average of its checkpoints up to there): a "
+        "learning curve from one run; needs schedule inverse_sqrt",
+        POSITIVE,
+        "positive step numbers",
+        metavar="STEP",
+        several=True,
+    ),
+]
+SET = Annotated[
+    list[str] | None,
+    Arg("a change every variant gets (as for train)", metavar="SECTION.KEY=VALUE"),
+]
+RESUME = Annotated[bool, Arg("continue a stopped sweep: finished runs are not run again")]
+
 
 def sweep(
     config: Annotated[str, Arg("the TOML config every variant starts from", positional=True)],
     out: Annotated[str, Arg("the sweep directory")],
-    grid: Annotated[
-        list[str] | None,
-        Arg(
-            "a config key and the values to try (repeatable: the variants are the product of the "
-            "grids)",
-            metavar="KEY=V1,V2,...",
-        ),
-    ] = None,
-    zip: Annotated[  # noqa: A002 (the flag is --zip)
-        bool, Arg("pair the grids' values one to one instead (changes that go together)")
-    ] = False,
-    minutes: Annotated[
-        float | None,
-        Arg(
-            "training budget of each run (train.max_minutes; default the config's)",
-            POSITIVE,
-            "a positive training budget",
-        ),
-    ] = None,
-    repeats: Annotated[
-        int,
-        Arg(
-            "runs per variant, with seeds train.seed, +1, ... (default 1)",
-            POSITIVE,
-            "a positive number of seeds per variant",
-        ),
-    ] = 1,
-    average: Annotated[
-        int,
-        Arg(
-            "score the average of the last N checkpoints (default 3)",
-            POSITIVE,
-            "a positive number of checkpoints to average",
-            metavar="N",
-        ),
-    ] = 3,
-    test: Annotated[
-        list[str] | None,
-        Arg(
-            "test data to score too: SRC REF for translation, a TSV or an image split/folder for a "
-            "classifier, a COCO folder for a detector",
-            metavar="FILE",
-            several=True,
-        ),
-    ] = None,
-    at: Annotated[
-        list[int] | None,
-        Arg(
-            "also score each run at these steps (the average of its checkpoints up to there): a "
-            "learning curve from one run; needs schedule inverse_sqrt",
-            POSITIVE,
-            "positive step numbers",
-            metavar="STEP",
-            several=True,
-        ),
-    ] = None,
-    set: Annotated[  # noqa: A002 (the flag is --set)
-        list[str] | None,
-        Arg("a change every variant gets (as for train)", metavar="SECTION.KEY=VALUE"),
-    ] = None,
-    resume: Annotated[
-        bool, Arg("continue a stopped sweep: finished runs are not run again")
-    ] = False,
+    grid: GRID = None,
+    zip: ZIP = False,
+    minutes: MINUTES = None,
+    repeats: REPEATS = 1,
+    average: AVERAGE = 3,
+    test: TEST = None,
+    at: AT = None,
+    set: SET = None,
+    resume: RESUME = False,
 ) -> None:
     """Train each variant of a grid for the same budget, one after another, and score them
     (transformer.workflows.sweep)."""

@@ -40,7 +40,7 @@ def tokenize(
             "a number of training examples, or 0 for all",
         ),
     ] = 50000,
-    set: Annotated[  # noqa: A002 (the flag is --set)
+    set: Annotated[
         list[str] | None,
         Arg("with --compare: override a config value", metavar="SECTION.KEY=VALUE"),
     ] = None,

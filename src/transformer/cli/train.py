@@ -17,7 +17,7 @@ def train(
     config: Annotated[
         str, Arg("TOML file with [model], [data], [train], [decode] sections", positional=True)
     ],
-    set: Annotated[list[str] | None, Arg(SET_HELP, metavar="SECTION.KEY=VALUE")] = None,  # noqa: A002 (the flag is --set)
+    set: Annotated[list[str] | None, Arg(SET_HELP, metavar="SECTION.KEY=VALUE")] = None,
     out: Annotated[str | None, Arg("run directory (default runs/CONFIG_NAME)")] = None,
     resume: Annotated[bool, Arg("continue from the run directory's latest checkpoint")] = False,
 ) -> None:

@@ -27,23 +27,24 @@ from .lines import format_lines, read_lines, stream_lines
 TRANSLATE = TRANSLATE_SETTINGS
 
 
+INPUT = Annotated[str | None, Arg("file of source lines (default: standard input)")]
+OUTPUT = Annotated[str | None, Arg("file for the translations (default: standard output)")]
+PREFIX = Annotated[
+    str | None,
+    Arg(
+        "put this before every input line: a text-to-text model's task, e.g. 'translate "
+        "Spanish to English: '"
+    ),
+]
+
+
 def translate(
     run: ModelRun,
     decode: Annotated[dict, Settings(DecodeConfig, TRANSLATE)] = None,
-    input: Annotated[  # noqa: A002 (the flag is --input)
-        str | None, Arg("file of source lines (default: standard input)")
-    ] = None,
-    output: Annotated[
-        str | None, Arg("file for the translations (default: standard output)")
-    ] = None,
+    input: INPUT = None,
+    output: OUTPUT = None,
     batch_tokens: BATCH_TOKENS = 4000,
-    prefix: Annotated[
-        str | None,
-        Arg(
-            "put this before every input line: a text-to-text model's task, e.g. 'translate "
-            "Spanish to English: '"
-        ),
-    ] = None,
+    prefix: PREFIX = None,
 ) -> None:
     """Translate lines (stdin or --input) into detokenised lines (stdout or --output), in input
     order.

@@ -43,19 +43,19 @@ def bible(
     ] = "spa",
     tgt: Annotated[Bible, Arg("target text (same codes)")] = "eng",
     add_target: Annotated[
-        list[Bible],
+        list[Bible] | None,
         Arg(
             "also train on this text as a second target (repeatable): its training-chapter pairs "
             "follow the main ones, each source prefixed by <CODE>; valid and test stay --tgt alone",
             metavar="CODE",
         ),
-    ] = [],  # noqa: B006 (argparse copies it)
+    ] = None,
     sword_dir: SWORD_DIR = None,
 ) -> dict:
     """Aligned train/valid/test files from two SWORD Bible modules."""
     from ...data.sources.bible import build_bible_corpus
 
-    return build_bible_corpus(src, tgt, out, sword_dir, add_targets=tuple(add_target))
+    return build_bible_corpus(src, tgt, out, sword_dir, add_targets=tuple(add_target or ()))
 
 
 def bible_line(r: dict, out: str, src: str, tgt: str, **_) -> str:
@@ -163,7 +163,7 @@ def pairs_line(unit: str):
 
 def dictionary(
     out: OUT,
-    dict: Annotated[  # noqa: A002 (the flag is --dict)
+    dict: Annotated[
         str | None,
         Arg("directory holding freedict-spa-eng.index and .dict.dz (default /usr/share/dictd)"),
     ] = None,
@@ -284,7 +284,7 @@ SET = Annotated[
 
 def prepare(
     config: Annotated[str, Arg("TOML config whose [data] to prepare", positional=True)],
-    set: SET = None,  # noqa: A002 (the flag is --set)
+    set: SET = None,
 ) -> list:
     """Tokenize a config's training data once into the corpus cache, as train would on first use."""
     from ...config import load_config
