@@ -217,7 +217,7 @@ def fashion_mnist(
     seed: Annotated[int, Arg("seed of the validation draw")] = 0,
 ) -> dict:
     """Fashion-MNIST from its IDX files into train/valid/test.safetensors."""
-    from ...data.images import build_fashion_mnist
+    from ...data.sources.fashion_mnist import build_fashion_mnist
 
     return build_fashion_mnist(out, source, valid, seed)
 

@@ -16,6 +16,7 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
     reviews.py      `data movie-reviews`: review snippets labelled positive / negative
     speech.py       `data speech`: Bible clauses spoken by espeak-ng and flite (speech synthesis)
     canvases.py     `data detection`: Fashion-MNIST items on canvases with COCO boxes
+    fashion_mnist.py  `data fashion-mnist`: Fashion-MNIST's IDX files as prepared splits
     emoji.py        `data emoji`: Noto Color Emoji glyphs labelled with their Unicode names
     copy.py         `data copy`: the synthetic copy task (target = source)
 
