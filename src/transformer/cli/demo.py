@@ -22,8 +22,9 @@ def demo(
         ),
     ] = "data",
     out: Annotated[str, Arg("run directory (replaced; default runs/demo)")] = "runs/demo",
-    set: Annotated[
-        list[str] | None, Arg("override a config value (repeatable)", metavar="SECTION.KEY=VALUE")
+    overrides: Annotated[
+        list[str] | None,
+        Arg("override a config value (repeatable)", metavar="SECTION.KEY=VALUE", flag="--set"),
     ] = None,
 ) -> None:
     """Spanish -> English, end to end (see transformer.workflows.demo)."""
@@ -34,7 +35,7 @@ def demo(
             minutes=minutes,
             data_dir=data,
             run_dir=out,
-            overrides=tuple(set or ()),
+            overrides=tuple(overrides or ()),
         )
     except DemoError as e:
         raise UserError(str(e)) from None

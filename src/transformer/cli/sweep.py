@@ -21,7 +21,10 @@ GRID = Annotated[
         metavar="KEY=V1,V2,...",
     ),
 ]
-ZIP = Annotated[bool, Arg("pair the grids' values one to one instead (changes that go together)")]
+ZIP = Annotated[
+    bool,
+    Arg("pair the grids' values one to one instead (changes that go together)", flag="--zip"),
+]
 MINUTES = Annotated[
     float | None,
     Arg(
@@ -69,7 +72,7 @@ AT = Annotated[
 ]
 SET = Annotated[
     list[str] | None,
-    Arg("a change every variant gets (as for train)", metavar="SECTION.KEY=VALUE"),
+    Arg("a change every variant gets (as for train)", metavar="SECTION.KEY=VALUE", flag="--set"),
 ]
 RESUME = Annotated[bool, Arg("continue a stopped sweep: finished runs are not run again")]
 
@@ -78,13 +81,13 @@ def sweep(
     config: Annotated[str, Arg("the TOML config every variant starts from", positional=True)],
     out: Annotated[str, Arg("the sweep directory")],
     grid: GRID = None,
-    zip: ZIP = False,
+    paired: ZIP = False,
     minutes: MINUTES = None,
     repeats: REPEATS = 1,
     average: AVERAGE = 3,
     test: TEST = None,
     at: AT = None,
-    set: SET = None,
+    overrides: SET = None,
     resume: RESUME = False,
 ) -> None:
     """Train each variant of a grid for the same budget, one after another, and score them
@@ -99,12 +102,12 @@ def sweep(
     try:
         plan = Plan(
             config=config,
-            grid=parse_grid(grid or [], zip),
-            zip=zip,
+            grid=parse_grid(grid or [], paired),
+            zip=paired,
             minutes=minutes,
             repeats=repeats,
             average=average,
-            sets=list(set or []),
+            sets=list(overrides or []),
             test=list(test or []),
             at=sorted(set(at or [])),
         )

@@ -40,9 +40,9 @@ def tokenize(
             "a number of training examples, or 0 for all",
         ),
     ] = 50000,
-    set: Annotated[
+    overrides: Annotated[
         list[str] | None,
-        Arg("with --compare: override a config value", metavar="SECTION.KEY=VALUE"),
+        Arg("with --compare: override a config value", metavar="SECTION.KEY=VALUE", flag="--set"),
     ] = None,
 ) -> None:
     """Print each text's tokens and ids, or (--compare) a table of the four tokenizer kinds."""
@@ -54,7 +54,7 @@ def tokenize(
                 "--compare CONFIG trains its own tokenizers: give no tokenizer and no --text with "
                 "it"
             )
-        return compare_tokenizers(compare, sample, set or [])
+        return compare_tokenizers(compare, sample, overrides or [])
     if not tokenizer or not text:
         raise UserError(
             "give a model directory or a tokenizer.json and --text TEXT (or --compare CONFIG)"

@@ -17,7 +17,9 @@ def train(
     config: Annotated[
         str, Arg("TOML file with [model], [data], [train], [decode] sections", positional=True)
     ],
-    set: Annotated[list[str] | None, Arg(SET_HELP, metavar="SECTION.KEY=VALUE")] = None,
+    overrides: Annotated[
+        list[str] | None, Arg(SET_HELP, metavar="SECTION.KEY=VALUE", flag="--set")
+    ] = None,
     out: Annotated[str | None, Arg("run directory (default runs/CONFIG_NAME)")] = None,
     resume: Annotated[bool, Arg("continue from the run directory's latest checkpoint")] = False,
 ) -> None:
@@ -25,7 +27,7 @@ def train(
     from ..config import load_config
     from ..training.trainer import train as run_training
 
-    loaded = load_config(config, set or [])
+    loaded = load_config(config, overrides or [])
     folder = Path(out) if out else Path("runs") / Path(config).stem
     run_training(loaded, folder, resume=resume)
 

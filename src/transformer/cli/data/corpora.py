@@ -163,15 +163,19 @@ def pairs_line(unit: str):
 
 def dictionary(
     out: OUT,
-    dict: Annotated[
+    dict_dir: Annotated[
         str | None,
-        Arg("directory holding freedict-spa-eng.index and .dict.dz (default /usr/share/dictd)"),
+        Arg(
+            "directory holding freedict-spa-eng.index and .dict.dz (default /usr/share/dictd)",
+            flag="--dict",
+            metavar="DICT",
+        ),
     ] = None,
 ) -> dict:
     """Headword -> translation pairs from the FreeDict Spanish-English dictionary."""
     from ...data.sources.freedict import build_dictionary_corpus
 
-    return build_dictionary_corpus(out, dict)
+    return build_dictionary_corpus(out, dict_dir)
 
 
 def dictionary_line(r: dict, out: str, **_) -> str:
@@ -278,19 +282,19 @@ def split_text_line(counts: dict, out: str, **_) -> str:
 
 SET = Annotated[
     list[str] | None,
-    Arg("override a config value (as for train)", metavar="SECTION.KEY=VALUE"),
+    Arg("override a config value (as for train)", metavar="SECTION.KEY=VALUE", flag="--set"),
 ]
 
 
 def prepare(
     config: Annotated[str, Arg("TOML config whose [data] to prepare", positional=True)],
-    set: SET = None,
+    overrides: SET = None,
 ) -> list:
     """Tokenize a config's training data once into the corpus cache, as train would on first use."""
     from ...config import load_config
     from ...training.corpora import prepare_only
 
-    loaded = load_config(config, set or [])
+    loaded = load_config(config, overrides or [])
     if loaded.objective == "classify":
         raise UserError(
             "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
