@@ -30,7 +30,7 @@ import re
 import time
 from pathlib import Path
 
-from transformer.data.modern.sentences import split_sentences
+from transformer.data.sources.sentences import split_sentences
 from transformer.data.text import iter_pairs
 from transformer.evaluation.overlap import rouge
 

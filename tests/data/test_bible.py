@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from transformer.cli import main
-from transformer.data.bible import (
+from transformer.data.sources.bible import (
     GENRE_OF,
     GENRES,
     BibleError,

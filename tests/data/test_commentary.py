@@ -1,4 +1,4 @@
-"""Matthew Henry's commentary (transformer.data.bible.commentary): the zCom reader on a module
+"""Matthew Henry's commentary (transformer.data.sources.commentary): the zCom reader on a module
 written here (10- and 12-byte index records), the heading rules, both builders on a fake Bible, and
 the real Debian module where it is installed."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
-from transformer.data.bible import commentary
-from transformer.data.bible.align import split_of
-from transformer.data.bible.sword import BibleError
+from transformer.data.sources import commentary
+from transformer.data.sources.bible.align import split_of
+from transformer.data.sources.bible.sword import BibleError
 from transformer.data.text import iter_pairs
 
 pysword_books = pytest.importorskip("pysword.books")
@@ -126,7 +126,7 @@ def test_both_builders_on_a_fake_bible(tmp_path, monkeypatch, capsys):
 
 def _installed() -> bool:
     try:
-        from transformer.data.bible.sword import find_sword_dir
+        from transformer.data.sources.bible.sword import find_sword_dir
 
         root = find_sword_dir()
     except BibleError:

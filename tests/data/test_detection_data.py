@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 from tests.cli.common import run
-from transformer.cli.data_tasks import DETECTION_MIN_SIZE
-from transformer.data.detection import (
+from transformer.cli.data import DETECTION_MIN_SIZE
+from transformer.data.images import (
+    FASHION_MNIST_DIR,
+    FASHION_MNIST_LABELS,
+    read_fashion_mnist,
+    stratified_split,
+)
+from transformer.data.sources.canvases import (
     MAX_COVER,
     MAX_IOU,
     MIN_IMAGE_SIZE,
@@ -21,12 +27,6 @@ from transformer.data.detection import (
     iou,
     load_detection,
     render_canvas,
-)
-from transformer.data.images import (
-    FASHION_MNIST_DIR,
-    FASHION_MNIST_LABELS,
-    read_fashion_mnist,
-    stratified_split,
 )
 
 needs_fashion_mnist = pytest.mark.skipif(

@@ -13,7 +13,8 @@ import pytest
 
 from tests.cli.common import run
 from transformer.cli.data import EMOJI_SIZES
-from transformer.data.emoji import (
+from transformer.data.images import load_images
+from transformer.data.sources.emoji import (
     BACKGROUND,
     FONT,
     SIZES,
@@ -22,7 +23,6 @@ from transformer.data.emoji import (
     build_emoji,
     render,
 )
-from transformer.data.images import load_images
 
 needs_font = pytest.mark.skipif(
     not FONT.is_file(), reason="apt-get install -y fonts-noto-color-emoji (make setup)"

@@ -13,12 +13,12 @@ from transformer.cli import main
 from transformer.data.images import (
     FASHION_MNIST_DIR,
     ImageError,
-    build_fashion_mnist,
     load_images,
     read_idx,
     save_split,
     stratified_split,
 )
+from transformer.data.sources.fashion_mnist import build_fashion_mnist
 
 
 def write_idx(path, array: np.ndarray, code: int = 0x08, compress: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""The Spanish -> English builders of transformer.data.modern on tiny fixtures written here (.mo
+"""The Spanish -> English builders of transformer.data.sources on tiny fixtures written here (.mo
 catalogs, Translation-es/-en indexes, a dictd dictionary), so that no test depends on what this
 machine has installed; one slow test builds from the real system files when they are there."""
 
@@ -11,21 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli.common import run as run_cli
-from transformer.data.bible.verse_align import LengthModel
-from transformer.data.modern import (
-    Pair,
-    align_sentences,
-    assign,
-    build_debian_corpus,
-    build_dictionary_corpus,
-    build_ui_corpus,
-    clean_pair,
-    debian,
-    freedict,
-    gettext_ui,
-    split_of,
-    split_sentences,
-)
+from transformer.data.sources import debian, freedict, gettext_ui
+from transformer.data.sources.bible.verse_align import LengthModel
+from transformer.data.sources.debian import build_debian_corpus
+from transformer.data.sources.freedict import build_dictionary_corpus
+from transformer.data.sources.gettext_ui import build_ui_corpus
+from transformer.data.sources.sentences import align_sentences, split_sentences
+from transformer.data.sources.splits import Pair, assign, split_of
+from transformer.data.sources.ui_clean import clean_pair
 from transformer.data.text import DataError
 
 # ---- fixture writers ----

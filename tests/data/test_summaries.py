@@ -1,4 +1,4 @@
-"""`transformer data wiki-summaries` (transformer.data.tasks.summaries) on the fake package of
+"""`transformer data wiki-summaries` (transformer.data.sources.summaries) on the fake package of
 test_wiki, and on the real file where the package is installed."""
 
 import importlib.util
@@ -7,8 +7,8 @@ import pytest
 
 from tests.data.test_wiki import fake_package
 from transformer.cli import main
-from transformer.data.modern.splits import split_of
-from transformer.data.tasks import summaries
+from transformer.data.sources import summaries
+from transformer.data.sources.splits import split_of
 from transformer.data.text import DataError, iter_pairs
 
 

@@ -1,12 +1,12 @@
-"""The verse-level alignment check (transformer.data.bible.verse_align): shifted numbering and mismatched
+"""The verse-level alignment check (transformer.data.sources.bible.verse_align): shifted numbering and mismatched
 verses are dropped, aligned chapters kept whole, and the dynamic programme finds the cheapest path."""
 
 import random
 
 import pytest
 
-from transformer.data.bible import align, misalignment
-from transformer.data.bible.verse_align import (
+from transformer.data.sources.bible import align, misalignment
+from transformer.data.sources.bible.verse_align import (
     MAX_OFFSET,
     MISMATCH_COST,
     SHIFT_COST,

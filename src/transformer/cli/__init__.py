@@ -1,14 +1,16 @@
 """The `transformer` command: argparse subcommands; the only place that reads argv.
 
-One module per command group, each holding its parsers beside its handlers (`register(sub)`):
-data.py (data ..., tokenize; data_tasks.py: the task datasets), training.py (train, sweep, average,
-demo), decoding.py (translate, generate, classify, backtranslate), answering.py (answer), speech.py
-(transcribe, evaluate --audio), detection.py (detect, evaluate --detection), captioning.py
-(caption, evaluate --images and attention --image of a captioner), contrastive.py (embed,
-evaluate --images of a dual encoder), evaluation.py (evaluate), inspection.py (info, attention),
-models.py (import-hf, export, serve); common.py holds what they share (UserError, the one way flags
-are checked, device and files). Errors a user can fix are printed as one line and exit with status
-2; an unknown flag prints the command's usage with the closest flag it has.
+One module per command (train.py, translate.py, data/, ...). A command is a library function
+with typed arguments (litgpt's shape), and its parser is derived from the signature (args.py):
+a plain flag from its annotation and one-line doc, a setting's flag from its definition on a
+config dataclass (Setting, Settings: the same name, type, range and doc as the TOML key and the
+API field), where to run from common.ModelRun. `data` is one table of datasets over one parser
+(data/__init__.py). evaluate (evaluation.py) still builds its parser by hand; its per-family parts
+are captioning.py, contrastive.py, detection.py, speech.py and image_lm.py. Below the commands:
+args.py (the mechanism), common.py (UserError, checking flags, ModelRun, files, running a
+command), loading.py (image files and each family's check of a model directory), lines.py.
+Errors a user can fix are printed as one line and exit with status 2; an unknown flag prints the
+command's usage with the closest flag it has.
 """
 
 from __future__ import annotations
@@ -17,17 +19,27 @@ import argparse
 import sys
 
 from . import (
-    answering,
-    captioning,
-    contrastive,
+    answer,
+    attention,
+    average,
+    backtranslate,
+    caption,
+    classify,
     data,
-    decoding,
-    detection,
+    demo,
+    detect,
+    embed,
     evaluation,
-    inspection,
-    models,
-    speech,
-    training,
+    export,
+    generate,
+    import_hf,
+    info,
+    serve,
+    sweep,
+    tokenize,
+    train,
+    transcribe,
+    translate,
 )
 from .common import USER_ERRORS, UserError, check_flags, remember_parsers, run
 
@@ -44,20 +56,30 @@ examples:
   echo "the cat" | transformer translate runs/copy/best
   transformer evaluate runs/copy/best --src data/copy/test.src --ref data/copy/test.tgt"""
 
-GROUPS = (
-    training,
-    inspection,
-    models,
+COMMANDS = (
+    demo,
+    train,
+    sweep,
+    average,
+    info,
+    attention,
+    import_hf,
+    export,
+    serve,
     data,
-    decoding,
-    answering,
-    speech,
-    detection,
-    captioning,
-    contrastive,
+    tokenize,
+    translate,
+    classify,
+    generate,
+    backtranslate,
+    answer,
+    transcribe,
+    detect,
+    caption,
+    embed,
     evaluation,
 )
-"""The command groups, in the order `transformer --help` lists their commands."""
+"""The commands, in the order `transformer --help` lists their commands."""
 
 __all__ = ["USER_ERRORS", "UserError", "build_parser", "check_flags", "main"]
 
@@ -92,7 +114,7 @@ class VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `transformer` parser: each group registers its commands."""
+    """The `transformer` parser: each command registers its parser."""
     parser = argparse.ArgumentParser(
         prog="transformer",
         description=DESCRIPTION,
@@ -103,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action=VersionAction, help="show the versions of transformer, torch and Python"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     remember_parsers(parser)
     return parser
 

@@ -1,9 +1,11 @@
-"""What every command shares: UserError, the one way flags are checked, the device and precision
-flags, input and output files, notes on stderr, and running a parsed command.
+"""What every command shares: UserError, the one way flags are checked, the flags of a model run
+(ModelRun: the model directory, --device, --threads, --precision), input and output files, notes
+on stderr, and running a parsed command.
 
-Flags are checked one way: a flag added with `add_flag(..., bounds=..., give=...)` (or derived
-from a config setting with `add_setting`) carries its rule, and `check_flags` applies the rules
-of the command that was parsed before the command runs: `--beam 0: give a beam size of at least 1`.
+Flags are checked one way: a flag added with `add_flag(..., bounds=..., give=...)`, derived
+from a handler's signature or from a config setting (args.py) carries its rule, and `check_flags`
+applies the rules of the command that was parsed before the command runs: `--beam 0: give a beam
+size of at least 1`.
 A setting's flag name, type, choices, help text and rule all come from its definition on the
 config dataclass (transformer.config.checks.setting), so the command line, config files and the
 server accept the same values.
@@ -15,11 +17,14 @@ import argparse
 import difflib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
-from ..config import DEVICES, Bounds, ConfigError, DecodeConfig, settings_of
-from ..config.checks import field_docs, field_kind
+from ..config import DEVICES, Bounds, ConfigError, DecodeConfig
+from .args import Arg, Setting, add_arguments
+from .args import add_flag as add_flag  # re-exported: the commands' old home of these
+from .args import add_setting as add_setting
 from .lines import LineError, format_lines, read_lines, stream_lines
 
 
@@ -29,54 +34,9 @@ class UserError(Exception):
 
 USER_ERRORS = (UserError, ConfigError, LineError, ValueError, OSError)
 """Errors printed as one line (a model directory's ModelFileError is a ValueError)."""
-TYPES = {"int": int, "float": float, "str": str}
 
 
-# ---- the one flag-checking mechanism ----
-
-
-def add_flag(
-    p: argparse.ArgumentParser,
-    *names: str,
-    bounds: Bounds | None = None,
-    give: str | None = None,
-    **kwargs: Any,
-) -> argparse.Action:
-    """p.add_argument(*names, **kwargs); with bounds, a given value outside them is refused with
-    `NAME VALUE: give GIVE` before the command runs (check_flags)."""
-    action = p.add_argument(*names, **kwargs)
-    if bounds is not None:
-        rules = p.get_default("flag_rules")
-        if rules is None:
-            rules = []
-            p.set_defaults(flag_rules=rules)
-        rules.append((action.dest, names[0], bounds, give))
-    return action
-
-
-def add_setting(
-    p: argparse.ArgumentParser,
-    cls: type,
-    name: str,
-    help: str | None = None,
-    default: Any = None,
-    note: str | None = None,
-) -> argparse.Action:
-    """The flag of setting `name` of config class `cls`, derived from its definition: flag name,
-    dest, type, choices, help (its doc, or `help`, + `note`) and its check. The default is None (the
-    model's own settings apply) unless given."""
-    f = settings_of(cls)[name]
-    meta, bounds = f.metadata, f.metadata["bounds"]
-    text = help or field_docs(cls).get(name, "")
-    if note:
-        text = f"{text.rstrip('.')} ({note})"
-    kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text.replace("%", "%%")}
-    if bounds.choices is not None:
-        kwargs["choices"] = list(bounds.choices)
-    else:
-        kwargs["type"] = TYPES[field_kind(f)]
-    rule = None if bounds.choices is not None or bounds == Bounds() else bounds
-    return add_flag(p, meta["flag"], bounds=rule, give=meta["give"], **kwargs)
+# ---- the one flag-checking mechanism (flags and their rules: args.py) ----
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -90,32 +50,66 @@ def check_flags(args: argparse.Namespace) -> None:
 
 POSITIVE = Bounds(gt=0)
 AT_LEAST_0 = Bounds(ge=0)
+PROBABILITY = Bounds(ge=0, le=1)
+SET_HELP = (
+    "override a config value (repeatable; values are TOML literals, e.g. train.max_steps=100)"
+)
 
 
 # ---- flags many commands share ----
 
 
+DEVICE = Annotated[
+    Literal[DEVICES],
+    Arg("where to run (default auto: the GPU when torch sees one, else the CPU)"),
+]
+THREADS = Annotated[
+    int | None,
+    Arg(
+        "CPU threads for torch (default: torch's choice)", POSITIVE, "a positive number of threads"
+    ),
+]
+PRECISION = Annotated[
+    str | None, Setting(DecodeConfig, note="default from the model's decode.json, fp32 unless set")
+]
+BATCH_TOKENS = Annotated[
+    int, Arg("source tokens per batch", POSITIVE, "a positive number of tokens")
+]
+"""--batch-tokens of the commands that translate a file (translate, backtranslate)."""
+MODEL_DIR = Annotated[str, Arg("a model directory", positional=True)]
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """The model directory a command runs, and where: the flags every command over a model takes
+    (a handler's `run: ModelRun` parameter gives them; load_pipeline(run, command) opens it)."""
+
+    model_dir: MODEL_DIR
+    device: DEVICE = "auto"
+    threads: THREADS = None
+    precision: PRECISION = None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a command runs, for one that does not take --precision (attention)."""
+
+    device: DEVICE = "auto"
+    threads: THREADS = None
+
+
+def _precision(precision: PRECISION = None) -> None:
+    """--precision (ModelRun's, for a parser not derived from a handler)."""
+
+
 def add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--device",
-        default="auto",
-        choices=list(DEVICES),
-        help="where to run (default auto: the GPU when torch sees one, else the CPU)",
-    )
-    add_flag(
-        p,
-        "--threads",
-        type=int,
-        bounds=POSITIVE,
-        give="a positive number of threads",
-        help="CPU threads for torch (default: torch's choice)",
-    )
+    """--device and --threads, as ModelRun defines them."""
+    add_arguments(p, Where)
 
 
 def add_precision_arg(p: argparse.ArgumentParser) -> None:
-    add_setting(
-        p, DecodeConfig, "precision", note="default from the model's decode.json, fp32 unless set"
-    )
+    """--precision, as ModelRun defines it."""
+    add_arguments(p, _precision)
 
 
 def add_decode_args(
@@ -135,28 +129,37 @@ def decode_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
-def setup_device(args: argparse.Namespace) -> str:
-    """--device auto (the default): the GPU when torch sees one, else the CPU."""
+def pick_device(device: str, threads: int | None) -> str:
+    """The device to run on ("auto": the GPU when torch sees one, else the CPU), with torch's CPU
+    threads set when given."""
     import torch
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if device == "cuda" and not torch.cuda.is_available():
         raise UserError(
             "--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)"
         )
-    if args.device == "auto":
+    if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return args.device
+    return device
 
 
-def load_pipeline(args: argparse.Namespace, command: str):
+def load_pipeline(args: argparse.Namespace | ModelRun, command: str):
     """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it
     chose."""
+    return open_pipeline(args.model_dir, args.device, args.threads, args.precision, command)
+
+
+def open_pipeline(
+    model_dir: str, device: str, threads: int | None, precision: str | None, command: str
+):
+    """A model directory as a Pipeline on `device` in `precision` (None: its decode.json's);
+    "auto" says on stderr what it chose."""
     from ..decoding.pipeline import Pipeline
 
-    pipeline = Pipeline.load(args.model_dir, setup_device(args), precision=args.precision)
-    if (args.precision or pipeline.decode.precision) == "auto":
+    pipeline = Pipeline.load(model_dir, pick_device(device, threads), precision=precision)
+    if (precision or pipeline.decode.precision) == "auto":
         note(command, f"precision {pipeline.precision.describe()}")
     return pipeline
 

@@ -1,7 +1,8 @@
 """Images for the image encoder (ViT): Fashion-MNIST's IDX files, prepared splits, and folders of
 images.
 
-Prepared split (what `transformer data fashion-mnist` writes): one safetensors file per split,
+Prepared split (what `transformer data fashion-mnist` writes, with
+transformer.data.sources.fashion_mnist): one safetensors file per split,
     images  uint8 (N, C, H, W), pixel values 0-255 as stored
     labels  int64 (N,), indices into the label names
 and the label names as JSON in the file's metadata ("labels"). A model reads images / 255.
@@ -155,64 +156,6 @@ def save_split(
     atomic_write(
         path, lambda tmp: save_file(tensors, tmp, metadata={"labels": json.dumps(list(names))})
     )
-
-
-def build_fashion_mnist(
-    out_dir: str | os.PathLike,
-    source: str | os.PathLike | None = None,
-    n_valid: int = 5000,
-    seed: int = 0,
-) -> dict:
-    """DIR/{train,valid,test}.safetensors: the 60,000 training images less a stratified, seeded
-    validation set of n_valid, and the official 10,000 test images; DIR/README.md says what they
-    are."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ImageError(f"--out {out} is a file: give a directory for the dataset")
-    data = read_fashion_mnist(source)
-    images, labels = data["train"]
-    train, valid = stratified_split(labels, n_valid, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    splits = {
-        "train": (images[train], labels[train]),
-        "valid": (images[valid], labels[valid]),
-        "test": data["test"],
-    }
-    for name, (x, y) in splits.items():
-        save_split(out / f"{name}.safetensors", x, y, list(FASHION_MNIST_LABELS))
-    counts = {name: np.bincount(y, minlength=10).tolist() for name, (_, y) in splits.items()}
-    from ..files import atomic_write_text
-
-    atomic_write_text(
-        out / "README.md",
-        "\n".join(
-            [
-                "# Fashion-MNIST, prepared by `transformer data fashion-mnist`",
-                "",
-                "Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, MIT licence), read from "
-                "the IDX files of Debian's",
-                f"{FASHION_MNIST_PACKAGE}: 28 x 28 grayscale images of 10 classes.",
-                "",
-                "Each `{split}.safetensors` holds `images` (uint8, N x 1 x 28 x 28, 0-255) and "
-                "`labels` (int64, N),",
-                "with the label names as JSON in the metadata key `labels`. valid.safetensors is "
-                f"{n_valid:,} images held out of the 60,000 training images, stratified by class "
-                f"(seed {seed});",
-                "train.safetensors the rest; test.safetensors the official 10,000 test images.",
-                "",
-                "| label | "
-                + " | ".join(f"{i} {n}" for i, n in enumerate(FASHION_MNIST_LABELS))
-                + " |",
-                "|---|" + "---|" * 10,
-                *[
-                    f"| {name} | " + " | ".join(f"{c:,}" for c in counts[name]) + " |"
-                    for name in splits
-                ],
-                "",
-            ]
-        ),
-    )
-    return {name: len(y) for name, (_, y) in splits.items()}
 
 
 @dataclass

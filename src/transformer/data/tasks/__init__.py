@@ -1,12 +1,7 @@
-"""Datasets for tasks other than translation, built from text that packages install.
+"""The task datasets' old home: their builders are now transformer.data.sources.reviews and
+.summaries; re-exported so that old imports keep working."""
 
-reviews.py     `data movie-reviews`: review snippets labelled positive / negative (sentiment)
-summaries.py   `data wiki-summaries`: Wikipedia leads -> first sentence or title (summarization)
-
-The commentary's summarization and question-answering datasets are in data/bible/commentary.py.
-"""
-
-from .reviews import build_reviews_corpus
-from .summaries import build_summaries_corpus
+from ..sources.reviews import build_reviews_corpus
+from ..sources.summaries import build_summaries_corpus
 
 __all__ = ["build_reviews_corpus", "build_summaries_corpus"]

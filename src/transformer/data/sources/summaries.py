@@ -10,7 +10,7 @@ Two targets (--target):
 
 Rules:
 - A lead is cleaned and cut into sentences as `data wiki-leads` does (citations and pronunciation
-  parentheticals removed; data.modern.wiki.sentences_of). For first-sentence, a lead needs
+  parentheticals removed; data.sources.wiki.sentences_of). For first-sentence, a lead needs
   MIN_REST_WORDS words after its first sentence, and the first sentence must pass wiki-leads'
   sentence filter (sentence_problem); otherwise the article is dropped (counted by reason).
 - Splits hold whole articles: sha256 of the title (splits.split_of), VALID_PERCENT valid,
@@ -29,9 +29,9 @@ from collections import Counter
 
 from ...files import atomic_write_text
 from .. import installed
-from ..modern import wiki
-from ..modern.splits import SPLITS, check_out, dropped_lines, one_line, split_of
 from ..text import DataError
+from . import wiki
+from .splits import SPLITS, check_out, dropped_lines, one_line, split_of
 
 TARGETS = ("first-sentence", "title")
 VALID_PERCENT, TEST_PERCENT = 5.0, 5.0

@@ -37,9 +37,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bible.verse_align import MISMATCH_COST, LengthModel, fit_length_model
 from ..text import DataError
 from . import packages
+from .bible.verse_align import MISMATCH_COST, LengthModel, fit_length_model
 from .sentences import align_sentences, split_sentences
 from .splits import (
     SPLITS,

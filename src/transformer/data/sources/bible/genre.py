@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...files import atomic_write_text
+from ....files import atomic_write_text
 from .align import split_of
 from .sword import MODULES, BibleError, Verse, read_module
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..bible.verse_align import LengthModel
+from .bible.verse_align import LengthModel
 
 # Gale & Church's bead frequencies (1-1 .89, 1-0 and 0-1 .0099, 2-1 and 1-2 .089, 2-2 .011),
 # as -log(p / p(1-1)): what a bead costs beyond its lengths.

@@ -244,7 +244,7 @@ def _provenance(report: dict, path: Path, version: str) -> str:
         "test, the rest train. A sentence is kept once, in the first of train, valid, test "
         "where it occurs, so no valid or test sentence is in train.",
         "",
-        f"Cleaning (transformer/data/modern/wiki.py): citation markers removed; "
+        f"Cleaning (transformer/data/sources/wiki.py): citation markers removed; "
         f"{sum(report['removed'].values()):,} parentheticals removed as pronunciations, other "
         f"scripts or empty, e.g. {'; '.join(examples) or 'none'}; kept: sentences of "
         f"{MIN_WORDS} to {MAX_WORDS} words that start and end as sentences, with no markup and "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...files import atomic_write_text
+from ....files import atomic_write_text
 from .align import align, split_of
 from .genre import genre_splits
 from .parallel import check_pair

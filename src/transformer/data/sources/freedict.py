@@ -233,7 +233,7 @@ def _provenance(
         "and test sets measure translation.",
         "",
         f"Glued words re-spaced ({len(respaced):,}; the source glued many multi-word "
-        "translations into one word; a heuristic, see transformer/data/modern/freedict.py; "
+        "translations into one word; a heuristic, see transformer/data/sources/freedict.py; "
         "others stay glued, e.g. bychance, Javanesewoman):",
         "",
         ", ".join(f"{a} -> {b}" for a, b in respaced) or "none",

@@ -1,0 +1,69 @@
+"""`transformer info`: a model directory's config, parameter count and FLOPs per token (or per
+image, or per second of audio). The handler is `info`; its parser is derived from its signature."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated
+
+from .args import Arg, command
+from .common import (
+    MODEL_DIR,
+    POSITIVE,
+)
+
+
+def info(
+    model_dir: MODEL_DIR,
+    seq_len: Annotated[
+        int,
+        Arg(
+            "sequence length for the FLOP count (default 128; an image model counts per image)",
+            POSITIVE,
+            "a positive sequence length",
+        ),
+    ] = 128,
+) -> None:
+    """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
+    from ..model.accounting import count_parameters, flops_per_image, flops_per_token
+    from ..model.io import load_config
+    from ..model_dir import load_model
+
+    config = load_config(model_dir)
+    model = load_model(model_dir)
+    print(f"model directory: {model_dir}")
+    print("config:")
+    for key, value in config.to_dict().items():
+        print(f"  {key} = {value}")
+    total = count_parameters(model)
+    print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
+    if config.detection is not None:
+        d, flops = config.detection, flops_per_image(config)
+        print(
+            f"FLOPs per image ({d.grid} x {d.grid} feature map from a {d.backbone} backbone, "
+            f"{d.n_queries} object queries): forward {flops['forward']:,} "
+            f"({flops['forward'] / 1e9:.3f} GFLOP), training {flops['training']:,} "
+            f"({flops['training'] / 1e9:.3f} GFLOP)"
+        )
+        return
+    if config.vision is not None:
+        v, flops = config.vision, flops_per_image(config, caption_tokens=16)
+        caption = " and a caption of 16 tokens" if config.arch == "encoder-decoder" else ""
+        print(
+            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]"
+            f"{caption}): "
+            f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+            f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
+        )
+        return
+    flops = flops_per_token(config, seq_len)
+    print(
+        f"FLOPs per token at sequence length {seq_len}: "
+        f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
+        f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`transformer info`."""
+    command(sub, "info", info, help="print a model directory's config, parameters and FLOPs/token")
