@@ -4,6 +4,8 @@ inside a function counts too:
 - config/ is the bottom of the house: it imports nothing from the other packages;
 - model/ and data/ never import each other; model/ takes from config/ only types and choice lists;
 - training/ imports nothing from decoding/ or viz/ (what needs both lives in evaluation.scoring);
+- tasks/ (the table of tasks) stands on training/, evaluation/ and decoding/'s parts and below them
+  nothing imports it but training's entry, decoding's Pipeline and the top;
 - evaluation/metrics.py works on plain strings and numbers: nothing of the package;
 - nothing below serve/ and export/ imports them, and nothing imports workflows/ or cli/
   (but cli/, which stands on everything).
@@ -21,22 +23,23 @@ TOP = {"cli", "workflows", "serve", "export"}
 
 # package (or module) -> the top-level parts of `transformer` it must never import
 FORBIDDEN = {
-    "config": {"model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime",
+    "config": {"tasks", "model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime",
                "files", *TOP},
-    "files": {"config", "model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz",
+    "files": {"tasks", "config", "model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz",
               "runtime", *TOP},
-    "model": {"data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
-    "data": {"model", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
-    "runtime": {"data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", *TOP},
-    "model_dir": {"training", "decoding", "evaluation", "interop", "viz", "runtime", *TOP},
+    "model": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
+    "data": {"tasks", "model", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
+    "runtime": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", *TOP},
+    "model_dir": {"tasks", "training", "decoding", "evaluation", "interop", "viz", "runtime", *TOP},
     "decoding": {"training", "evaluation", "interop", "viz", *TOP},
-    "evaluation": {"training", "interop", "viz", *TOP},
+    "evaluation": {"tasks", "training", "interop", "viz", *TOP},
     "training": {"decoding", "viz", "interop", *TOP},
-    "interop": {"training", "decoding", "evaluation", "viz", "runtime", *TOP},
+    "interop": {"tasks", "training", "decoding", "evaluation", "viz", "runtime", *TOP},
     "viz": {"training", "interop", *TOP},
     "export": {"training", "viz", "cli", "workflows", "serve"},
     "serve": {"training", "cli", "workflows", "export"},
     "workflows": {"cli", "serve", "export"},
+    "tasks": {"viz", "interop", *TOP},
 }
 
 
