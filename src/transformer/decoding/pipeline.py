@@ -44,9 +44,9 @@ from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
 from ..tasks.base import wrong_task
 from .beam import beam_search
-from .greedy import greedy_search
 from .inputs import PipelineError, as_lines, batches_by_tokens, truncation_note
 from .sampling import sample
+from .search import search
 
 
 @dataclass
@@ -385,36 +385,7 @@ class Pipeline:
         (with return_attention, also the attention weights, as greedy_search/beam_search return
         them). A speech model's sources are log-mel features with their frame mask (src_mask), and
         speech holds prefix, suppress_tokens and begin_suppress_tokens."""
-        if s.beam_size == 1:
-            return greedy_search(
-                self.model,
-                sources,
-                max_len_a=s.max_len_a,
-                max_len_b=s.max_len_b,
-                min_len=s.min_len,
-                src_mask=src_mask,
-                return_attention=return_attention,
-                no_repeat_ngram_size=s.no_repeat_ngram_size,
-                repetition_penalty=s.repetition_penalty,
-                **speech,
-            )
-        return beam_search(
-            self.model,
-            sources,
-            beam_size=s.beam_size,
-            length_penalty=s.length_penalty,
-            length_penalty_kind=s.length_penalty_kind,
-            max_len_a=s.max_len_a,
-            max_len_b=s.max_len_b,
-            min_len=s.min_len,
-            n_best=s.n_best,
-            early_stopping=s.early_stopping,
-            src_mask=src_mask,
-            return_attention=return_attention,
-            no_repeat_ngram_size=s.no_repeat_ngram_size,
-            repetition_penalty=s.repetition_penalty,
-            **speech,
-        )
+        return search(self.model, sources, s, return_attention, src_mask, **speech)
 
     def _sample_translations(
         self, sources: list[list[int]], s: DecodeConfig, generator: torch.Generator

@@ -106,14 +106,7 @@ async def translate(body: TranslateRequest, request: Request):
         s = pipeline.settings(**settings)
     except (PipelineError, ValueError) as e:
         raise ApiError(422, "invalid_request", str(e)) from None
-    if s.n_best > s.beam_size:
-        raise ApiError(
-            422,
-            "invalid_request",
-            f"n_best {s.n_best} is more than beam_size {s.beam_size}: a beam "
-            "returns at most as many hypotheses as it keeps",
-        )
-    job = state.translation_job(lines, settings)
+    job = state.translation_job(lines, s)  # validated once, above
     outputs, cut = await state.submit(job, request)
     state.metrics.translated(len(lines))
     owner = [i for i, text_breaks in enumerate(breaks) for _ in range(len(text_breaks) + 1)]

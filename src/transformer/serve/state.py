@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import torch
@@ -87,12 +87,16 @@ class State:
         )
         return outputs, cut
 
-    def translation_job(self, lines: list[str], settings: dict) -> Job:
+    def translation_job(self, lines: list[str], settings: dict | DecodeConfig) -> Job:
         """A job that translates lines with these decoding overrides, each line as
         Pipeline.translate does it alone; its result is (outputs, 0-based indices of the lines cut
         to the model's max_positions). Raises PipelineError/ValueError for bad settings."""
         pipeline = self.pipeline
-        s = pipeline.settings(**settings)
+        if isinstance(settings, DecodeConfig):  # validated by the caller: its overrides
+            s, defaults = settings, asdict(pipeline.decode)
+            settings = {k: v for k, v in asdict(s).items() if v != defaults[k]}
+        else:
+            s = pipeline.settings(**settings)
         encoded, cut = pipeline.encode_sources(lines)  # tokenized here, not on the worker
         seqs = [Sequence(ids, s) for ids in encoded if ids]
         decode = pipeline.target_tokenizer.decode
