@@ -11,7 +11,7 @@
 #   SMOKE=1 TRANSFORMER_TEST_CUDA_DEVICE=cpu bash benchmarks/gpu_session.sh   # a rehearsal on a CPU
 #
 # Stages, in the order they run (the default list, by value; caps in seconds):
-#   facts   15  the GPU, driver, torch, CUDA, Python and the packages the other stages use
+#   facts   25  the GPU, driver, torch, CUDA, Python and the packages the other stages use
 #   speed   80  training throughput and MFU of base and big (synthetic batches, bf16), one cell per
 #               lever spec (LEVERS, default: plain fold fold+bf16w; gpu_train.py --levers), the
 #               measured matmul rate and copy bandwidth, HF Marian beside base, base profiled
@@ -19,7 +19,7 @@
 #   compile 110 big compiled (fold+compile), then base with CUDA graphs (fold+graphs), profiled
 #   decode  85  a Marian-layout model trained DECODE_TRAIN seconds, then greedy and beam 4, fp32 and
 #               bf16, at batch 16 and 1 (DECODE_BATCHES), ours against HF generate
-#   lm      40  SmolLM2-135M's shape (random weights: its 540 MB do not travel) at batch 1 and 32,
+#   lm      45  SmolLM2-135M's shape (random weights: its 540 MB do not travel) at batch 1 and 32,
 #               bf16 and fp32, ours against HF generate (needs $SMOLLM2_SHAPE, see gpu_call.md)
 #   bible   130 configs/gpu-bible-base.toml for QUALITY_MINUTES (1.5) through the real loop, then
 #               its test BLEU / chrF (beam 4); from its start, the suite runs beside it (below)
@@ -64,7 +64,7 @@ stage() {  # stage NAME CAP COMMAND...: run with a cap, log it, note how it ende
     [ "$rest" -lt 15 ] && { echo "== $name: skipped (DEADLINE)" | tee -a "$WORK/summary.txt"; return; }
     [ "$rest" -lt "$cap" ] && cap=$rest
     echo "== $name (cap ${cap}s) at +$((t0 - began))s: $*" | tee -a "$WORK/summary.txt"
-    timeout -s INT -k 10 "$cap" "$@" >"$WORK/logs/$name.log" 2>&1  # INT: pytest still summarises
+    timeout -s INT -k 5 "$cap" "$@" >"$WORK/logs/$name.log" 2>&1  # INT: pytest still summarises
     local rc=$?
     echo "== $name: exit $rc after $(($(date +%s) - t0))s" | tee -a "$WORK/summary.txt"
     tail -n 25 "$WORK/logs/$name.log"
@@ -92,14 +92,15 @@ if [ -n "$SMOKE" ]; then  # a tiny model for a few steps, 20 test lines, two tes
     SRC=$R/test20.spa REF=$R/test20.eng
     BIBLE_SMOKE="--set model.d_model=64 --set model.d_ff=128 --set model.n_encoder_layers=1 \
         --set model.n_decoder_layers=1 --set data.vocab_size=500 --set train.max_steps=4 \
-        --set train.valid_every=4 --set train.bleu_samples=0 --set train.device=cpu"
+        --set train.valid_every=4 --set train.bleu_samples=0 --set train.device=cpu \
+        --set train.batch_tokens=1000"
 fi
 PIN_TRAIN="" PIN_SUITE=""  # the bible run and the suite on separate cores where there are 8+
 if [ "$(nproc)" -ge 8 ] && command -v taskset >/dev/null; then
     PIN_TRAIN="taskset -c 0-3" PIN_SUITE="taskset -c 4-$(($(nproc) - 1))"
 fi
 
-stage facts 15 bash -c "nvidia-smi; nproc; free -g | head -2; df -h /tmp | tail -1; \
+stage facts 25 bash -c "nvidia-smi; nproc; free -g | head -2; df -h /tmp | tail -1; \
     $PY -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, \
 torch.version.cuda, torch.backends.cudnn.version(), transformers.__version__)'; \
     $PY -m pip list 2>/dev/null | grep -i -E '^(ctranslate2|pytest|pytest-xdist|fastapi|httpx|sacrebleu|tokenizers|safetensors|sentencepiece|triton) '; \
@@ -114,7 +115,7 @@ stage compile 110 bash -c "$PY benchmarks/gpu_train.py --model ${COMPILE_BIG:-bi
 stage decode 85 $PY benchmarks/gpu_decode.py --train-seconds "$DECODE_TRAIN" --src "$SRC" --ref "$REF" \
     --train-data data/bible --lines 48 --batch $DECODE_BATCHES --batch1-lines 6 --repeats 1 \
     --cell-seconds 2 --max-seconds 80 --work "$R/decode" $SMOKE --json "$R/decode.json"
-stage lm 40 $PY benchmarks/gpu_lm.py --shape "$SMOLLM2_SHAPE" --batch 1 32 --precision bf16 fp32 \
+stage lm 45 $PY benchmarks/gpu_lm.py --shape "$SMOLLM2_SHAPE" --batch 1 32 --precision bf16 fp32 \
     --batch1-prompts 2 --repeats 2 --max-seconds 30 --work "$R/lm" $SMOKE --json "$R/lm.json"
 suite_pid=""
 case " $STAGES " in *" bible "*) [ "$(left)" -gt 30 ] && {  # the suite beside the bible run

@@ -39,7 +39,8 @@ LEVERS = ("fold", "bf16w", "compile", "graphs")
 """fold: the loss's backward scale folded into its gradient (training/loss.py loss_and_backward, as
 the loop does); bf16w: the model's weights kept in bf16 for the forward and backward, fp32 master
 copies in the optimizer (no per-step casts of the weights under autocast; the grads are copied up
-and the masters down once a step, in foreach kernels); compile: the model through torch.compile
+and the masters down once a step, in foreach kernels; the embeddings, and so the residual stream,
+are then bf16 too: a measurement of speed, not a recipe whose quality was checked); compile: the model through torch.compile
 (train.compile); graphs: torch.compile(mode="reduce-overhead"), CUDA graphs over the compiled
 forward and backward (static shapes)."""
 
