@@ -114,7 +114,7 @@ stage speed 80 $PY benchmarks/gpu_train.py --facts --model base big --precision 
 stage compile 110 bash -c "$PY benchmarks/gpu_train.py --model ${COMPILE_BIG:-big} --precision bf16 \
     --levers fold+compile $SMOKE --json $R/compile-big.json; \
     $PY benchmarks/gpu_train.py --model base --precision bf16 --levers ${COMPILE_BASE:-fold+graphs} \
-    --profile base $SMOKE --json $R/compile-base.json"
+    --warmup 4 --profile base $SMOKE --json $R/compile-base.json"
 stage decode 85 $PY benchmarks/gpu_decode.py --train-seconds "$DECODE_TRAIN" --src "$SRC" --ref "$REF" \
     --train-data data/bible --lines 48 --batch $DECODE_BATCHES --batch1-lines 6 --repeats 1 \
     --cell-seconds 2 --max-seconds 80 --work "$R/decode" $SMOKE --json "$R/decode.json"
