@@ -6,18 +6,28 @@ training step, with Hugging Face Marian of the same size beside it, and where th
         --peer base --profile base --json gpu_train.json
     PYTHONPATH=src python benchmarks/gpu_train.py --model base --precision bf16 --compile-model base
     PYTHONPATH=src python benchmarks/gpu_train.py --data data/bible --model base big --json b.json
+    PYTHONPATH=src python benchmarks/gpu_train.py --model base --precision bf16 \
+        --levers plain fold fold+bf16w fold+graphs --profile base     # each lever, profiled
     PYTHONPATH=src python benchmarks/gpu_train.py --smoke [--data data/bible] [--compile]  # CPU
 
 One step is what training/loop.py does with one batch: collate the batch on the CPU and move it to
 the device (Batch.to, pinned memory); the forward pass and label-smoothed loss through the
 objective's own `loss` (objectives/seq2seq.py: autocast to --precision, eps from the config, 0.1);
-backward of the loss over the batch's target tokens; clip_grad_norm_ (--clip 1.0; the paper's
+backward of the loss over the batch's target tokens (its scale folded into the loss's
+gradient, training/loss.py loss_and_backward, as the loop does: the "fold" lever); clip_grad_norm_ (--clip 1.0; the paper's
 configs do not clip, the brief asks for it); AdamW(fused=True).step() with the configs' betas and
 eps; increment_version; zero_grad(set_to_none=True); then the step's loss and NLL read back (the
 loop logs them), which waits for the GPU. --premade collates and moves every batch once, before
 timing, to show the step without the host's batch work. Attention is the fused kernel (what the
-trainer picks on a GPU). --compile-model MODEL also measures MODEL compiled, after its eager cell;
---compile measures every model compiled only. Compiled is the model wrapped in torch.compile as the
+trainer picks on a GPU).
+
+Levers (--levers SPEC ...: one cell per spec, in order; a spec is "plain" or lever names joined by
+"+", gpu_steps.LEVERS): fold (above; plain is the step before it: the loss's backward scales its
+(N, V) gradient in a pass of its own), bf16w (the model's weights in bf16, fp32 masters in AdamW:
+no weight casts under autocast, one foreach copy each way a step), compile (torch.compile, as
+train.compile), graphs (torch.compile(mode="reduce-overhead"): CUDA graphs, static shapes). --profile
+MODEL profiles its first and last spec: before and after. --compile-model MODEL also measures each
+spec compiled, after it; --compile measures every spec compiled only. Compiled is the model in torch.compile as the
 loop does (train.compile: default arguments, dynamic=None); the time of the first steps, which
 compile, is reported apart, and only later steps are timed (with --data the shapes change from
 batch to batch: torch recompiles, dynamic from the second shape on; raise --warmup).
@@ -57,11 +67,7 @@ overhead and syncs); the full table goes to a text file.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import json
 import os
-import random
 import statistics
 import sys
 import time
@@ -70,201 +76,22 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the peer is built from a config: nothing to fetch
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from gpu_batches import (  # noqa: E402  (benchmarks/gpu_batches.py)
+    attended_length,
+    bible_batches,
+    measured_batches,
+    padding,
+    synthetic_batches,
+)
 from gpu_facts import device_facts, matmul_precision, sync  # noqa: E402  (benchmarks/gpu_facts.py)
-from gpu_profile import OPTIMIZER, profile_steps  # noqa: E402  (benchmarks/gpu_profile.py)
-from torch.autograd.graph import increment_version  # noqa: E402
-from torch.profiler import record_function  # noqa: E402
+from gpu_profile import profile_steps  # noqa: E402  (benchmarks/gpu_profile.py)
+from gpu_steps import LEVERS, Ours, Peer, parse_levers, run_config  # noqa: E402
+from gpu_tables import guarded, print_tables, write_json  # noqa: E402  (gpu_tables.py)
 
-from transformer.config import load_config  # noqa: E402
-from transformer.data.batching import Example, batch_indices, collate, encode_examples  # noqa: E402
-from transformer.data.tokenizer import train_bpe  # noqa: E402
 from transformer.model.accounting import count_parameters, flops_per_token  # noqa: E402
-from transformer.model.attention import MultiHeadAttention  # noqa: E402
-from transformer.model.build import build_model  # noqa: E402
-from transformer.training.objectives import base as objective_base  # noqa: E402
-from transformer.training.objectives import seq2seq  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-FIRST_ID = 4  # ids 0-3 are <pad> <unk> <s> </s>: random tokens start above them
-SMOKE = dict(d_model=64, n_heads=4, d_ff=128, n_encoder_layers=2, n_decoder_layers=2)
-
 
 # ------------------------------------------------------------------------------------------------
-# Batches
-
-
-def synthetic_batches(k: int, rows: int, lo: int, hi: int, vocab: int, seed: int):
-    """k batches of `rows` random examples; lengths in [lo, hi] (targets counting <s>/</s>), the
-    first row of each batch the longest, so that every batch pads to (rows, hi)."""
-    g = torch.Generator().manual_seed(seed)
-    batches = []
-    for _ in range(k):
-        src_len = torch.randint(lo, hi + 1, (rows,), generator=g)
-        tgt_len = torch.randint(lo - 1, hi, (rows,), generator=g)  # + <s> or </s>: lo..hi
-        src_len[0], tgt_len[0] = hi, hi - 1
-        ids = torch.randint(FIRST_ID, vocab, (rows, 2 * hi), generator=g)
-        batches.append(
-            [
-                Example(ids[i, : src_len[i]].tolist(), ids[i, hi : hi + tgt_len[i]].tolist())
-                for i in range(rows)
-            ]
-        )
-    return batches
-
-
-def bible_batches(data: Path, pairs: int, bpe_vocab: int, batch_tokens: int, max_len: int):
-    """The Bible's pairs (a fixed shuffled sample, as train_speed.py), a joint BPE trained on them,
-    batched by token count as the loop batches (seed 1, epoch 0)."""
-    src = data.joinpath("train.spa").read_text(encoding="utf-8").splitlines()
-    tgt = data.joinpath("train.eng").read_text(encoding="utf-8").splitlines()
-    order = list(range(len(src)))
-    random.Random(0).shuffle(order)
-    src, tgt = [src[i] for i in order[:pairs]], [tgt[i] for i in order[:pairs]]
-    started = time.perf_counter()
-    tok = train_bpe(src + tgt, vocab_size=bpe_vocab)
-    examples, dropped = encode_examples(tgt, tok, max_len, src, tok)
-    batches = batch_indices([e.size for e in examples], batch_tokens, seed=1, epoch=0)
-    info = dict(
-        pairs=len(examples),
-        dropped=dropped,
-        bpe_vocab=tok.vocab_size,
-        batches=len(batches),
-        tokenize_s=round(time.perf_counter() - started, 1),
-    )
-    return [[examples[i] for i in b] for b in batches], info
-
-
-def attended_length(batches) -> int:
-    """sum(l^2) / sum(l) over the target rows (l = target + </s>): flops_per_token's seq_len."""
-    lengths = [len(e.tgt) + 1 for b in batches for e in b]
-    return round(sum(n * n for n in lengths) / sum(lengths))
-
-
-def padding(batches) -> float:
-    """Share of padded positions on the target side."""
-    real = sum(len(e.tgt) + 1 for b in batches for e in b)
-    padded = sum(len(b) * max(len(e.tgt) + 1 for e in b) for b in batches)
-    return 1 - real / padded
-
-
-# ------------------------------------------------------------------------------------------------
-# The two sides' training steps
-
-
-def run_config(name: str, precision: str, smoke: bool):
-    """configs/<name>.toml through the config loader; tf32 trains as fp32 (with TF32 matmuls)."""
-    run = load_config(
-        str(ROOT / "configs" / f"{name}.toml"),
-        [f"train.precision={'fp32' if precision == 'tf32' else precision}"],
-    )
-    if smoke:
-        run = dataclasses.replace(run, model=run.model.replace(**SMOKE, vocab_size=1000))
-    return run
-
-
-class Ours:
-    """Our model, its objective and fused AdamW; `step(examples)` is one step of the loop."""
-
-    def __init__(self, run, device, clip: float, compile_model: bool):
-        torch.manual_seed(0)
-        self.model = build_model(run.model).to(device).train()
-        for module in self.model.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.impl = "fused"  # what the trainer picks on a GPU (runtime/precision.py)
-        self.objective = seq2seq.Seq2Seq(run, data=None)
-        self.objective.bind(self.model)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = adamw(self.params, run.train)
-        self.net = torch.compile(self.model) if compile_model else self.model
-        self.device, self.clip, self.cfg = device, clip, run.model
-
-    def prepare(self, examples):
-        c = self.cfg
-        return collate(examples, c.pad_id, c.start_id, c.eos_id).to(self.device)
-
-    def step(self, examples) -> int:
-        batch = examples if hasattr(examples, "tgt_out") else self.prepare(examples)
-        out = self.objective.loss(self.net, self.model, batch, self.device)
-        (out.loss / batch.n_tokens).backward()
-        with record_function(OPTIMIZER):
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-            self.optimizer.step()
-            increment_version(self.params)  # as the loop does after a fused step
-            self.optimizer.zero_grad(set_to_none=True)
-        float(out.loss.detach()), float(out.nll)  # the loop reads the step's sums back (a sync)
-        return batch.n_tokens
-
-
-def adamw(params, t) -> torch.optim.AdamW:
-    """The loop's optimizer for the train config t (fused; the rate is immaterial to the timing)."""
-    betas, eps, decay = (t.adam_beta1, t.adam_beta2), t.adam_eps, t.weight_decay
-    return torch.optim.AdamW(params, lr=1e-4, betas=betas, eps=eps, weight_decay=decay, fused=True)
-
-
-class Peer:
-    """Hugging Face's MarianMTModel of the same size, trained on the same batches."""
-
-    def __init__(self, run, device, clip: float):
-        from transformers import MarianConfig, MarianMTModel
-
-        m = run.model
-        torch.manual_seed(0)
-        self.model = (
-            MarianMTModel(
-                MarianConfig(
-                    vocab_size=m.vocab_size,
-                    d_model=m.d_model,
-                    encoder_layers=m.n_encoder_layers,
-                    decoder_layers=m.n_decoder_layers,
-                    encoder_attention_heads=m.n_heads,
-                    decoder_attention_heads=m.n_heads,
-                    encoder_ffn_dim=m.d_ff,
-                    decoder_ffn_dim=m.d_ff,
-                    dropout=m.dropout,
-                    attention_dropout=m.attention_dropout,
-                    activation_dropout=m.activation_dropout,
-                    activation_function="relu",
-                    max_position_embeddings=m.max_positions,
-                    scale_embedding=True,
-                    pad_token_id=m.pad_id,
-                    eos_token_id=m.eos_id,
-                    decoder_start_token_id=m.start_id,
-                    share_encoder_decoder_embeddings=True,
-                    attn_implementation="sdpa",
-                )
-            )
-            .to(device)
-            .train()
-        )
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = adamw(self.params, run.train)
-        self.device, self.clip, self.cfg = device, clip, m
-        self.precision, self.eps = run.train.precision, run.train.label_smoothing
-
-    def prepare(self, examples):
-        c = self.cfg
-        return collate(examples, c.pad_id, c.start_id, c.eos_id).to(self.device)
-
-    def step(self, examples) -> int:
-        b = examples if hasattr(examples, "tgt_out") else self.prepare(examples)
-        labels = b.tgt_out.masked_fill(b.tgt_out == self.cfg.pad_id, -100)  # (B, T)
-        with objective_base.autocast(self.device, self.precision):
-            logits = self.model(
-                input_ids=b.src, attention_mask=b.src_mask.long(), decoder_input_ids=b.tgt_in
-            ).logits  # (B, T, V)
-        loss = F.cross_entropy(
-            logits.float().view(-1, logits.size(-1)),
-            labels.view(-1),
-            ignore_index=-100,
-            label_smoothing=self.eps,
-        )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        float(loss.detach())
-        return b.n_tokens
+# Timing
 
 
 def timed_round(side, batches, start: int, steps: int, device) -> tuple[float, int]:
@@ -311,26 +138,19 @@ def summary(rounds, steps: int) -> dict:
     }
 
 
-def measured_batches(batches, args) -> list:
-    """The batches the timed rounds step through (for the FLOPs' length and the padding)."""
-    used = {(args.warmup + k) % len(batches) for k in range(args.repeats * args.steps)}
-    return [batches[i] for i in sorted(used)]
-
-
-def measure(
-    name: str, precision: str, compiled: bool, first: bool, batches, args, device, results: dict
-) -> None:
-    """One (model, precision, eager or compiled) cell; then, for the first mode of a (model,
-    precision), the peer beside it and the profile, when asked for."""
+def measure(name: str, precision: str, spec: str, k: int, batches, args, device, results) -> None:
+    """One (model, precision, levers) cell, the k-th of its (model, precision); after the first,
+    the peer beside it, and after the first and the last the profile (before and after the
+    levers), when asked for."""
     run = run_config(name, precision, args.smoke)
     release(device)
-    ours = Ours(run, device, args.clip, compiled)
+    ours = Ours(run, device, args.clip, parse_levers(spec))
     examples = measured_batches(batches, args)  # lists of Example, read before --premade moves them
     length = attended_length(examples)
     cell = dict(
         model=name,
         precision=precision,
-        mode="compiled" if compiled else "eager",
+        mode=spec,
         parameters=count_parameters(ours.model),
         padding=padding(examples),
         rows=statistics.median(len(b) for b in examples),
@@ -353,7 +173,7 @@ def measure(
         f"{cell['tokens_per_s']:,.0f} tok/s, {cell['tflops']:.1f} TFLOP/s, MFU {cell['mfu']:.1%}",
         flush=True,
     )
-    if first and name in args.peer:
+    if k == 0 and name in args.peer:
         with guarded(results, f"peer {name} {precision}"):
             entry = measure_peer(ours, run, batches, args, device, cell)
             results["peer"].append(entry)
@@ -362,8 +182,10 @@ def measure(
                 f"{entry['hf']['tokens_per_s']:,.0f}, ratio {entry['ratio']:.2f}",
                 flush=True,
             )
-    if first and name in args.profile and precision == args.precision[0]:
-        out = Path(args.profile_out or Path(args.json).with_suffix(f".profile-{name}.txt"))
+    last = k == len(specs_of(name, args)) - 1
+    if (k == 0 or last) and name in args.profile and precision == args.precision[0]:
+        tag = f"{name}-{spec.replace('+', '_')}"
+        out = Path(args.profile_out or Path(args.json).with_suffix(f".profile-{tag}.txt"))
         with guarded(results, f"profile {name} {precision}"):
             key = f"{name}-{precision}-{cell['mode']}"
             steps = args.profile_steps
@@ -371,6 +193,20 @@ def measure(
             results["profile"][key] = profile_steps(run, steps, device, cell["step_ms"], out)
     del ours
     release(device)
+
+
+def specs_of(name: str, args) -> list[str]:
+    """The lever specs measured for model `name`: --levers, each compiled too (after it) for the
+    --compile-model models, or compiled only under --compile."""
+    specs = []
+    for spec in args.levers:
+        parse_levers(spec)  # a misspelt lever fails before any measuring
+        compiled = spec if {"compile", "graphs"} & parse_levers(spec) else f"{spec}+compile"
+        compiled = compiled.removeprefix("plain+")
+        specs += (
+            [compiled] if args.compile else [spec, compiled][: 1 + (name in args.compile_model)]
+        )
+    return list(dict.fromkeys(specs))
 
 
 def measure_peer(ours, run, batches, args, device, cell) -> dict:
@@ -394,66 +230,6 @@ def measure_peer(ours, run, batches, args, device, cell) -> dict:
     )
     del peer
     return entry
-
-
-@contextlib.contextmanager
-def guarded(results: dict, what: str):
-    """An error inside (out of memory, a failed compile) is recorded and printed, not fatal: one
-    failed cell must not lose the others."""
-    try:
-        yield
-    except Exception as e:  # noqa: BLE001
-        import traceback
-
-        traceback.print_exc()
-        results["errors"].append(f"{what}: {type(e).__name__}: {e}")
-        print(f"  {what} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-
-
-def print_tables(results: dict) -> None:
-    f = results["facts"]
-    print(
-        f"\n# {f['name']}; torch {f['torch']}"
-        + (f", CUDA {f['cuda']}, {f['sm_count']} SMs" if "cuda" in f else "")
-        + f"; bf16 matmul {f['bf16_tflops']:.1f} TFLOP/s"
-        + (f", fp32 {f['fp32_tflops']:.1f}" if "fp32_tflops" in f else "")
-        + (f", tf32 {f['tf32_tflops']:.1f}" if "tf32_tflops" in f else "")
-        + (f"; copy {f['copy_gbs']:,.0f} GB/s" if "copy_gbs" in f else "")
-    )
-    if results["cells"]:
-        print(
-            f"{'model':<6} {'prec':<5} {'mode':<8} {'rows':>5} {'pad':>5} {'ms/step':>8} "
-            f"{'tgt tok/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'peak GB':>8} {'warm-up s':>10}"
-        )
-        for c in results["cells"]:
-            print(
-                f"{c['model']:<6} {c['precision']:<5} {c['mode']:<8} {c.get('rows', 0):>5.0f} "
-                f"{c.get('padding', 0):>5.1%} {c['step_ms']:>8.1f} {c['tokens_per_s']:>10,.0f} "
-                f"{c['tflops']:>8.1f} {c['mfu']:>6.1%} {c.get('peak_memory_gb', 0):>8.1f} "
-                f"{sum(c['warmup_step_s']):>10.1f}"
-            )
-    if results["peer"]:
-        print(f"\n{'peer':<6} {'prec':<5} {'ours tok/s':>11} {'HF tok/s':>10} {'ours/HF':>8}")
-        for p in results["peer"]:
-            print(
-                f"{p['model']:<6} {p['precision']:<5} {p['ours']['tokens_per_s']:>11,.0f} "
-                f"{p['hf']['tokens_per_s']:>10,.0f} {p['ratio']:>8.2f}"
-            )
-    for key, p in results["profile"].items():
-        print(
-            f"\nprofile {key}: step {p['step_ms']:.2f} ms (profiled {p['profiled_step_ms']:.2f}); "
-            f"table: {p['table_file']}"
-        )
-        for k, v in p["ms_per_step"].items():
-            print(f"  {k:<22} {v:8.2f} ms {p['shares'][k]:7.1%}")
-        print(f"  {'top ops':<60} {'ms/step':>8} {'share':>7} {'calls':>6}")
-        for op in p["top_ops"]:
-            print(
-                f"  {op['op'][:60]:<60} {op['ms_per_step']:>8.2f} {op['share']:>7.1%} "
-                f"{op['calls_per_step']:>6.0f}"
-            )
-    for error in results["errors"]:
-        print(f"error: {error}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -497,7 +273,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="timed rounds")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument(
-        "--compile", action="store_true", help="every model compiled (as train.compile), no eager"
+        "--levers",
+        nargs="+",
+        default=["fold"],
+        help=f"one cell per spec and model, in order: plain (the step before the levers) or "
+        f"levers joined by + from {', '.join(LEVERS)} (default: fold, the loop's step)",
+    )
+    p.add_argument(
+        "--compile", action="store_true", help="every spec compiled (+compile), no eager cell"
     )
     p.add_argument(
         "--compile-model",
@@ -585,24 +368,15 @@ def main() -> int:
         batches = synthetic_batches(max(args.steps, 2), args.batch_tokens // hi, lo, hi, vocab, 1)
     for name in args.model:
         for precision in args.precision:
-            modes = [True] if args.compile else [False, True][: 1 + (name in args.compile_model)]
-            for k, compiled in enumerate(modes):
+            for k, spec in enumerate(specs_of(name, args)):
                 with matmul_precision("high" if precision == "tf32" else "highest"):
-                    with guarded(results, f"{name} {precision}{' compiled' * compiled}"):
-                        first = k == 0
-                        measure(name, precision, compiled, first, batches, args, device, results)
+                    with guarded(results, f"{name} {precision} {spec}"):
+                        measure(name, precision, spec, k, batches, args, device, results)
                 write_json(results, args.json, started)
     write_json(results, args.json, started)
     print_tables(results)
     print(f"\n{time.perf_counter() - started:.0f} s in all; results: {args.json}")
     return 1 if results["errors"] else 0
-
-
-def write_json(results: dict, path: str, started: float) -> None:
-    """Written after every cell, so that a run cut short keeps what it measured."""
-    results["seconds"] = round(time.perf_counter() - started, 1)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

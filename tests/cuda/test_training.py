@@ -18,7 +18,7 @@ from tests.cuda.common import assert_rel_close
 from tests.training.conftest import Runs, tiny_config
 from transformer.config import cpu_tiny
 from transformer.training.checkpoint import step_dirs
-from transformer.training.loss import label_smoothed_cross_entropy
+from transformer.training.loss import label_smoothed_cross_entropy, loss_and_backward
 from transformer.training.trainer import train
 
 pytestmark = pytest.mark.cuda
@@ -43,29 +43,43 @@ def padded(gen: torch.Generator, lengths: list[int], first: int | None = None) -
     return ids.masked_fill(~real, PAD)
 
 
-def step_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], device) -> torch.Tensor:
+def step_loss(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], device, fold: bool = False
+) -> torch.Tensor:
     """The seq2seq or language-model objective's loss of a batch, per target token, backward done
-    (training/objectives: the summed label-smoothed loss over the batch's target count)."""
+    (training/objectives: the summed label-smoothed loss over the batch's target count). fold:
+    through loss_and_backward as the loop does (on a GPU the 1 / count folded into the loss's
+    gradient)."""
     b = {k: v.to(device) for k, v in batch.items()}
-    if "src" in b:
-        logits = model(b["src"], b["tgt_in"], src_mask=b["src"] != PAD)
-    else:
-        logits = model(b["tgt_in"], b["tgt_in"] != PAD)
-    out = label_smoothed_cross_entropy(logits, b["tgt_out"], 0.1, PAD)
-    loss = out.loss / out.n_tokens
+    n_tokens = int((batch["tgt_out"] != PAD).sum())
+
+    def loss_sums():
+        if "src" in b:
+            logits = model(b["src"], b["tgt_in"], src_mask=b["src"] != PAD)
+        else:
+            logits = model(b["tgt_in"], b["tgt_in"] != PAD)
+        return label_smoothed_cross_entropy(logits, b["tgt_out"], 0.1, PAD, n_tokens)
+
+    if fold:
+        unscaled = torch.amp.GradScaler(torch.device(device).type, enabled=False)
+        out = loss_and_backward(loss_sums, (), 1 / n_tokens, unscaled)
+        return out.loss.detach() / n_tokens
+    loss = loss_sums().loss / n_tokens
     loss.backward()
     return loss.detach()
 
 
+@pytest.mark.parametrize("fold", [False, True], ids=["scaled", "folded"])
 @pytest.mark.parametrize(
     "arch,changes",
     [("encoder-decoder", {}), ("decoder", LLAMA_LAYOUT)],
     ids=["enc-dec", "decoder-llama"],
 )
-def test_one_training_step_on_the_device_equals_the_cpu(arch, changes, device):
+def test_one_training_step_on_the_device_equals_the_cpu(arch, changes, fold, device):
     """Same model, batch and seed, dropout 0: the loss and every gradient agree to fp32 rounding
     (relative 1e-5 and 1e-4 of each tensor's largest: other summation orders), and so do the
-    weights after one fused AdamW step from the same gradients."""
+    weights after one fused AdamW step from the same gradients. folded: the device's backward
+    through loss_and_backward (the loop's; the scale folded into the loss's gradient there)."""
     torch.manual_seed(0)
     cpu = T.build_model(cpu_tiny(vocab_size=V, arch=arch, dropout=0.0, **changes)).train()
     dev = copy.deepcopy(cpu).to(device)
@@ -74,7 +88,8 @@ def test_one_training_step_on_the_device_equals_the_cpu(arch, changes, device):
     batch = {"tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:]}
     if arch == "encoder-decoder":
         batch["src"] = padded(gen, [13, 4, 8, 13, 1, 9])
-    assert_rel_close(step_loss(dev, batch, device), step_loss(cpu, batch, "cpu"), 1e-5, "loss")
+    ours = step_loss(dev, batch, device, fold)
+    assert_rel_close(ours, step_loss(cpu, batch, "cpu"), 1e-5, "loss")
     largest = max(q.grad.abs().max().item() for q in cpu.parameters())
     for (name, p), q in zip(dev.named_parameters(), cpu.parameters(), strict=True):
         assert p.grad.device.type == device.type

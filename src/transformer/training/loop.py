@@ -43,6 +43,7 @@ from .checkpoint import (
     step_dirs,
 )
 from .dropout import LateDropout
+from .loss import loss_and_backward
 from .objectives import Objective
 from .objectives.base import MAX_LOG_PPL
 from .progress import Progress, truncate_metrics
@@ -298,15 +299,15 @@ class Loop:
         self, batches: list[tuple[list[int], tuple[int, int]]], global_units: int
     ) -> StepTotals:
         """Forward and backward over this process's batches of the step, gradients summed."""
-        totals = StepTotals()
+        totals, scale = StepTotals(), self.dist.world_size
         for j, (indices, key) in enumerate(batches):
             batch = self.task.collate(indices, key).to(self.device)
             sync = self.ddp is None or j == len(batches) - 1  # DDP reduces after the last batch
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
-                out = self.task.loss(self.net, self.model, batch, self.device)
                 # DDP averages gradients over ranks; scaling by world_size makes the result a sum
                 # over all ranks' units (tokens, texts) divided by the global count.
-                self.scaler.scale(out.loss * (self.dist.world_size / global_units)).backward()
+                step = (self.net, self.model, batch, self.device)  # the objective's loss(...)
+                out = loss_and_backward(self.task.loss, step, scale / global_units, self.scaler)
             totals.loss = totals.loss + out.loss.detach()
             totals.nll = totals.nll + out.nll.detach()
             totals.units += out.units

@@ -17,11 +17,15 @@ One exp per logit instead of autograd's two (log_softmax and its backward), and 
 float32 log-probabilities, gather gradient or sum gradient. benchmarks/loss_speed.py measures it
 against the unfused loss on the recipe's batch shapes (results, dated: docs/benchmarks.md).
 On a GPU the same sums and gradient come from _smoothed_rows through torch.compile, which fuses
-them into two passes over the logits (the chunked loop there would be about ten).
+them into two passes over the logits (the chunked loop there would be about ten). There the
+factor the loss is back-propagated with (1 / the step's token count) can be folded into that
+gradient as it is written (folding, backward_scaled, loss_and_backward: what the training loop
+does without a GradScaler), which spares the backward its own pass over the (N, V) gradient.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -93,13 +97,18 @@ def _smoothed_sums(
 
 
 def _smoothed_rows(
-    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    epsilon: float,
+    pad_id: int,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """_smoothed_sums with its gradient, in whole-tensor operations only (no chunks, nothing in
     place), for torch.compile to fuse: on a GPU, where the chunked loop is about ten passes over
     the (N, V) logits in memory, the compiled function is one read for the row statistics and one
-    read and write for the gradient. Returns (summed smoothed loss, summed NLL, d loss / d logits in
-    the logits' dtype)."""
+    read and write for the gradient. weight (N,): each row's factor on the gradient (default: 1 on
+    real rows, 0 on padding; a folded scale multiplies it, for free). Returns (summed smoothed loss,
+    summed NLL, d loss / d logits x weight in the logits' dtype)."""
     vocab = logits.size(1)
     other = epsilon / (vocab - 2) if epsilon > 0 else 0.0
     x = logits.float()  # (N, V)
@@ -118,24 +127,71 @@ def _smoothed_rows(
         q = torch.where(is_target, 1.0 - epsilon, torch.where(cols == pad_id, 0.0, other))
     else:
         smooth, q = nll, is_target.float()
-    grad = (e / total - q) * keep[:, None]  # softmax(x) - q, zero on padding rows
+    weight = keep if weight is None else weight
+    grad = (e / total - q) * weight[:, None]  # softmax(x) - q, zero on padding rows
     return (smooth * keep).sum(), (nll * keep).sum(), grad.to(logits.dtype)
 
 
 _compiled_rows = None
 
 
-def _fused_rows(logits, target, epsilon, pad_id):
+def _fused_rows(logits, target, epsilon, pad_id, weight=None):
     """_smoothed_rows through torch.compile (compiled once, for any number of rows)."""
     global _compiled_rows
     if _compiled_rows is None:
         _compiled_rows = torch.compile(_smoothed_rows, dynamic=True)
-    return _compiled_rows(logits, target, epsilon, pad_id)
+    if weight is None:
+        return _compiled_rows(logits, target, epsilon, pad_id)
+    return _compiled_rows(logits, target, epsilon, pad_id, weight)
 
 
 FUSED_DEVICES = ("cuda",)
 """Where the loss with a gradient goes through _fused_rows (torch.compile); the CPU keeps the
 chunked loop, which stays in cache and needs no compiler."""
+
+_folded_scale: list[float | None] = [None]  # the scale of the innermost folding() block
+
+
+@contextlib.contextmanager
+def folding(scale: float | None):
+    """Inside: a loss with a gradient on a fused device (FUSED_DEVICES) computed with its gradient
+    multiplied by `scale` (the factor the caller will back-propagate the loss with, e.g. 1 / the
+    step's token count), for free inside the pass that writes it. backward_scaled(loss, scale) then
+    skips the backward's separate scaling pass over the (N, V) gradient. The loss's value is not
+    scaled; on the CPU nothing changes (bit for bit). None: no folding."""
+    _folded_scale.append(scale)
+    try:
+        yield
+    finally:
+        _folded_scale.pop()
+
+
+def backward_scaled(loss: torch.Tensor, scale: float) -> None:
+    """Back-propagate loss * scale. Where `loss` is a label-smoothed sum made under
+    folding(scale), its gradient already holds the factor: backward runs from the loss itself and
+    its (N, V) gradient is handed on as it is, with no pass over it. Else
+    (loss * scale).backward()."""
+    node = loss.grad_fn
+    if isinstance(node, _SmoothedCrossEntropy._backward_cls) and node.folded == scale:
+        node.exact = True  # d objective / d loss is exactly 1: the gradient needs no multiplying
+        loss.backward()
+    else:
+        (loss * scale).backward()
+
+
+def loss_and_backward(loss_fn, args: tuple, scale: float, scaler: torch.amp.GradScaler):
+    """out = loss_fn(*args) (an objective's loss: out.loss a summed loss), then out.loss * scale
+    back-propagated, through `scaler` where it is enabled (fp16), else with the scale folded into
+    the label-smoothed loss's gradient (folding; on the CPU exactly (out.loss * scale).backward()).
+    Returns out."""
+    fold = None if scaler.is_enabled() else scale
+    with folding(fold):
+        out = loss_fn(*args)
+    if fold is None:
+        scaler.scale(out.loss * scale).backward()
+    else:
+        backward_scaled(out.loss, scale)
+    return out
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
@@ -146,8 +202,13 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def forward(
         ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int, consume: bool
     ):
+        ctx.folded, ctx.exact = None, False
         if logits.device.type in FUSED_DEVICES:
-            loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id)
+            scale, weight = _folded_scale[-1], None
+            if scale is not None:  # (N,) the folded scale on real rows, 0 on padding
+                weight = (target != pad_id).float().mul_(scale)
+                ctx.folded = scale
+            loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id, weight)
             ctx.mark_non_differentiable(nll)
             return loss, nll
         # (N, V) d loss / d logits, in the logits' dtype: written over the logits when the caller
@@ -166,6 +227,10 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 "label_smoothed_cross_entropy: backward ran twice through the same loss; "
                 "compute the loss again for a second backward pass"
             )
+        if ctx.exact:  # backward_scaled: the folded scale is the whole factor
+            return grad, None, None, None, None
+        if ctx.folded is not None:  # folded, then scaled otherwise: undo the fold in the factor
+            grad_loss = grad_loss / ctx.folded
         return grad.mul_(grad_loss), None, None, None, None
 
 
