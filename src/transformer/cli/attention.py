@@ -18,7 +18,6 @@ from ..config import (
 from .args import Arg, Setting, command
 from .common import (
     MODEL_DIR,
-    PROBABILITY,
     UserError,
     Where,
     check_picture,
@@ -56,12 +55,7 @@ class Figure:
         ),
     ] = False
     threshold: Annotated[
-        float | None,
-        Arg(
-            "--detection: draw the objects whose probability is at least this (default 0.5)",
-            PROBABILITY,
-            "a probability",
-        ),
+        float | None, Setting(DecodeConfig, note="--detection: the objects drawn")
     ] = None
     layer: Annotated[int, Arg("layer, counted from 0 (default -1: the last)")] = -1
     head: Annotated[
@@ -188,7 +182,9 @@ def _detection_attention(figure: Figure, pipeline) -> None:
     array, _ = read_image_resized(figure.image, "L" if d.channels == 1 else "RGB", d.image_size)
     image = torch.from_numpy(array)
     device = next(pipeline.model.parameters()).device
-    threshold = 0.5 if figure.threshold is None else figure.threshold
+    threshold = pipeline.settings(
+        **({} if figure.threshold is None else {"threshold": figure.threshold})
+    ).threshold
     result = detection_attention(
         pipeline.model, to_pixels(image[None]).to(device), pipeline.labels, threshold, figure.layer
     )

@@ -8,8 +8,8 @@ import argparse
 import json
 from typing import Annotated
 
-from ..config import CAPTION_SETTINGS, Bounds, DecodeConfig
-from .args import Arg, Settings, command
+from ..config import CAPTION_SETTINGS, DecodeConfig
+from .args import Arg, Setting, Settings, command
 from .common import ModelRun
 from .loading import captioner, image_files
 
@@ -23,9 +23,7 @@ def caption(
     as_json: Annotated[
         bool, Arg("print a JSON object per file: file, caption", flag="--json")
     ] = False,
-    batch_size: Annotated[
-        int, Arg("images decoded together", Bounds(ge=1), "a number of images")
-    ] = 64,
+    batch_size: Annotated[int | None, Setting(DecodeConfig)] = None,
     decode: Annotated[dict, Settings(DecodeConfig, CAPTION_SETTINGS)] = None,
 ) -> None:
     """A caption per image: the caption alone for one file, `file<TAB>caption` per line for

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from ..config import Bounds
-from .args import Arg, command
-from .common import PROBABILITY, ModelRun, UserError
+from ..config import DecodeConfig
+from .args import Arg, Setting, command
+from .common import ModelRun, UserError
 from .loading import detector
 
 
@@ -19,15 +19,12 @@ def detect(
     images: Annotated[
         list[str], Arg("image files (any size; resized to the model's)", positional=True)
     ],
-    threshold: Annotated[
-        float,
-        Arg("report objects whose probability is at least this", PROBABILITY, "a probability"),
-    ] = 0.5,
+    threshold: Annotated[float | None, Setting(DecodeConfig)] = None,
     out: Annotated[
         str | None,
         Arg("also write each image with its boxes drawn (PNG) and its JSON to this folder"),
     ] = None,
-    batch_size: Annotated[int, Arg("images run together", Bounds(ge=1), "a number of images")] = 64,
+    batch_size: Annotated[int | None, Setting(DecodeConfig)] = None,
 ) -> None:
     """One JSON line per image: the file and its objects (label, score, box x0 y0 x1 y1 in its
     pixels); --out DIR also writes each image with its boxes drawn and the JSON beside it."""

@@ -8,8 +8,8 @@ import argparse
 import json
 from typing import Annotated
 
-from ..config import TRANSCRIBE_SETTINGS, Bounds, DecodeConfig
-from .args import Arg, Settings, command
+from ..config import TRANSCRIBE_SETTINGS, DecodeConfig
+from .args import Arg, Setting, Settings, command
 from .common import ModelRun
 from .loading import speech_pipeline
 
@@ -22,9 +22,7 @@ def transcribe(
     as_json: Annotated[
         bool, Arg("print a JSON object per file: file, text", flag="--json")
     ] = False,
-    batch_size: Annotated[
-        int, Arg("30 s windows decoded together", Bounds(ge=1), "a number of windows")
-    ] = 8,
+    batch_size: Annotated[int | None, Setting(DecodeConfig)] = None,
     decode: Annotated[dict, Settings(DecodeConfig, TRANSCRIBE_SETTINGS)] = None,
 ) -> None:
     """One line per audio file: its transcript (--json: the file and its text)."""

@@ -103,6 +103,12 @@ class DecodeConfig:
         0.3, ge=0, le=1, finite=True, flag="--ctc-weight", give="a number from 0 to 1"
     )
     """speech_head = joint: the weight of CTC's prefix score (ESPnet's default 0.3)."""
+    threshold: float = setting(0.5, ge=0, le=1, flag="--threshold", give="a probability")
+    """detect: report the objects whose probability is at least this."""
+    batch_size: int | None = setting(None, gt=0, flag="--batch-size", give="a number of inputs")
+    """Images or 30 s audio windows run together (caption, detect, transcribe, classify and embed
+    images); unset: the task's own (transformer.tasks: 8 windows, 64 images to caption or detect,
+    256 to classify or embed)."""
     precision: str = setting("fp32", choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
     """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto (bf16 where
     measured faster)."""
@@ -156,4 +162,6 @@ TRANSCRIBE_SETTINGS = (
 CAPTION_SETTINGS = TRANSCRIBE_SETTINGS[:-2]
 """The settings of captioning images (the same as transcribing): caption's flags."""
 ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
+DETECT_SETTINGS = ("threshold", "batch_size")
+"""The settings of detecting objects: detect's flags, /v1/detect's fields (threshold)."""
 """The settings of extractive question answering: answer's flags."""

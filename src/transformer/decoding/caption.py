@@ -48,7 +48,7 @@ def as_images(images, channels: int, size: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def caption_images(pipeline, images, batch_size: int = 64, **decode) -> list[str]:
+def caption_images(pipeline, images, batch_size: int, **decode) -> list[str]:
     """See the module docstring and Pipeline.caption."""
     model = pipeline.model
     if not is_captioner(model):

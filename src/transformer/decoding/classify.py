@@ -78,7 +78,7 @@ def classify_texts(
 
 @torch.no_grad()
 def classify_images(
-    pipeline: Loaded, images, top_k: int = 1, batch_size: int = 256
+    pipeline: Loaded, images, top_k: int, batch_size: int
 ) -> list[list[tuple[str, float]]]:
     """The top_k (label, probability) pairs of each image (see Pipeline.classify_images)."""
     import numpy as np

@@ -77,7 +77,7 @@ def to_corners(boxes: torch.Tensor, width: int, height: int) -> torch.Tensor:
 
 @torch.no_grad()
 def detect_images(
-    pipeline: Loaded, images, threshold: float = 0.5, batch_size: int = 64
+    pipeline: Loaded, images, threshold: float, batch_size: int
 ) -> list[list[DetectedObject]]:
     """The objects of each image whose probability is at least threshold (see Pipeline.detect)."""
     model = pipeline.model
@@ -119,7 +119,7 @@ def detect_images(
 
 @torch.no_grad()
 def all_predictions(
-    pipeline: Loaded, pixels: torch.Tensor, batch_size: int = 64, pairs: int | None = None
+    pipeline: Loaded, pixels: torch.Tensor, batch_size: int | None = None, pairs: int | None = None
 ):
     """Every query's (scores (N, Q), class indices (N, Q), relative boxes (N, Q, 4)) for uint8
     (N, channels, size, size) images, for COCO evaluation (which ranks all of them); with pairs = k
@@ -131,6 +131,7 @@ def all_predictions(
             'objective = "detection"'
         )
     device = next(model.parameters()).device
+    batch_size = pipeline.batch_size(batch_size)
     parts = [
         model.detect(to_pixels(pixels[i : i + batch_size]).to(device), pairs)
         for i in range(0, len(pixels), batch_size)

@@ -27,7 +27,7 @@ def dual_encoder(pipeline: Loaded) -> DualEncoder:
 
 
 @torch.no_grad()
-def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int = 256) -> torch.Tensor:
+def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int) -> torch.Tensor:
     """Unit embeddings (N, E), float32 on the CPU, of N texts (see the module doc)."""
     model = dual_encoder(pipeline)
     texts = as_lines(texts)
@@ -47,7 +47,7 @@ def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int = 256) -> to
 
 
 @torch.no_grad()
-def embed_images(pipeline: Loaded, images, batch_size: int = 256) -> torch.Tensor:
+def embed_images(pipeline: Loaded, images, batch_size: int) -> torch.Tensor:
     """Unit embeddings (N, E), float32 on the CPU, of N images: uint8 (N, C, H, W) pixels 0-255 of
     any square size and 1 or 3 channels, or a list of image files (see the module doc)."""
     from ..data.images import ImageError, fit_images, to_pixels

@@ -121,6 +121,12 @@ class Pipeline:
         if task.command != command:
             raise PipelineError(wrong_task(task, command))
 
+    def batch_size(self, given: int | None = None) -> int:
+        """Inputs run together: `given` (checked as decode.batch_size), else decode.json's, else
+        the task's own (transformer.tasks)."""
+        s = self.decode if given is None else self.settings(batch_size=given)
+        return s.batch_size or self.task.batch_size or 1
+
     @property
     def max_source_tokens(self) -> int | None:
         return None if self.model.config.positional == "none" else self.model.config.max_positions
@@ -229,29 +235,29 @@ class Pipeline:
         return classify_texts(self, lines, top_k, batch_tokens, truncate, on_truncate)
 
     def classify_images(
-        self, images, top_k: int = 1, batch_size: int = 256
+        self, images, top_k: int = 1, batch_size: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """The top_k (label, probability) pairs of each image, most likely first (top_k 0: all
         labels). images: uint8 (N, C, H, W) pixels 0-255, or a list of image files (read as
         model.vision says). See transformer.decoding.classify."""
         from .classify import classify_images
 
-        return classify_images(self, images, top_k, batch_size)
+        return classify_images(self, images, top_k, self.batch_size(batch_size))
 
-    def embed_texts(self, texts: list[str], batch_size: int = 256) -> torch.Tensor:
+    def embed_texts(self, texts: list[str], batch_size: int | None = None) -> torch.Tensor:
         """A dual encoder's (CLIP's) unit embeddings (N, E) of N texts, lowercased as training
         lowercases the names. See transformer.decoding.embed."""
         from .embed import embed_texts
 
-        return embed_texts(self, texts, batch_size)
+        return embed_texts(self, texts, self.batch_size(batch_size))
 
-    def embed_images(self, images, batch_size: int = 256) -> torch.Tensor:
+    def embed_images(self, images, batch_size: int | None = None) -> torch.Tensor:
         """A dual encoder's (CLIP's) unit embeddings (N, E) of N images: uint8 (N, C, H, W) pixels
         0-255 (fitted to the model's channels and size) or a list of square image files. See
         transformer.decoding.embed."""
         from .embed import embed_images
 
-        return embed_images(self, images, batch_size)
+        return embed_images(self, images, self.batch_size(batch_size))
 
     def generate_images(
         self,
@@ -308,14 +314,16 @@ class Pipeline:
         except ValueError as e:
             raise PipelineError(str(e)) from None
 
-    def detect(self, images, threshold: float = 0.5, batch_size: int = 64) -> list:
+    def detect(self, images, threshold: float | None = None, batch_size: int | None = None) -> list:
         """The objects in each image, most likely first: a list per image of DetectedObject
         (label, score, box (x0, y0, x1, y1) in the image's pixels) whose probability is at least
         threshold. images: image files (any size; resized to the model's), or uint8 (C, H, W)
         arrays. See transformer.decoding.detect."""
         from .detect import detect_images
 
-        return detect_images(self, images, threshold, batch_size)
+        given = {"threshold": threshold, "batch_size": batch_size}
+        s = self.settings(**{k: v for k, v in given.items() if v is not None})
+        return detect_images(self, images, s.threshold, s.batch_size or self.task.batch_size)
 
     def answer(self, questions, contexts, **decode) -> list:
         """The answer span of each question in its context (extractive question answering with a
@@ -355,23 +363,23 @@ class Pipeline:
         )
         return answers[0] if one else answers
 
-    def caption(self, images, batch_size: int = 64, **decode) -> list[str]:
+    def caption(self, images, batch_size: int | None = None, **decode) -> list[str]:
         """The caption of each image of an image captioner (objective caption): images are uint8
         (N, C, H, W) pixels 0-255 at the model's shape, or image files (any size: converted and
         resized to the model's). decode overrides the model's defaults (beam_size 1 = greedy).
         See transformer.decoding.caption."""
         from .caption import caption_images
 
-        return caption_images(self, images, batch_size, **decode)
+        return caption_images(self, images, self.batch_size(batch_size), **decode)
 
-    def transcribe(self, audio, batch_size: int = 8, **decode) -> list[str]:
+    def transcribe(self, audio, batch_size: int | None = None, **decode) -> list[str]:
         """The transcript of each audio input: WAV file paths, or 1-D float tensors of 16 kHz
         samples (a single one gives a list of one). Audio longer than the model's window (30 s for
         Whisper) is cut into windows whose transcripts are joined. decode overrides the model's
         defaults (beam_size 1 = greedy). See transformer.decoding.transcribe."""
         from .transcribe import transcribe
 
-        return transcribe(self, audio, batch_size, **decode)
+        return transcribe(self, audio, self.batch_size(batch_size), **decode)
 
     def search(
         self,

@@ -81,7 +81,7 @@ def features_batch(
     return out, mask
 
 
-def transcribe(pipeline, audio, batch_size: int = 8, **decode) -> list[str]:
+def transcribe(pipeline, audio, batch_size: int, **decode) -> list[str]:
     """See the module docstring and Pipeline.transcribe."""
     model = pipeline.model
     if not isinstance(model, EncoderDecoder) or model.config.audio is None:

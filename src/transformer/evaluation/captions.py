@@ -58,7 +58,7 @@ def greedy_captions(
 
 
 def score_captions(
-    pipeline, path: str | os.PathLike, batch_size: int = 64, **decode
+    pipeline, path: str | os.PathLike, batch_size: int | None = None, **decode
 ) -> tuple[CaptionScores, list[str], list[str]]:
     """A captioner's scores on a labelled image split (a prepared .safetensors split or a folder of
     class folders, at the model's channels and size), its captions and the references, in the

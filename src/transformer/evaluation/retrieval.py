@@ -69,7 +69,7 @@ def retrieval_scores(
     return scores, predicted
 
 
-def embed_split(pipeline, images: torch.Tensor, names: list[str], batch_size: int = 256):
+def embed_split(pipeline, images: torch.Tensor, names: list[str], batch_size: int | None = None):
     """(image embeddings (N, E), name embeddings (M, E)) of a split through a Pipeline."""
     return (
         pipeline.embed_images(images, batch_size=batch_size),
@@ -77,7 +77,9 @@ def embed_split(pipeline, images: torch.Tensor, names: list[str], batch_size: in
     )
 
 
-def score_retrieval(pipeline, path, batch_size: int = 256) -> tuple[RetrievalScores, list[int]]:
+def score_retrieval(
+    pipeline, path, batch_size: int | None = None
+) -> tuple[RetrievalScores, list[int]]:
     """A dual encoder's zero-shot and retrieval scores on a labelled image split (a prepared
     .safetensors split or a folder of class folders; any shape, fitted to the model's), and each
     image's predicted name index into scores.classification.labels (the names, lowercased as

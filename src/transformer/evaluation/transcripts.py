@@ -74,7 +74,9 @@ def read_transcripts(folder: str | os.PathLike) -> list[tuple[Path, str]]:
     return clips
 
 
-def score_transcripts(pipeline, folder, batch_size: int = 8, **decode) -> tuple[float, list[Clip]]:
+def score_transcripts(
+    pipeline, folder, batch_size: int | None = None, **decode
+) -> tuple[float, list[Clip]]:
     """The corpus WER (x100) of the model's transcripts of the folder's clips, and each clip's
     result."""
     clips = read_transcripts(folder)

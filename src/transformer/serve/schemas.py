@@ -244,9 +244,7 @@ class DetectRequest(Strict):
         description="Image files (PNG, JPEG, ...) base64-encoded, of any size (each is resized to "
         "the model's); each is searched on its own."
     )
-    threshold: float = Field(
-        0.5, ge=0, le=1, description="keep the objects whose probability is at least this"
-    )
+    threshold: float | None = setting_field(DecodeConfig, "threshold")[1]
 
 
 class DetectedBox(BaseModel):

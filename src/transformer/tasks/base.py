@@ -58,6 +58,9 @@ class Task:
     """The `transformer evaluate` flag that scores it (e.g. "--tsv")."""
     score: Score | None = None
     """What a sweep reports of a finished run on a split; None: the validation loss only."""
+    batch_size: int = 0
+    """Inputs its inference call runs together when decode.batch_size is unset (images, audio
+    windows; 0: batched by tokens instead)."""
     test_files: int = 0
     """How many files a sweep's --test takes (translation: SRC and REF; 0: none)."""
     trains: Callable[[RunConfig], bool] = lambda config: True

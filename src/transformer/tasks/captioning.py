@@ -27,6 +27,7 @@ TASK = Task(
     family="captioning",
     runs=runs,
     prepare=prepare,
+    batch_size=64,
     command="caption",
     evaluate="--images",
 )

@@ -68,6 +68,7 @@ IMAGES = Task(
     family="encoder",
     runs=runs_images,
     prepare=prepare_images,
+    batch_size=256,
     command="classify",
     routes=("/v1/classify",),
     evaluate="--images",

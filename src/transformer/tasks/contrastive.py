@@ -28,6 +28,7 @@ TASK = Task(
     family="encoder",
     runs=runs,
     prepare=prepare,
+    batch_size=256,
     command="embed",
     evaluate="--images",
 )

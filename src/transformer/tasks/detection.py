@@ -41,6 +41,7 @@ TASK = Task(
     family="detection",
     runs=runs,
     prepare=prepare,
+    batch_size=64,
     command="detect",
     routes=("/v1/detect",),
     evaluate="--detection",

@@ -27,6 +27,7 @@ TASK = Task(
     family="speech",
     runs=runs,
     prepare=prepare,
+    batch_size=8,
     command="transcribe",
     routes=("/v1/transcribe",),
     evaluate="--audio",
