@@ -43,6 +43,8 @@ DECODE = {
     "max_answer_tokens": ([1, 30], [0, -1]),
     "speech_head": (["decoder", "ctc", "joint"], ["attention", ""]),
     "ctc_weight": ([0.0, 0.3, 1], [-0.1, 1.5, math.nan]),
+    "threshold": ([0.0, 0.5, 1], [-0.1, 1.5, math.nan]),
+    "batch_size": ([1, 64], [0, -1]),
 }
 COMPANIONS = {"n_best": {"beam_size": 4}}
 """Settings given with the one under test (n_best needs a beam at least as wide)."""
@@ -57,12 +59,15 @@ COMMANDS = {
     "max_answer_tokens": "answer",
     "speech_head": "transcribe",
     "ctc_weight": "transcribe",
+    "threshold": "detect",
+    "batch_size": "transcribe",
 }
 """The command whose flag is tried (translate unless named)."""
 REQUIRED = {
     "generate": ["--prompt", "x"],
     "answer": ["--question", "q", "--context", "c"],
     "transcribe": ["clip.wav"],
+    "detect": ["image.png"],
 }
 """What each command needs besides the flag."""
 
@@ -185,6 +190,14 @@ def api_accepts(clients, name, value) -> bool | None:
     from transformer.serve.schemas import GenerateRequest, TranscribeRequest, TranslateRequest
 
     settings = {**COMPANIONS.get(name, {}), name: value}
+    if name == "threshold":  # /v1/detect's request
+        from transformer.serve.schemas import DetectRequest
+
+        try:
+            DetectRequest(images=["UklGRg=="], **settings)
+        except ValidationError:
+            return False
+        return True
     if name in TRANSCRIBE_ONLY:  # /v1/transcribe's request, validated as the route validates it
         try:
             TranscribeRequest(audio="UklGRg==", **settings)
@@ -210,9 +223,11 @@ API_LESS = {
     "answer_stride",
     "max_answer_tokens",
     "guidance_scale",
+    "batch_size",
 }
 """Settings no request takes: a model directory's decode.json and the server's --precision set them
-(the server has no question-answering route, and does not serve image generators)."""
+(the server has no question-answering route, and does not serve image generators; it batches by its
+own --max-batch-tokens)."""
 
 
 @pytest.mark.parametrize("name", list(DECODE))

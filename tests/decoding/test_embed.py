@@ -42,4 +42,4 @@ def test_a_model_that_is_not_a_dual_encoder_says_so(pipeline):
 
     other = Pipeline(torch.nn.Linear(2, 2), None, None, pipeline.decode)
     with pytest.raises(PipelineError, match='objective = "contrastive"'):
-        embed_texts(other, ["x"])
+        embed_texts(other, ["x"], batch_size=8)
