@@ -290,6 +290,7 @@ def test_serve_flags_and_serve_config_agree(capsys, name):
 def test_flags_and_api_fields_carry_the_settings_doc():
     """The doc is written once (the docstring under the field): the flag's help and the API field's
     description are that text."""
+    pytest.importorskip("fastapi")
     from transformer.config.checks import field_docs
     from transformer.serve.schemas import GenerateRequest, TranslateRequest
 

@@ -233,9 +233,9 @@ def _stack_options(cfg: ModelConfig, common_spec) -> dict:
 def model_spec(model: Model, source_tokens: list[str], target_tokens: list[str]):
     """Our model (fp32 weights) -> a validated CTranslate2 model spec with its vocabularies and
     config."""
-    _, common_spec, transformer_spec = _specs()
     cfg = model.config
-    check_exportable(cfg)
+    check_exportable(cfg)  # a model CTranslate2 cannot run is refused first, installed or not
+    _, common_spec, transformer_spec = _specs()
     options = _stack_options(cfg, common_spec)
     if cfg.arch == "encoder-decoder":
         rotary = {
@@ -293,10 +293,10 @@ def export_ct2(
             f"--quantization {quantization!r} is not one of CTranslate2's: "
             f"{', '.join(QUANTIZATIONS)}"
         )
-    _specs()
     model_dir = Path(model_dir)
     model = load_model(model_dir).float()
     check_exportable(model.config)
+    _specs()
     source, target = load_tokenizers(model_dir)
     if target is None:
         raise ExportError(f"{model_dir} has no tokenizer file: CTranslate2 needs the vocabulary")
