@@ -505,7 +505,8 @@ def add_package_dir(p: argparse.ArgumentParser, holding: str, module: str) -> No
 
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Show how a tokenizer cuts text into tokens, or compare the four kinds on a config's data."""
-    from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
+    from ..data.tokenizer import UNK_ID, Tokenizer
+    from ..model_dir import load_tokenizers
 
     if args.compare:
         return _compare_tokenizers(args)

@@ -23,8 +23,7 @@ from .detection import PROBABILITY
 def cmd_info(args: argparse.Namespace) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model.io import load_config
-    from ..model_dir import load_model
+    from ..model_dir import load_config, load_model
 
     config = load_config(args.model_dir)
     model = load_model(args.model_dir)

@@ -75,7 +75,7 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> None:
     """Serve the model directory until SIGTERM / SIGINT (see transformer.serve)."""
-    from ..model.io import load_config
+    from ..model_dir import load_config
 
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         raise UserError("serve needs FastAPI and uvicorn: pip install 'transformer[serve]'")

@@ -21,11 +21,10 @@ from ..data.tokenizer import (
     UNK_ID,
     Tokenizer,
     TokenizerError,
-    load_tokenizers,
-    save_tokenizers,
     sentinel_tokens,
     train_tokenizer,
 )
+from ..model_dir import load_tokenizers, save_tokenizers
 from . import distributed as D
 
 

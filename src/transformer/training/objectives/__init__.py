@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...config import OBJECTIVE_ARCHS, ConfigError, RunConfig
-from ...model.io import load_config
+from ...model_dir import load_config
 from .. import distributed as D
 from ..corpora import prepare_data
 from .base import Objective, StepSums
