@@ -133,11 +133,12 @@ class TrainingData:
 
 
 TOKENIZER_NAMES = {
-    "bpe": "BPE",
-    "unigram": "Unigram",
     "word": "word tokenizer",
     "char": "character tokenizer",
+    "bpe": "BPE",
+    "unigram": "Unigram",
 }
+"""Each of config's TOKENIZER_KINDS by name, in the order compare_tokenizers shows them."""
 
 
 def special_tokens(config: RunConfig) -> tuple[str, ...]:
@@ -343,7 +344,7 @@ def compare_tokenizers(
         read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
     )
     rows = []
-    for kind in ("word", "char", "bpe", "unigram"):
+    for kind in TOKENIZER_NAMES:
         say(f"training the {TOKENIZER_NAMES[kind]} ...")
         src_tok, tgt_tok = _train_pair(config, kind, sample)
         if sources is None:
