@@ -4,11 +4,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 import transformer
 from transformer.config import DecodeConfig, cpu_tiny
-from transformer.data.tokenizer import train_bpe
+from transformer.data.tokenizer import TokenizerError, train_bpe
 from transformer.model_dir import ModelDir, load_decode_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
@@ -54,3 +55,21 @@ def test_the_directory_file_names_are_written_in_model_dir_only():
              if file.name != "model_dir.py" and "interop" not in file.parts  # other formats' files
              for m in names.finditer(file.read_text(encoding="utf-8"))]
     assert set(typed) - ALLOWED == set()
+
+
+def test_pipeline_and_model_dir_are_public_names():
+    from transformer.decoding.pipeline import Pipeline, PipelineError
+
+    assert (transformer.Pipeline, transformer.PipelineError, transformer.ModelDir) == (Pipeline, PipelineError, ModelDir)
+    assert {"Pipeline", "PipelineError", "ModelDir"} <= set(transformer.__all__)
+
+
+def test_pipeline_load_reads_a_model_directory_whole(tmp_path):
+    tok = train_bpe(["the cat sat on the mat", "a dog sat on a log"] * 10, vocab_size=300)
+    model = transformer.build_model(cpu_tiny(vocab_size=tok.vocab_size)).eval()
+    ModelDir(model, (tok, tok), DecodeConfig(beam_size=2)).write(tmp_path / "m")
+    pipe = transformer.Pipeline.load(tmp_path / "m")
+    assert pipe.source_tokenizer is pipe.target_tokenizer and pipe.decode == DecodeConfig(beam_size=2)
+    (tmp_path / "m" / "tokenizer.json").unlink()
+    with pytest.raises(TokenizerError, match="has no tokenizer: expected tokenizer.json or tokenizer.src.json"):
+        transformer.Pipeline.load(tmp_path / "m")
