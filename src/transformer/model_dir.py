@@ -44,6 +44,8 @@ WEIGHTS_FILE = "model.safetensors"
 SHARED_FILE = "tokenizer.json"
 SOURCE_FILE = "tokenizer.src.json"
 TARGET_FILE = "tokenizer.tgt.json"
+VOCAB_FILES = (SHARED_FILE, SOURCE_FILE, TARGET_FILE)
+"""The tokenizer files: tokenizer.json (shared vocabulary), or the source and target pair."""
 DECODE_FILE = "decode.json"
 CHAT_TEMPLATE_FILE = "chat_template.json"
 LABELS_FILE = "labels.json"
@@ -65,6 +67,7 @@ __all__ = [
     "SPECIAL_TOKENS_FILE",
     "SPEECH_FILE",
     "TARGET_FILE",
+    "VOCAB_FILES",
     "WEIGHTS_FILE",
     "ModelDir",
     "has_tokenizer",
