@@ -48,7 +48,7 @@ from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.decoding.sampling import sample  # noqa: E402
 from transformer.export import ExportError, export_model  # noqa: E402
 from transformer.model.build import build_model  # noqa: E402
-from transformer.model.io import load_config, save_weights  # noqa: E402
+from transformer.model_dir import load_config, save_weights  # noqa: E402
 
 WEIGHTS = "model.safetensors"
 PROMPTS = [

@@ -48,8 +48,9 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", default="runs/granularity")
     args = parser.parse_args()
-    from transformer.data.tokenizer import UNK_ID, load_tokenizers
+    from transformer.data.tokenizer import UNK_ID
     from transformer.decoding.pipeline import Pipeline
+    from transformer.model_dir import load_tokenizers
 
     test_src = (ROOT / "data/bible/test.spa").read_text(encoding="utf-8").splitlines()
     test_tgt = (ROOT / "data/bible/test.eng").read_text(encoding="utf-8").splitlines()

@@ -119,7 +119,7 @@ def _flops(group: str, row: dict) -> float:
     """Training FLOPs per target token of a run's model at the Bible's typical length (32 tokens): the
     variants' cost without a clock (tokens/s measured beside other work would mislead)."""
     from transformer.model.accounting import flops_per_token
-    from transformer.model.io import load_config
+    from transformer.model_dir import load_config
 
     run = OUT / group / "runs" / row["variant"] / f"seed-{row['seed']}" / "averaged"
     return flops_per_token(load_config(run), 32)["training"]

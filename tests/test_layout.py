@@ -6,12 +6,19 @@ inside a function counts too:
 - training/ imports nothing from decoding/ or viz/ (what needs both lives in evaluation.scoring);
 - tasks/ (the table of tasks) stands on training/, evaluation/ and decoding/'s parts and below them
   nothing imports it but training's entry, decoding's Pipeline and the top;
-- evaluation/metrics.py works on plain strings and numbers: nothing of the package;
+- evaluation/'s metric modules work on plain strings and arrays: nothing of the package but each
+  other; the modules that drive a model over a test set (scoring.py and its per-task siblings) are
+  listed, and only they may use decoding/;
+- a setting's choice list lives once, in config/: no module elsewhere types a copy of one;
 - nothing below serve/ and export/ imports them, and nothing imports workflows/ or cli/
-  (but cli/, which stands on everything).
+  (but cli/, which stands on everything); serve/ and export/ stand on Pipeline (decoding/),
+  model_dir, tasks/ and runtime/: serve/ imports nothing of model/, export/ only the Model types
+  and the positional tables it writes out;
+- no import circles, not even inside a folder.
 """
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -113,3 +120,126 @@ def test_model_takes_only_types_and_choice_lists_from_config():
 
 def test_string_metrics_import_nothing_of_the_package():
     assert imported_parts(PACKAGE / "evaluation" / "metrics.py") == set()
+
+
+METRIC_MODULES = {"metrics", "overlap", "detection", "boxes"}
+"""evaluation/'s pure metric modules: plain strings, numbers and arrays in, scores out."""
+DRIVERS = {"scoring", "captions", "detector", "image_lm", "retrieval", "transcripts"}
+"""evaluation/'s modules that run a model over a test set (DESIGN names scoring.py; the per-task
+drivers beside it do the same for captions, detection, image generation, retrieval, speech)."""
+
+
+def test_evaluation_metric_modules_are_pure_and_only_drivers_use_decoding():
+    for file in files_of("evaluation"):
+        name = module_name(file)
+        if len(name) == 2:
+            continue  # evaluation/__init__.py gathers names
+        assert name[2] in METRIC_MODULES | DRIVERS, f"evaluation/{file.name}: list it in METRIC_MODULES or DRIVERS"
+        for path, _ in imports(file):
+            if name[2] in METRIC_MODULES:
+                pure = path[1] == "evaluation" and len(path) > 2 and path[2] in METRIC_MODULES
+                assert pure, f"evaluation/{file.name} is a metric module but imports {'.'.join(path)}"
+    for file in files_of("evaluation"):
+        text = file.read_text(encoding="utf-8")
+        if module_name(file)[-1] in METRIC_MODULES:
+            assert "torch.nn" not in text and "Pipeline" not in text, f"evaluation/{file.name} runs a model"
+
+
+SERVE_EXPORT_MAY_IMPORT = {
+    "serve": {"config", "files", "data", "decoding", "model_dir", "tasks", "runtime", "viz"},
+    "export": {"config", "files", "data", "model_dir", "tasks", "runtime", "interop", "model"},
+}
+"""What serve/ and export/ stand on; of model/, export/ takes only EXPORT_MODEL."""
+EXPORT_MODEL = {"transformer", "positional"}
+
+
+@pytest.mark.parametrize("part", sorted(SERVE_EXPORT_MAY_IMPORT))
+def test_serve_and_export_stand_on_pipeline_model_dir_tasks_and_runtime(part):
+    for file in files_of(part):
+        for path, _ in imports(file):
+            where = f"{file.relative_to(PACKAGE)} imports {'.'.join(path)}"
+            if path[1] == part:
+                continue
+            assert path[1] in SERVE_EXPORT_MAY_IMPORT[part], where
+            if path[1] == "model":
+                assert len(path) > 2 and path[2] in EXPORT_MODEL, f"{where}: a model/ internal"
+
+
+def string_tuples(tree: ast.AST) -> Iterator[tuple[int, frozenset[str]]]:
+    """(line, the strings) of every tuple, list or set literal of three or more string constants."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 3 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            yield node.lineno, frozenset(e.value for e in node.elts)
+
+
+def test_choice_lists_are_typed_once_in_config_and_read_from_there():
+    """The ModelConfig (and every config) readers take a setting's choices from config/, never a copy."""
+    choices = {}
+    for file in files_of("config"):
+        for node in ast.parse(file.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
+                for _, values in string_tuples(node.value):
+                    choices[values] = f"config/{file.name}: {node.targets[0].id}"
+    assert len(choices) > 10  # ARCHS, POSITIONALS, NORMS, ACTIVATIONS, TOKENIZER_KINDS, ...
+    for file in sorted(PACKAGE.rglob("*.py")):
+        if module_name(file)[1:2] == ("config",):
+            continue
+        for line, values in string_tuples(ast.parse(file.read_text(encoding="utf-8"))):
+            assert values not in choices, (f"{file.relative_to(PACKAGE)}:{line} copies {choices[values]}: "
+                                           "import it from transformer.config")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules it imports (a lazy import counts), as before-stop's check builds it: an
+    import through a package's __init__ (which only gathers names) is not an edge."""
+    modules = {".".join(module_name(f)): f for f in PACKAGE.rglob("*.py")}
+    graph = {m: set() for m in modules}
+    for m, file in modules.items():
+        for path, names in imports(file):
+            for target in [".".join(path)] + [".".join((*path, n)) for n in names]:
+                while target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != m and modules[target].name != "__init__.py":
+                    graph[m].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(part)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_scanner_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles_anywhere():
+    assert circles(import_graph()) == []

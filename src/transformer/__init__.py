@@ -16,6 +16,9 @@ _PUBLIC = {
     "ConfigError": "config",
     "DecodeConfig": "config",
     "ModelConfig": "config",
+    "Pipeline": "decoding.pipeline",
+    "PipelineError": "decoding.pipeline",
+    "ModelDir": "model_dir",
     "beam_search": "decoding",
     "greedy_search": "decoding",
     "sample": "decoding",
@@ -39,7 +42,10 @@ __all__ = [
     "EncoderDecoder",
     "EncoderOnly",
     "ModelConfig",
+    "ModelDir",
     "ModelFileError",
+    "Pipeline",
+    "PipelineError",
     "beam_search",
     "build_model",
     "count_parameters",
@@ -67,8 +73,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and editors see
     from .config import ConfigError, DecodeConfig, ModelConfig
     from .decoding import beam_search, greedy_search, sample
+    from .decoding.pipeline import Pipeline, PipelineError
     from .model.accounting import count_parameters, flops_per_image, flops_per_token
     from .model.build import build_model
     from .model.io import ModelFileError
     from .model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
-    from .model_dir import load_model, save_model
+    from .model_dir import ModelDir, load_model, save_model

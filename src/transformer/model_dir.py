@@ -1,8 +1,9 @@
-"""A whole model directory: what users pass around, and what Pipeline, train, average and
-import-hf read and write. `save_model` writes it, `load_model` gives back its model, and the
-load_* functions below its other parts.
+"""A whole model directory: what users pass around, and what Pipeline, train, average, export,
+serve and import-hf read and write. `ModelDir` is one directory as one record: `ModelDir.read(path)`
+reads it whole, `.write(path)` writes it (every file atomically, files.py). `save_model` /
+`load_model` and the load_* functions below are the piecewise forms.
 
-    config.json          the ModelConfig                         (model/io.py)
+    config.json          the ModelConfig                         (model/io.py reads and writes it)
     model.safetensors    the weights, never pickle                (model/io.py)
     tokenizer.json       one shared vocabulary, or
     tokenizer.src.json + tokenizer.tgt.json                       (data/tokenizer.py)
@@ -15,42 +16,63 @@ load_* functions below its other parts.
                          {"prompt": [...], "suppress_tokens": [...], "begin_suppress_tokens": [...]}
     pixels.json          an image generator's token layout: image size, channels, levels, labels,
                          characters (data/pixels.py)
+    README.md            a short note saying how the model was made (when its writer gave one)
 
-This module sits above `model/` and `data/`, so that neither imports the other: `model/io.py`
-knows configs and weights only, `data/tokenizer.py` knows tokenizer files only.
+These file names are defined here and nowhere else. This module sits above `model/` and `data/`,
+so that neither imports the other: `model/io.py` knows config and weight files, and
+`data/tokenizer.py` tokenizer files, but neither knows a directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .config import ConfigError, DecodeConfig
+from .config import ConfigError, DecodeConfig, ModelConfig
 from .data.pixels import ImageTokens, PixelTokenError
-from .data.tokenizer import SPECIAL_TOKENS_FILE, has_tokenizer, load_tokenizers, save_tokenizers
+from .data.tokenizer import Tokenizer, TokenizerError
 from .files import atomic_write_text
-from .model.io import ModelFileError, load_weights, save_weights
+from .model.io import ModelFileError, read_config, read_weights, write_config, write_weights
 from .model.transformer import Model
 
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+SHARED_FILE = "tokenizer.json"
+SOURCE_FILE = "tokenizer.src.json"
+TARGET_FILE = "tokenizer.tgt.json"
+VOCAB_FILES = (SHARED_FILE, SOURCE_FILE, TARGET_FILE)
+"""The tokenizer files: tokenizer.json (shared vocabulary), or the source and target pair."""
 DECODE_FILE = "decode.json"
 CHAT_TEMPLATE_FILE = "chat_template.json"
 LABELS_FILE = "labels.json"
+SPECIAL_TOKENS_FILE = "special_tokens.json"
 SPEECH_FILE = "speech.json"
 SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
 PIXELS_FILE = "pixels.json"
+README_FILE = "README.md"
 
 __all__ = [
     "CHAT_TEMPLATE_FILE",
+    "CONFIG_FILE",
     "DECODE_FILE",
     "LABELS_FILE",
     "PIXELS_FILE",
+    "README_FILE",
+    "SHARED_FILE",
+    "SOURCE_FILE",
     "SPECIAL_TOKENS_FILE",
     "SPEECH_FILE",
+    "TARGET_FILE",
+    "VOCAB_FILES",
+    "WEIGHTS_FILE",
+    "ModelDir",
     "has_tokenizer",
     "load_chat_template",
+    "load_config",
     "load_decode_config",
     "load_labels",
     "load_model",
@@ -58,9 +80,88 @@ __all__ = [
     "load_special_tokens",
     "load_speech",
     "load_tokenizers",
+    "load_weights",
     "model_files",
     "save_model",
+    "save_tokenizers",
+    "save_weights",
 ]
+
+
+@dataclass
+class ModelDir:
+    """A model directory as one value: the model and every other file it holds (None: absent).
+
+    tokenizers: (source, target); the same object twice when the vocabulary is shared.
+    decode: the decoding defaults (reading a directory without decode.json gives the defaults).
+    """
+
+    model: Model
+    tokenizers: tuple[Tokenizer, Tokenizer] | None = None
+    decode: DecodeConfig | None = None
+    chat: dict | None = None
+    labels: list[str] | None = None
+    special_tokens: dict[str, str] | None = None
+    speech: dict | None = None
+    pixels: ImageTokens | None = None
+    readme: str | None = None
+
+    @classmethod
+    def read(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> ModelDir:
+        """Read the model directory `path` whole: the model (in eval mode on `device`) and every
+        file present, each checked (ModelFileError, TokenizerError name the file and the fix)."""
+        readme = Path(path) / README_FILE
+        return cls(
+            load_model(path, device),
+            load_tokenizers(path) if has_tokenizer(path) else None,
+            readme=readme.read_text(encoding="utf-8") if readme.is_file() else None,
+            **model_files(path),
+        )
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write the directory `path` (created if needed): config.json and model.safetensors, and
+        the files whose part is not None; each file atomically."""
+        pixels, labels = self.pixels, self.labels
+        if pixels is not None and pixels.vocab_size != self.model.config.vocab_size:
+            raise ValueError(
+                f"the image token layout has {pixels.vocab_size} tokens, the model's vocabulary "
+                f"{self.model.config.vocab_size}: they must match"
+            )
+        path = save_weights(self.model, path)
+        if self.tokenizers is not None:
+            save_tokenizers(path, *self.tokenizers)
+        if self.decode is not None:
+            _write_json(path / DECODE_FILE, self.decode.to_dict(), indent=2, ensure_ascii=True)
+        if self.chat is not None:
+            _write_json(path / CHAT_TEMPLATE_FILE, self.chat, indent=2)
+        if labels is not None:
+            n_classes = getattr(self.model.config, "n_classes", 0)
+            if len(labels) != n_classes:
+                raise ValueError(
+                    f"{len(labels)} labels for a model with n_classes={n_classes}: give one name "
+                    "per class"
+                )
+            _write_json(path / LABELS_FILE, list(labels), indent=1)
+        if self.special_tokens is not None:
+            _write_json(path / SPECIAL_TOKENS_FILE, self.special_tokens, indent=1)
+        if self.speech is not None:
+            record = {key: [int(t) for t in self.speech.get(key, [])] for key in SPEECH_KEYS}
+            atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
+        if pixels is not None:
+            pixels.save(path / PIXELS_FILE)
+        if self.readme is not None:
+            atomic_write_text(path / README_FILE, self.readme)
+        return path
+
+    def require_tokenizers(self, path: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
+        """The (source, target) tokenizers, or the error that says which files `path` lacks."""
+        if self.tokenizers is None:
+            raise TokenizerError(_no_tokenizer(Path(path)))
+        return self.tokenizers
+
+
+def _write_json(file: Path, value, indent: int, ensure_ascii: bool = False) -> None:
+    atomic_write_text(file, json.dumps(value, indent=indent, ensure_ascii=ensure_ascii) + "\n")
 
 
 def save_model(
@@ -75,7 +176,7 @@ def save_model(
     pixels: ImageTokens | None = None,
 ) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
-    the parts given.
+    the parts given (ModelDir.write).
 
     tokenizer: one tokenizer (shared vocabulary -> tokenizer.json) or a (source, target) pair
     (tokenizer.src.json + tokenizer.tgt.json; the same object twice means shared). Anything with
@@ -85,51 +186,104 @@ def save_model(
     speech: a speech model's decoder prompt and suppressed tokens (speech.json).
     pixels: an image generator's token layout (pixels.json).
     """
-    if pixels is not None and pixels.vocab_size != model.config.vocab_size:
-        raise ValueError(
-            f"the image token layout has {pixels.vocab_size} tokens, the model's vocabulary "
-            f"{model.config.vocab_size}: they must match"
-        )
-    path = save_weights(model, path)
-    if tokenizer is not None:
-        source, target = (
-            tokenizer if isinstance(tokenizer, (tuple, list)) else (tokenizer, tokenizer)
-        )
-        save_tokenizers(path, source, target)
-    if decode is not None:
-        atomic_write_text(path / DECODE_FILE, json.dumps(decode.to_dict(), indent=2) + "\n")
-    if chat is not None:
-        atomic_write_text(
-            path / CHAT_TEMPLATE_FILE, json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
-        )
-    if labels is not None:
-        n_classes = getattr(model.config, "n_classes", 0)
-        if len(labels) != n_classes:
-            raise ValueError(
-                f"{len(labels)} labels for a model with n_classes={n_classes}: give one name per "
-                "class"
-            )
-        atomic_write_text(
-            path / LABELS_FILE, json.dumps(list(labels), indent=1, ensure_ascii=False) + "\n"
-        )
-    if special_tokens is not None:
-        atomic_write_text(
-            path / SPECIAL_TOKENS_FILE,
-            json.dumps(special_tokens, indent=1, ensure_ascii=False) + "\n",
-        )
-    if speech is not None:
-        record = {key: [int(t) for t in speech.get(key, [])] for key in SPEECH_KEYS}
-        atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
-    if pixels is not None:
-        pixels.save(path / PIXELS_FILE)
+    if tokenizer is not None and not isinstance(tokenizer, (tuple, list)):
+        tokenizer = (tokenizer, tokenizer)
+    parts = dict(chat=chat, labels=labels, special_tokens=special_tokens, speech=speech)
+    return ModelDir(model, tokenizer and tuple(tokenizer), decode, pixels=pixels, **parts).write(
+        path
+    )
+
+
+def save_weights(model: Model, path: str | os.PathLike) -> Path:
+    """Write config.json and model.safetensors into the directory `path` (created if needed)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ModelFileError(f"{path} is a file: pass a directory to write the model into")
+    path.mkdir(parents=True, exist_ok=True)
+    write_weights(model, path / WEIGHTS_FILE)
+    write_config(model.config, path / CONFIG_FILE)
     return path
+
+
+def load_config(path: str | os.PathLike) -> ModelConfig:
+    """Read a model directory's config.json, with errors that name the file (and, given a run
+    directory, its model directories)."""
+    if not Path(path).is_dir():
+        raise ModelFileError(
+            f"{path} is not a directory: pass a model directory ({CONFIG_FILE} + {WEIGHTS_FILE})"
+        )
+    file = Path(path) / CONFIG_FILE
+    if not file.is_file():
+        runs = [
+            Path(path) / name
+            for name in ("best", "last")
+            if (Path(path) / name / CONFIG_FILE).is_file()
+        ]
+        if runs:  # a run directory (what train writes): its model directories are best/ and last/
+            also = f" (or {runs[1]})" if len(runs) > 1 else ""
+            raise ModelFileError(
+                f"{file} not found: {path} is a run directory, not a model directory: "
+                f"did you mean {runs[0]}{also}?"
+            )
+        raise ModelFileError(
+            f"{file} not found: {path} is not a model directory (one holds {CONFIG_FILE} "
+            f"and {WEIGHTS_FILE})"
+        )
+    return read_config(file)
+
+
+def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+    """Build the model from config.json and load model.safetensors, checking every name and
+    shape (model/io.read_weights); in eval mode on `device`."""
+    path = Path(path)
+    config = load_config(path)
+    file = path / WEIGHTS_FILE
+    if not file.is_file():
+        raise ModelFileError(f"{file} not found: the model directory has a config but no weights")
+    return read_weights(config, file, path / CONFIG_FILE).to(device).eval()
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
     """The model of the model directory `path` (config.json + model.safetensors, every name and
-    shape checked; model/io.load_weights), in eval mode on `device`. Its tokenizers are
-    load_tokenizers', its decoding defaults load_decode_config's."""
+    shape checked), in eval mode on `device`. Its tokenizers are load_tokenizers', its decoding
+    defaults load_decode_config's; ModelDir.read reads them all."""
     return load_weights(path, device)
+
+
+def save_tokenizers(
+    path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None
+) -> None:
+    """Write tokenizer.json (shared: target None or the same object) or the .src/.tgt pair into
+    `path`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if target is None or target is source:
+        source.save(path / SHARED_FILE)
+    else:
+        source.save(path / SOURCE_FILE)
+        target.save(path / TARGET_FILE)
+
+
+def has_tokenizer(path: str | os.PathLike) -> bool:
+    """Whether the directory holds a tokenizer (tokenizer.json or tokenizer.src.json)."""
+    path = Path(path)
+    return (path / SHARED_FILE).is_file() or (path / SOURCE_FILE).is_file()
+
+
+def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers of a model directory; the same object when the vocabulary is
+    shared."""
+    path = Path(model_dir)
+    if (path / SHARED_FILE).is_file():
+        tok = Tokenizer.load(path / SHARED_FILE)
+        return tok, tok
+    if (path / SOURCE_FILE).is_file() and (path / TARGET_FILE).is_file():
+        return Tokenizer.load(path / SOURCE_FILE), Tokenizer.load(path / TARGET_FILE)
+    raise TokenizerError(_no_tokenizer(path))
+
+
+def _no_tokenizer(path: Path) -> str:
+    return f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}"
 
 
 def model_files(path: str | os.PathLike) -> dict:

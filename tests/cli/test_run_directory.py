@@ -10,7 +10,8 @@ import transformer
 from transformer.cli import main
 from transformer.config import DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
-from transformer.model.io import ModelFileError, load_config
+from transformer.model.io import ModelFileError
+from transformer.model_dir import load_config
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "el gato se sentó", "hace sol hoy"] * 30
 

@@ -22,10 +22,9 @@ from transformer.data.tokenizer import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerError,
-    load_tokenizers,
-    save_tokenizers,
     train_bpe,
 )
+from transformer.model_dir import load_tokenizers, save_tokenizers
 
 CORPUS = [
     "the cat sat on the mat",

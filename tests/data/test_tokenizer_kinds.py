@@ -15,12 +15,10 @@ from transformer.data.tokenizer import (
     Tokenizer,
     TokenizerError,
     detokenize_words,
-    load_tokenizers,
-    save_tokenizers,
     train_tokenizer,
 )
 from transformer.decoding.pipeline import Pipeline
-from transformer.model_dir import load_model
+from transformer.model_dir import load_model, load_tokenizers, save_tokenizers
 from transformer.training.checkpoint import step_dirs
 from transformer.training.trainer import train
 

@@ -13,7 +13,7 @@ from tests.model.dual_encoder import tiny_config
 from transformer.config import ConfigError, ModelConfig
 from transformer.model.build import build_model
 from transformer.model.contrastive import MAX_LOGIT_SCALE, DualEncoder
-from transformer.model.io import load_weights, save_weights
+from transformer.model_dir import load_weights, save_weights
 
 
 def model(**contrastive) -> DualEncoder:

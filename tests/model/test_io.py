@@ -89,12 +89,19 @@ def test_save_leaves_no_temporary_files(saved):
 
 
 def test_save_model_and_load_model_sit_together_in_model_dir(tmp_path):
-    """model_dir.py reads and writes a whole model directory; model/io.py only its config and weights."""
+    """model_dir.py reads and writes a whole model directory; model/io.py only its config and weight
+    files, knowing no directory's file names."""
     import transformer.model.io as io
     import transformer.model_dir as model_dir
 
     assert transformer.save_model is model_dir.save_model and transformer.load_model is model_dir.load_model
     assert not hasattr(io, "load_model") and not hasattr(io, "save_model")
+    assert not any(name.endswith("_FILE") for name in vars(io))
     model = transformer.build_model(cpu_tiny(vocab_size=40)).eval()
-    io.save_weights(model, tmp_path / "m")
-    assert io.load_weights(tmp_path / "m").config == model.config
+    model_dir.save_weights(model, tmp_path / "m")
+    assert model_dir.load_weights(tmp_path / "m").config == model.config
+    io.write_config(model.config, tmp_path / "c.json")
+    io.write_weights(model, tmp_path / "w.safetensors")
+    again = io.read_weights(io.read_config(tmp_path / "c.json"), tmp_path / "w.safetensors", tmp_path / "c.json")
+    assert again.config == model.config
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values(), strict=True))

@@ -275,8 +275,11 @@ def test_decoder_only_has_no_cross_attention():
 
 
 def test_inference_linear_pads_rows_to_few_shapes_and_keeps_each_rows_result():
-    from transformer.model.linear import linear, row_bucket, set_row_buckets
+    from transformer.model import linear as linear_module
+    from transformer.model.linear import linear
+    from transformer.runtime.onednn import row_bucket, set_row_buckets
 
+    assert linear_module.set_row_buckets is set_row_buckets  # the old name still works
     assert [row_bucket(n) for n in (0, 1, 17, 256, 257, 1000, 4000)] == [0, 1, 17, 256, 320, 1024, 4032]
     assert len({row_bucket(n) for n in range(257, 4097)}) == 60  # a prefill's tokens: few shapes
     torch.manual_seed(0)

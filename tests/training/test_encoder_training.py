@@ -16,13 +16,18 @@ from transformer.data.noising import IGNORE, mask_tokens
 from transformer.data.tokenizer import (
     ENCODER_SPECIALS,
     EncoderTokens,
-    load_tokenizers,
     train_tokenizer,
 )
 from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.evaluation.metrics import classification_scores
 from transformer.model.build import build_model
-from transformer.model_dir import load_labels, load_model, load_special_tokens, save_model
+from transformer.model_dir import (
+    load_labels,
+    load_model,
+    load_special_tokens,
+    load_tokenizers,
+    save_model,
+)
 from transformer.tasks import prepare_objective
 from transformer.training import distributed as D
 from transformer.training.objectives import MaskedLM, encoder_model

@@ -13,9 +13,8 @@ import torch
 
 from transformer.config import build_run_config
 from transformer.data.noising import corrupt_spans, noise_spans, span_corruption_lengths, uncorrupt
-from transformer.data.tokenizer import load_tokenizers
 from transformer.evaluation.overlap import rouge
-from transformer.model_dir import load_model, load_special_tokens
+from transformer.model_dir import load_model, load_special_tokens, load_tokenizers
 from transformer.training.trainer import train
 
 SENTINELS = list(range(1000, 1100))

@@ -26,8 +26,7 @@ def info(
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model.io import load_config
-    from ..model_dir import load_model
+    from ..model_dir import load_config, load_model
 
     config = load_config(model_dir)
     model = load_model(model_dir)

@@ -107,7 +107,8 @@ def speech_pipeline(args: argparse.Namespace | ModelRun, command: str):
 def is_contrastive(model_dir: str) -> bool:
     """Whether a model directory's config.json describes a dual encoder (False when unreadable:
     the other commands then say what is wrong with it)."""
-    from ..model.io import ModelFileError, load_config
+    from ..model.io import ModelFileError
+    from ..model_dir import load_config
 
     try:
         return load_config(model_dir).contrastive is not None

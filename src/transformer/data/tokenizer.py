@@ -23,8 +23,9 @@ instead, ENCODER_SPECIALS: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, so pad, bos
 ([SEP]) keep the ids the ModelConfig defaults name; a text is fed as [CLS] text [SEP].
 
 `encode` adds no special tokens: the data pipeline adds <s>/</s> where the model needs them
-(see `data.batching`). A model directory holds `tokenizer.json` (one shared vocabulary) or
-`tokenizer.src.json` + `tokenizer.tgt.json` (separate source and target vocabularies).
+(see `data.batching`). This module knows tokenizer files, not directories: which files a model
+directory holds (one shared vocabulary, or separate source and target ones) is
+`transformer.model_dir`'s.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ def sentinel_tokens(n: int) -> tuple[str, ...]:
 
 ENCODER_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_ID = SPECIAL_TOKENS.index("<unk>")  # 1: ids follow SPECIAL_TOKENS' order
-SHARED_FILE = "tokenizer.json"
-SOURCE_FILE = "tokenizer.src.json"
-TARGET_FILE = "tokenizer.tgt.json"
 KINDS = (
     TOKENIZER_KINDS  # data.tokenizer's choice list, defined with the setting in transformer.config
 )
@@ -327,40 +325,6 @@ def train_tokenizer(
     return trainers_[kind](texts, vocab_size, min_frequency, specials)
 
 
-def save_tokenizers(
-    path: str | os.PathLike, source: Tokenizer, target: Tokenizer | None = None
-) -> None:
-    """Write `tokenizer.json` (shared: target None or the same object) or the .src/.tgt pair into
-    `path`."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    if target is None or target is source:
-        source.save(path / SHARED_FILE)
-    else:
-        source.save(path / SOURCE_FILE)
-        target.save(path / TARGET_FILE)
-
-
-def has_tokenizer(path: str | os.PathLike) -> bool:
-    path = Path(path)
-    return (path / SHARED_FILE).is_file() or (path / SOURCE_FILE).is_file()
-
-
-def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]:
-    """(source, target) tokenizers of a model directory; the same object when the vocabulary is
-    shared."""
-    path = Path(model_dir)
-    if (path / SHARED_FILE).is_file():
-        tok = Tokenizer.load(path / SHARED_FILE)
-        return tok, tok
-    if (path / SOURCE_FILE).is_file() and (path / TARGET_FILE).is_file():
-        return Tokenizer.load(path / SOURCE_FILE), Tokenizer.load(path / TARGET_FILE)
-    raise TokenizerError(
-        f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}"
-    )
-
-
-SPECIAL_TOKENS_FILE = "special_tokens.json"
 ENCODER_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
 """The roles an encoder's special tokens play (Hugging Face's names), in ENCODER_SPECIALS' order."""
 

@@ -23,23 +23,13 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 
 import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
 from ..model.quantize import set_inference_precision
 from ..model.transformer import DecoderOnly, EncoderDecoder, Model
-from ..model_dir import (
-    load_chat_template,
-    load_decode_config,
-    load_labels,
-    load_model,
-    load_pixels,
-    load_special_tokens,
-    load_speech,
-    load_tokenizers,
-)
+from ..model_dir import ModelDir
 from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
 from ..tasks.base import wrong_task
@@ -79,19 +69,15 @@ class Pipeline:
     ) -> Pipeline:
         """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's
         (default fp32)."""
-        path = Path(path)
-        model = load_model(path, device)
-        source = target = None
-        pixels = load_pixels(path)
-        captioner = isinstance(model, EncoderDecoder) and model.config.vision is not None
-        if captioner or (
-            model.config.vision is None and model.config.detection is None and pixels is None
-        ):
-            source, target = load_tokenizers(path)  # pixels in or out: no text tokenizer
-        if model.config.contrastive is not None:  # a dual encoder: pixels and text
-            source, target = load_tokenizers(path)
-        decode = load_decode_config(path)
-        cfg = model.config
+        files = ModelDir.read(path, device)
+        model, cfg, pixels = files.model, files.model.config, files.pixels
+        captioner = isinstance(model, EncoderDecoder) and cfg.vision is not None
+        reads_text = captioner or cfg.contrastive is not None  # a dual encoder: pixels and text
+        if reads_text or (cfg.vision is None and cfg.detection is None and pixels is None):
+            source, target = files.require_tokenizers(path)
+        else:  # pixels in or out: no text tokenizer
+            source = target = None
+        decode = files.decode
         choice = inference_precision(
             precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size
         )
@@ -101,11 +87,11 @@ class Pipeline:
             source,
             target,
             decode,
-            load_chat_template(path),
+            files.chat,
             choice,
-            load_labels(path),
-            load_special_tokens(path),
-            load_speech(path),
+            files.labels,
+            files.special_tokens,
+            files.speech,
             pixels,
         )
 

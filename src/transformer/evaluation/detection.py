@@ -2,8 +2,9 @@
 arrays: our own implementation of pycocotools' COCOeval for iouType="bbox", number for number
 (tests/evaluation/test_detection_map.py checks it against COCOeval).
 
-Legend: G ground-truth boxes and D detections of one image and category, T IoU thresholds,
-R recall thresholds, K categories, A area ranges. Boxes are (x, y, w, h) in pixels, as COCO's.
+Legend (model/__init__.py): n_gt ground-truth boxes and n_dt detections of one image and
+category, I IoU thresholds, R recall points, M categories, A area ranges. Boxes are
+(x, y, w, h) in pixels, as COCO's.
 
 Rules (COCOeval's, in the order it applies them):
 - Categories: those with a ground-truth box. Detections of other categories change nothing.
@@ -77,38 +78,40 @@ def _image(gt: Mapping, pred: Mapping, k: int) -> tuple[dict, dict]:
 
 
 def coco_iou(detections: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """COCO's box IoU (pycocotools' bbIou, the same float operations): detections (D, 4) xywh,
-    gt (G, 4) xywh, crowd (G,) bool -> (D, G); intersection / detection area for crowd boxes."""
-    d, g = detections[:, None, :], gt[None, :, :]  # (D, 1, 4), (1, G, 4)
+    """COCO's box IoU (pycocotools' bbIou, the same float operations): detections (n_dt, 4)
+    xywh, gt (n_gt, 4) xywh, crowd (n_gt,) bool -> (n_dt, n_gt); intersection / detection area
+    for crowd boxes."""
+    d, g = detections[:, None, :], gt[None, :, :]  # (n_dt, 1, 4), (1, n_gt, 4)
     w = np.minimum(d[..., 2] + d[..., 0], g[..., 2] + g[..., 0]) - np.maximum(d[..., 0], g[..., 0])
     h = np.minimum(d[..., 3] + d[..., 1], g[..., 3] + g[..., 1]) - np.maximum(d[..., 1], g[..., 1])
-    inter = w * h  # (D, G)
-    area_d, area_g = d[..., 2] * d[..., 3], g[..., 2] * g[..., 3]  # (D, 1), (1, G)
-    union = np.where(crowd[None, :], area_d, area_d + area_g - inter)  # (D, G)
+    inter = w * h  # (n_dt, n_gt)
+    area_d, area_g = d[..., 2] * d[..., 3], g[..., 2] * g[..., 3]  # (n_dt, 1), (1, n_gt)
+    union = np.where(crowd[None, :], area_d, area_d + area_g - inter)  # (n_dt, n_gt)
     overlap = (w > 0) & (h > 0)
     return np.divide(inter, union, out=np.zeros_like(inter), where=overlap)
 
 
 def _match(ious: np.ndarray, gt_ignore: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """COCOeval's greedy matching at every threshold: ious (D, G), gt_ignore (G,) and crowd (G,)
-    with the ignored boxes last -> (T, D) index of the matched ground truth, -1 for none."""
+    """COCOeval's greedy matching at every threshold: ious (n_dt, n_gt), gt_ignore (n_gt,) and
+    crowd (n_gt,) with the ignored boxes last -> (I, n_dt) index of the matched ground truth, -1
+    for none."""
     n_thresholds, (n_dt, n_gt) = len(IOU_THRESHOLDS), ious.shape
-    thresholds = np.minimum(IOU_THRESHOLDS, 1 - 1e-10)[:, None]  # (T, 1)
+    thresholds = np.minimum(IOU_THRESHOLDS, 1 - 1e-10)[:, None]  # (I, 1)
     n_regular = int(np.count_nonzero(~gt_ignore))
-    taken = np.zeros((n_thresholds, n_gt), bool)  # (T, G)
-    matched = np.full((n_thresholds, n_dt), -1)  # (T, D)
+    taken = np.zeros((n_thresholds, n_gt), bool)  # (I, n_gt)
+    matched = np.full((n_thresholds, n_dt), -1)  # (I, n_dt)
     if n_gt == 0:
         return matched
     rows = np.arange(n_thresholds)
     for d in np.flatnonzero(ious.max(axis=1) >= thresholds[0, 0]):  # the others match nothing
-        candidate = (~taken | crowd) & (ious[d] >= thresholds)  # (T, G)
-        choice = np.full(n_thresholds, -1)  # (T,)
+        candidate = (~taken | crowd) & (ious[d] >= thresholds)  # (I, n_gt)
+        choice = np.full(n_thresholds, -1)  # (I,)
         for start, stop in ((n_regular, n_gt), (0, n_regular)):  # the regular boxes win
-            part = candidate[:, start:stop]  # (T, P)
+            part = candidate[:, start:stop]  # (I, width)
             if part.shape[1] == 0:
                 continue
-            values = np.where(part, ious[d, start:stop], -np.inf)  # (T, P)
-            last_best = part.shape[1] - 1 - np.argmax(values[:, ::-1], axis=1)  # (T,)
+            values = np.where(part, ious[d, start:stop], -np.inf)  # (I, width)
+            last_best = part.shape[1] - 1 - np.argmax(values[:, ::-1], axis=1)  # (I,)
             choice = np.where(part.any(axis=1), start + last_best, choice)
         found = choice >= 0
         taken[rows[found], choice[found]] = True
@@ -118,16 +121,16 @@ def _match(ious: np.ndarray, gt_ignore: np.ndarray, crowd: np.ndarray) -> np.nda
 
 def _evaluate(gt: dict, pred: dict, area_range: tuple[float, float]) -> dict:
     """One image and category in one area range: gt and pred hold its boxes, pred sorted and
-    cut to MAX_DETECTIONS, pred["ious"] (D, G) -> scores (D,), matched / ignored (T, D) bool,
-    and the count of ground truth not ignored."""
+    cut to MAX_DETECTIONS, pred["ious"] (n_dt, n_gt) -> scores (n_dt,), matched / ignored
+    (I, n_dt) bool, and the count of ground truth not ignored."""
     low, high = area_range
-    ignore = gt["crowd"] | (gt["area"] < low) | (gt["area"] > high)  # (G,)
+    ignore = gt["crowd"] | (gt["area"] < low) | (gt["area"] > high)  # (n_gt,)
     order = np.argsort(ignore, kind="mergesort")  # ignored last
-    match = _match(pred["ious"][:, order], ignore[order], gt["crowd"][order])  # (T, D)
+    match = _match(pred["ious"][:, order], ignore[order], gt["crowd"][order])  # (I, n_dt)
     matched = match >= 0
     ignored = np.zeros_like(matched)
     ignored[matched] = ignore[order][match[matched]]
-    area = pred["boxes"][:, 2] * pred["boxes"][:, 3]  # (D,)
+    area = pred["boxes"][:, 2] * pred["boxes"][:, 3]  # (n_dt,)
     ignored |= ~matched & ((area < low) | (area > high))[None, :]
     return {
         "scores": pred["scores"],
@@ -138,22 +141,22 @@ def _evaluate(gt: dict, pred: dict, area_range: tuple[float, float]) -> dict:
 
 
 def _accumulate(evaluated: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """One category and area range over all images -> (precision (T, R), recall (T,)); -1 where
+    """One category and area range over all images -> (precision (I, R), recall (I,)); -1 where
     there is no ground truth to find."""
     n_gt = sum(e["n_gt"] for e in evaluated)
     if n_gt == 0:
         return -np.ones((len(IOU_THRESHOLDS), len(RECALL_POINTS))), -np.ones(len(IOU_THRESHOLDS))
-    scores = np.concatenate([e["scores"] for e in evaluated])  # (D,) all images
+    scores = np.concatenate([e["scores"] for e in evaluated])  # (n_dt,) all images
     order = np.argsort(-scores, kind="mergesort")
-    matched = np.concatenate([e["matched"] for e in evaluated], axis=1)[:, order]  # (T, D)
-    ignored = np.concatenate([e["ignored"] for e in evaluated], axis=1)[:, order]  # (T, D)
-    tp = np.cumsum(matched & ~ignored, axis=1).astype(float)  # (T, D)
-    fp = np.cumsum(~matched & ~ignored, axis=1).astype(float)  # (T, D)
+    matched = np.concatenate([e["matched"] for e in evaluated], axis=1)[:, order]  # (I, n_dt)
+    ignored = np.concatenate([e["ignored"] for e in evaluated], axis=1)[:, order]  # (I, n_dt)
+    tp = np.cumsum(matched & ~ignored, axis=1).astype(float)  # (I, n_dt)
+    fp = np.cumsum(~matched & ~ignored, axis=1).astype(float)  # (I, n_dt)
     n_dt = len(scores)
-    recall_curve = tp / n_gt  # (T, D)
-    precision_curve = tp / (fp + tp + np.spacing(1))  # (T, D)
+    recall_curve = tp / n_gt  # (I, n_dt)
+    precision_curve = tp / (fp + tp + np.spacing(1))  # (I, n_dt)
     precision_curve = np.maximum.accumulate(precision_curve[:, ::-1], axis=1)[:, ::-1]
-    precision = np.zeros((len(IOU_THRESHOLDS), len(RECALL_POINTS)))  # (T, R)
+    precision = np.zeros((len(IOU_THRESHOLDS), len(RECALL_POINTS)))  # (I, R)
     for t in range(len(IOU_THRESHOLDS)):
         at = np.searchsorted(recall_curve[t], RECALL_POINTS, side="left")  # (R,)
         reached = at < n_dt
@@ -187,8 +190,8 @@ def coco_map(ground_truth: Sequence[Mapping], predictions: Sequence[Mapping]) ->
     ]
     categories = sorted({int(c) for g, _ in images for c in g["labels"]})
     n_t, n_r, n_k, n_a = len(IOU_THRESHOLDS), len(RECALL_POINTS), len(categories), len(AREA_RANGES)
-    precision = -np.ones((n_t, n_r, n_k, n_a))  # (T, R, K, A)
-    recall = -np.ones((n_t, n_k, n_a))  # (T, K, A)
+    precision = -np.ones((n_t, n_r, n_k, n_a))  # (I, R, M, A)
+    recall = -np.ones((n_t, n_k, n_a))  # (I, M, A)
     for k, category in enumerate(categories):
         pairs = []  # (gt, pred) of each image with boxes of this category
         for g, p in images:
@@ -198,7 +201,7 @@ def coco_map(ground_truth: Sequence[Mapping], predictions: Sequence[Mapping]) ->
                 continue
             keep = np.argsort(-pk["scores"], kind="mergesort")[:MAX_DETECTIONS]
             pk = {key: value[keep] for key, value in pk.items()}
-            pk["ious"] = coco_iou(pk["boxes"], gk["boxes"], gk["crowd"])  # (D, G)
+            pk["ious"] = coco_iou(pk["boxes"], gk["boxes"], gk["crowd"])  # (n_dt, n_gt)
             pairs.append((gk, pk))
         for a, area_range in enumerate(AREA_RANGES.values()):
             evaluated = [_evaluate(gk, pk, area_range) for gk, pk in pairs]

@@ -32,11 +32,12 @@ import numpy as np
 import torch
 
 from ..config import GATED_ACTIVATIONS, ModelConfig
-from ..data.tokenizer import SHARED_FILE, SOURCE_FILE, TARGET_FILE
 from ..model.positional import sinusoidal_table
 from ..model.transformer import Model
-from ..model_dir import DECODE_FILE, load_decode_config, load_model, load_tokenizers
+from ..model_dir import DECODE_FILE, VOCAB_FILES, load_decode_config, load_model, load_tokenizers
 from . import ExportError, python_path, write_directory
+
+SHARED_FILE, SOURCE_FILE, TARGET_FILE = VOCAB_FILES  # model_dir's names of the tokenizer files
 
 QUANTIZATIONS = (
     "int8",

@@ -38,8 +38,11 @@ import os
 from pathlib import Path
 
 from ..config import DecodeConfig, ModelConfig
-from ..data.tokenizer import SHARED_FILE, SOURCE_FILE, TARGET_FILE, Tokenizer
+from ..data.tokenizer import Tokenizer
 from ..model_dir import (
+    SHARED_FILE,
+    SOURCE_FILE,
+    TARGET_FILE,
     has_tokenizer,
     load_chat_template,
     load_decode_config,

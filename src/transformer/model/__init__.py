@@ -17,6 +17,11 @@ and a file that needs a new letter adds it here, never reusing one:
     Q  object queries of a detector (DETR)
     N  sentences and G beams per sentence (beam search's prefix tree: B = N * G)
     E  the shared embedding of a text-image dual encoder (model.contrastive.embed_dim)
+    M  classes of a classifier or detector (n_classes; DETR's M + 1 counts "no object")
+    O  objects (target boxes) in a batch of images (a detector's dense loss)
+    I  IoU thresholds, R recall points, A area ranges (COCO's mAP: evaluation/detection.py)
+
+The letters hold outside model/ too (training's losses, evaluation's metrics).
 
 Other sizes are spelled out: d_ff, n_classes, max_positions, channels, height,
 width, patch_size, grid.

@@ -1,9 +1,10 @@
-"""A model's own files, its config and weights: `config.json` + `model.safetensors` (never pickle),
-written atomically (save_weights) and read back with every name and shape checked (load_weights).
+"""A model's own files, its config (JSON) and weights (safetensors, never pickle): written
+atomically (write_config, write_weights) and read back with every name and shape checked
+(read_config, read_weights).
 
-The whole model directory (tokenizers, decoding defaults, chat template, labels) is
-`transformer.model_dir`'s, and so are the public `save_model` / `load_model`: this module knows
-tensors and configs only.
+This module knows files, not directories: the model directory, its file names (config.json,
+model.safetensors, the tokenizers, ...) and the public `save_model` / `load_model` are
+`transformer.model_dir`'s.
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from ..files import atomic_write, atomic_write_text
 from .build import build_model, tie_weights
 from .transformer import Model
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-
 
 class ModelFileError(ValueError):
     """A model directory is missing, corrupted, or does not match its config."""
@@ -42,46 +40,20 @@ def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in aliases}
 
 
-def save_weights(model: Model, path: str | os.PathLike) -> Path:
-    """Write `config.json` and `model.safetensors` into the directory `path` (created if needed).
+def write_config(config: ModelConfig, file: str | os.PathLike) -> None:
+    """Write a ModelConfig as JSON to `file`, atomically."""
+    atomic_write_text(file, json.dumps(config.to_dict(), indent=2) + "\n")
 
-    The rest of a model directory (tokenizers, decoding defaults) is `transformer.model_dir`'s.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ModelFileError(f"{path} is a file: pass a directory to write the model into")
-    path.mkdir(parents=True, exist_ok=True)
+
+def write_weights(model: Model, file: str | os.PathLike) -> None:
+    """Write the model's tensors (each tied parameter once, on the CPU) to the safetensors `file`,
+    atomically."""
     tensors = {k: v.cpu() for k, v in unique_state_dict(model).items()}
-    atomic_write(
-        path / WEIGHTS_FILE, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"})
-    )
-    atomic_write_text(path / CONFIG_FILE, json.dumps(model.config.to_dict(), indent=2) + "\n")
-    return path
+    atomic_write(file, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
 
 
-def load_config(path: str | os.PathLike) -> ModelConfig:
-    """Read a model directory's config.json, with errors that name the file."""
-    if not Path(path).is_dir():
-        raise ModelFileError(
-            f"{path} is not a directory: pass a model directory (config.json + model.safetensors)"
-        )
-    file = Path(path) / CONFIG_FILE
-    if not file.is_file():
-        runs = [
-            Path(path) / name
-            for name in ("best", "last")
-            if (Path(path) / name / CONFIG_FILE).is_file()
-        ]
-        if runs:  # a run directory (what train writes): its model directories are best/ and last/
-            also = f" (or {runs[1]})" if len(runs) > 1 else ""
-            raise ModelFileError(
-                f"{file} not found: {path} is a run directory, not a model directory: "
-                f"did you mean {runs[0]}{also}?"
-            )
-        raise ModelFileError(
-            f"{file} not found: {path} is not a model directory (one holds {CONFIG_FILE} "
-            f"and {WEIGHTS_FILE})"
-        )
+def read_config(file: Path) -> ModelConfig:
+    """The ModelConfig in the JSON `file` (which exists), with errors that name the file."""
     try:
         values = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -94,21 +66,16 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ModelFileError(f"{file}: {e}") from None
 
 
-def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
-    """Build the model from `config.json` and load `model.safetensors`, checking every name and
-    shape.
+def read_weights(config: ModelConfig, file: Path, config_file: Path) -> Model:
+    """Build the model of `config` and load the safetensors `file` into it, checking every name
+    and shape (errors name `file` and `config_file`).
 
     The model is built without random initialisation (its parameters are placeholders) and the
     loaded tensors become its parameters as they are, without a copy (weights stored in another
     dtype are converted to the model's float32, as copying into its parameters did); tied
     parameters are tied again. Buffers computed from the config (sinusoids, RoPE) are built as
-    usual. Then the model moves to `device`.
+    usual. The model is on the CPU, in training mode.
     """
-    path = Path(path)
-    config = load_config(path)
-    file = path / WEIGHTS_FILE
-    if not file.is_file():
-        raise ModelFileError(f"{file} not found: the model directory has a config but no weights")
     try:
         tensors = load_file(file)
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
@@ -123,7 +90,7 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
         raise ModelFileError(
-            f"{file} does not match {path / CONFIG_FILE}: missing {_names(missing)}, unexpected "
+            f"{file} does not match {config_file}: missing {_names(missing)}, unexpected "
             f"{_names(unexpected)}"
         )
     wrong = [
@@ -133,7 +100,7 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     ]
     if wrong:
         raise ModelFileError(
-            f"{file} does not match {path / CONFIG_FILE}: wrong shapes for {_names(wrong)}"
+            f"{file} does not match {config_file}: wrong shapes for {_names(wrong)}"
         )
     tensors = {k: v.to(expected[k].dtype) for k, v in tensors.items()}  # no copy when already fp32
     placeholders = list(model.parameters())
@@ -143,9 +110,9 @@ def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     left = [name for name, p in model.named_parameters(remove_duplicate=False) if id(p) in stale]
     if left:  # a tie that tie_weights does not know about
         raise RuntimeError(
-            f"load_weights left {_names(left)} uninitialised: tie them again after loading"
+            f"read_weights left {_names(left)} uninitialised: tie them again after loading"
         )
-    return model.to(device).eval()
+    return model
 
 
 class _SkipInit(TorchFunctionMode):

@@ -11,7 +11,8 @@ relative). It is used only where nothing needs gradients, on CPU float32 tensors
 `nn.Linear` modules; everything else, and training, takes the ordinary `layer(x)`, and so do
 small layers (under 256 x 256 weights), where oneDNN's per-call overhead outweighs its speed.
 
-Row buckets (`set_row_buckets(True)`, per thread; a server's decoding thread turns them on):
+Row buckets (`set_row_buckets(True)`, per thread; a server's decoding thread turns them on through
+the runtime switch, `transformer.runtime.onednn`, which sets the state this module owns):
 oneDNN builds (and caches, up to 1,024) a kernel per input shape, so a server whose batches change
 size at every step (continuous batching, prefills of any length) builds kernels for hours, its
 memory creeping up with them. With buckets, more than 256 rows (a prefill's tokens) are padded

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from ..model.linear import set_row_buckets
+from ..runtime.onednn import set_row_buckets
 
 
 class QueueFull(Exception):

@@ -92,7 +92,7 @@ def prepare_objective(
 
 def _check_init_from(config: RunConfig) -> None:
     """init_from must be a model of the family the objective trains."""
-    from ..model.io import load_config
+    from ..model_dir import load_config
 
     cfg = load_config(config.train.init_from)
     needs = OBJECTIVE_ARCHS[config.objective]

@@ -22,9 +22,16 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..files import atomic_write, atomic_write_text
-from ..model.io import WEIGHTS_FILE, ModelFileError
+from ..model.io import ModelFileError
 from ..model.transformer import Model
-from ..model_dir import has_tokenizer, load_model, load_tokenizers, model_files, save_model
+from ..model_dir import (
+    WEIGHTS_FILE,
+    has_tokenizer,
+    load_model,
+    load_tokenizers,
+    model_files,
+    save_model,
+)
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"

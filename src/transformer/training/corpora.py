@@ -1,63 +1,52 @@
 """The training data as the loop sees it: texts read, tokenizers trained or loaded, examples
-encoded."""
+encoded.
+
+Which files a run reads is data_files.py's; its tokenizers (trained, cached, loaded, compared)
+tokenizing.py's; both are re-exported here under their old names."""
 
 from __future__ import annotations
 
-import itertools
-import os
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import DataConfig, ModelConfig, RunConfig
+from ..config import ModelConfig, RunConfig
 from ..data import corpus as C
-from ..data import text as T
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
-from ..data.stream import stream_texts
 from ..data.tokenizer import (
-    ENCODER_SPECIALS,
-    SPECIAL_TOKENS,
-    UNK_ID,
     Tokenizer,
     TokenizerError,
-    load_tokenizers,
-    save_tokenizers,
-    sentinel_tokens,
-    train_tokenizer,
 )
+from ..model_dir import load_tokenizers
 from . import distributed as D
+from .data_files import read_valid, train_files, train_parts, valid_files
+from .tokenizing import (
+    TOKENIZER_NAMES,
+    compare_tokenizers,
+    mixture_texts,
+    run_tokenizers,
+    special_tokens,
+    tokenizer_cache_key,
+    train_tokenizers,
+)
 
-
-def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
-    """(targets, sources) of each training source: one, or one per file of a mixture
-    (data.train_weights); sources None for a language model (for a classifier, the TSV file: its
-    texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
-    if d.train_pairs is not None:
-        return [(T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0))]
-    if d.is_translation:
-        return [(tgt, src) for src, tgt in d.train_sources]
-    if d.train_audio is not None:  # the transcripts: clip<TAB>voice<TAB>text
-        return [(str(Path(d.train_audio) / "transcripts.tsv"), None)]
-    return [((d.train_text or d.train_tsv or d.train_squad), None)]
-
-
-def train_files(d: DataConfig) -> tuple[str, str | None]:
-    """(targets, sources) of the training data when it is one source (see train_parts)."""
-    parts = train_parts(d)
-    if len(parts) > 1:
-        raise ValueError("a mixture of training files: use train_parts")
-    return parts[0]
-
-
-def valid_files(d: DataConfig) -> tuple[str | tuple[str, ...] | None, str | tuple | None]:
-    """(targets, sources) of the validation data; targets None when there is none. Translation
-    files may be lists, read one after the other (read_valid)."""
-    if d.valid_pairs is not None:
-        return T.TsvColumn(d.valid_pairs, 1), T.TsvColumn(d.valid_pairs, 0)
-    if d.is_translation:
-        return d.valid_tgt, d.valid_src
-    return (d.valid_text or d.valid_tsv), None
+__all__ = [
+    "TOKENIZER_NAMES",
+    "TrainingData",
+    "compare_tokenizers",
+    "mixture_texts",
+    "prepare_data",
+    "prepare_only",
+    "read_valid",
+    "run_tokenizers",
+    "special_tokens",
+    "tokenizer_cache_key",
+    "train_files",
+    "train_parts",
+    "train_tokenizers",
+    "training_corpora",
+    "valid_files",
+]
 
 
 @dataclass
@@ -133,143 +122,6 @@ class TrainingData:
         return padding_share(batches, self.train.tgt_lengths, self.train.src_lengths)
 
 
-TOKENIZER_NAMES = {
-    "bpe": "BPE",
-    "unigram": "Unigram",
-    "word": "word tokenizer",
-    "char": "character tokenizer",
-}
-
-
-def special_tokens(config: RunConfig) -> tuple[str, ...]:
-    """The special tokens a trained tokenizer starts with: BERT's for the encoder family's
-    objectives, ours followed by T5's sentinels for span corruption."""
-    if config.objective == "span_corruption":
-        return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
-    return ENCODER_SPECIALS if config.objective in ("mlm", "classify", "qa") else SPECIAL_TOKENS
-
-
-def tokenizer_cache_key(config: RunConfig) -> dict:
-    """What a tokenizer trained from the [data] files depends on."""
-    d = config.data
-    key = {
-        "format": C.FORMAT,
-        "kind": d.tokenizer,
-        "files": [C.file_key(f) for part in train_parts(d) for f in part if f],
-        "vocab_size": d.vocab_size,
-        "min_frequency": d.min_frequency,
-        "shared": d.shared_vocab or not d.is_translation,
-        "sample": d.tokenizer_sample,
-    }
-    if d.is_mixture:
-        key["weights"] = list(d.weights)
-    if special_tokens(config) != SPECIAL_TOKENS:
-        key["specials"] = list(special_tokens(config))
-    if d.train_tsv:
-        key["labelled"] = True
-    if d.train_squad:
-        key["squad"] = True
-    if d.train_audio:
-        key["audio"] = True
-    if config.packed:
-        key["documents"] = d.documents
-    return key
-
-
-def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, Tokenizer]:
-    """(source, target) tokenizers of this kind trained on the training stream: one object for a
-    shared vocabulary (and for a language model, which has only targets)."""
-    d = config.data
-    parts = train_parts(d)
-    sources = parts[0][1]
-    specials = special_tokens(config)
-    if d.train_tsv:
-        texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
-    elif d.train_squad:
-        texts = lambda side: squad_texts(d.train_squad, sample)  # noqa: E731
-    elif d.train_audio:
-        texts = lambda side: transcript_texts(sources_of_audio(d), sample)  # noqa: E731
-    elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
-        texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
-    else:
-        texts = lambda side: mixture_texts(parts, d.weights, side, sample)  # noqa: E731
-    if sources is None or d.shared_vocab:
-        tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency, specials)
-        return tok, tok
-    return (
-        train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
-        train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials),
-    )
-
-
-def squad_texts(path: str, sample: int) -> Iterator[str]:
-    """A SQuAD file's questions and distinct contexts (at most `sample` of them; 0: all), for the
-    tokenizer."""
-    from ..data.squad import read_squad
-
-    seen: set[str] = set()
-    texts = []
-    for q in read_squad(path):
-        texts.append(q.question)
-        if q.context not in seen:
-            seen.add(q.context)
-            texts.append(q.context)
-    return iter(texts[:sample] if sample else texts)
-
-
-def sources_of_audio(d: DataConfig) -> Path:
-    return Path(d.train_audio) / "transcripts.tsv"
-
-
-def transcript_texts(path: Path, sample: int) -> Iterator[str]:
-    """The transcripts (last column) of a speech folder's transcripts.tsv, for the tokenizer."""
-    if not path.is_file():
-        raise T.DataError(
-            f"{path} not found: give data.train_audio a folder that `transformer data speech` wrote"
-        )
-    texts = [line.rsplit("\t", 1)[-1] for line in path.read_text(encoding="utf-8").splitlines()]
-    return iter(texts[:sample] if sample else texts)
-
-
-def mixture_texts(
-    parts: list[tuple[str, str | None]], weights: Sequence[float], side: str, sample: int
-) -> Iterator[str]:
-    """data.text.tokenizer_texts over each training source in turn; with sample > 0, each source
-    gives its share of the sample by weight x examples, so the vocabulary follows the mixture a
-    run trains on."""
-    if len(parts) == 1:
-        yield from T.tokenizer_texts(*parts[0], side, sample)
-        return
-    sizes = [sum(1 for _ in T.iter_examples(t, s)) for t, s in parts]
-    total = sum(w * n for w, n in zip(weights, sizes, strict=True))
-    for (targets, sources), w, n in zip(parts, weights, sizes, strict=True):
-        share = min(n, max(1, round(sample * w * n / total))) if sample else 0
-        if w > 0:
-            yield from T.tokenizer_texts(targets, sources, side, share)
-
-
-def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
-    """The [data] tokenizer trained on the training files as they stream by (at most
-    data.tokenizer_sample examples), kept in the corpus cache, so a second run on the same files
-    and settings loads it."""
-    d = config.data
-    root = Path(d.cache) if d.cache else C.default_cache_root()
-    path = root / f"tokenizer-{C.key_digest(tokenizer_cache_key(config))}"
-    if path.is_dir():
-        try:
-            tokenizers = load_tokenizers(path)
-            say(f"trained {TOKENIZER_NAMES[d.tokenizer]}: loaded from {path}")
-            return tokenizers
-        except TokenizerError:
-            pass  # damaged: train again
-    src_tok, tgt_tok = _train_pair(config, d.tokenizer, d.tokenizer_sample)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    save_tokenizers(tmp, src_tok, tgt_tok)
-    shutil.rmtree(path, ignore_errors=True)
-    os.rename(tmp, path)
-    return src_tok, tgt_tok
-
-
 def prepare_only(config: RunConfig, say: Callable[[str], None]) -> list[C.Corpus]:
     """`transformer data prepare`: what `train` would build before its first step (the tokenizer,
     unless train.init_from gives one, and the training corpus's arrays: one per source of a
@@ -329,90 +181,6 @@ def training_corpora(
         )
         for k in range(d.segmentations)
     ]
-
-
-def compare_tokenizers(
-    config: RunConfig, sample: int, say: Callable[[str], None] = lambda _: None
-) -> list[dict]:
-    """`transformer tokenize --compare`: the four kinds trained on (a sample of) the config's
-    training data with its vocab_size and min_frequency, measured on its validation text (the
-    training sample when it has none): vocabulary, tokens per sentence per side, <unk> share."""
-    parts = train_parts(config.data)
-    targets, sources = parts[0]
-    valid_targets, valid_sources = valid_files(config.data)
-    eval_sources, eval_targets = (
-        read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
-    )
-    rows = []
-    for kind in ("word", "char", "bpe", "unigram"):
-        say(f"training the {TOKENIZER_NAMES[kind]} ...")
-        src_tok, tgt_tok = _train_pair(config, kind, sample)
-        if sources is None:
-            src_tok = None
-        if eval_targets is None:
-            kept = list(itertools.islice(T.iter_examples(targets, sources), 2000))
-            eval_sources = [s for _, s, _ in kept] if sources else None
-            eval_targets = [t for _, _, t in kept]
-        row = {"tokenizer": kind, "vocab_size": tgt_tok.vocab_size}
-        for side, tok, lines in (
-            ("source", src_tok, eval_sources),
-            ("target", tgt_tok, eval_targets),
-        ):
-            if tok is None or not lines:
-                continue
-            ids = tok.encode_batch(lines)
-            n = sum(map(len, ids))
-            row[f"{side}_tokens"] = n / len(lines)
-            row[f"{side}_unk"] = sum(i == UNK_ID for row_ids in ids for i in row_ids) / max(n, 1)
-        rows.append(row)
-    return rows
-
-
-def read_valid(
-    targets: str | tuple[str, ...], sources: str | tuple[str, ...] | None
-) -> tuple[list[str] | None, list[str]]:
-    """(sources, targets) of the validation files, a list of files read one after the other."""
-    if isinstance(targets, tuple):
-        pairs = zip(targets, sources or [None] * len(targets), strict=True)
-        read = [read_valid(t, s) for t, s in pairs]
-        return (
-            None if sources is None else [s for r in read for s in r[0]],
-            [t for r in read for t in r[1]],
-        )
-    kept = list(T.iter_examples(targets, sources))
-    return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]
-
-
-def run_tokenizers(
-    config: RunConfig,
-    run_dir: Path,
-    dist: D.DistInfo,
-    say: Callable[[str], None],
-    resume: bool = False,
-) -> tuple[Tokenizer, Tokenizer]:
-    """The run's (source, target) tokenizers: the run dir's on resume (and on ranks other than 0,
-    which call this after rank 0 has), init_from's, or trained on the files; written to run_dir."""
-    d, t = config.data, config.train
-    if resume:
-        try:
-            return load_tokenizers(run_dir)
-        except TokenizerError as e:
-            raise TokenizerError(
-                f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
-                f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}"
-            ) from None
-    if not dist.is_main:
-        return load_tokenizers(run_dir)
-    if t.init_from:
-        src_tok, tgt_tok = load_tokenizers(t.init_from)
-    else:
-        src_tok, tgt_tok = train_tokenizers(config, say)
-        say(
-            f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}"
-            + ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)")
-        )
-    save_tokenizers(run_dir, src_tok, tgt_tok)
-    return src_tok, tgt_tok
 
 
 def prepare_data(

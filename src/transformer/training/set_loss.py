@@ -1,8 +1,8 @@
 """DETR's set prediction loss (Carion et al. 2020, §3.1): a Hungarian matching of queries to
 target boxes, then a classification loss on every query and box losses on the matched ones.
 
-Legend: B batch (images), N object queries, K classes (+1: class index K is "no object"),
-n_b target boxes of image b, n matched pairs in the batch (the sum of the n_b).
+Legend (model/__init__.py): B batch (images), Q object queries, M classes (+1: class index M is
+"no object"), n_b target boxes of image b, n matched pairs in the batch (the sum of the n_b).
 
 Boxes are (cx, cy, w, h) normalised by the image size to [0, 1], as the model predicts them.
 
@@ -16,7 +16,7 @@ Rules:
   image needs at least as many queries as targets; one without targets matches nothing.
 - Sums, not means: the trainer divides a step's summed loss by its summed units, and the units
   are target boxes (n). Each term is so built that, divided by n, it is DETR's:
-      class  n * (cross entropy of every query's class, averaged over the B * N queries with
+      class  n * (cross entropy of every query's class, averaged over the B * Q queries with
              weight 1 for a class and no_object_weight for "no object", as
              F.cross_entropy(weight=...) does): DETR's loss_ce * n. With n = 0 the factor is 1:
              the batch still teaches "no object", and a trainer that divides by max(n, 1) (as
@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from ..evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
 
 Target = tuple[torch.Tensor, torch.Tensor]
-"""An image's targets: labels (n_b,) long in [0, K), boxes (n_b, 4) cxcywh in [0, 1]."""
+"""An image's targets: labels (n_b,) long in [0, M), boxes (n_b, 4) cxcywh in [0, 1]."""
 
 Match = tuple[torch.Tensor, torch.Tensor]
 """An image's matching: query_idx (n_b,) long, target_idx (n_b,) long; pair k is (query_idx[k],
@@ -76,7 +76,7 @@ def _targets(targets: Sequence[Target], batch: int) -> list[Target]:
 
 
 def _check_labels(labels: torch.Tensor, n_classes: int) -> None:
-    """Labels must be real classes: K (n_classes - 1) is "no object"."""
+    """Labels must be real classes: M (n_classes - 1) is "no object"."""
     if len(labels) and not 0 <= int(labels.min()) <= int(labels.max()) < n_classes - 1:
         raise ValueError(
             f"target labels run from {int(labels.min())} to {int(labels.max())} but the model has "
@@ -96,7 +96,7 @@ def hungarian_match(
 ) -> list[Match]:
     """The least-cost assignment of each image's targets to distinct queries (§3.1, eq. 1).
 
-    class_logits (B, N, K + 1), boxes (B, N, 4) cxcywh in [0, 1], targets: B (labels (n_b,),
+    class_logits (B, Q, M + 1), boxes (B, Q, 4) cxcywh in [0, 1], targets: B (labels (n_b,),
     boxes (n_b, 4) cxcywh) -> B (query_idx (n_b,), target_idx (n_b,)) long tensors on the CPU.
     """
     try:
@@ -117,25 +117,25 @@ def hungarian_match(
         return [(empty, empty) for _ in targets]
     labels = torch.cat([labels for labels, _ in targets])  # (n,)
     _check_labels(labels.cpu(), class_logits.shape[-1])
-    # one (B * N, n) cost matrix for the batch, as DETR: one transfer to the CPU, then per image
+    # one (B * Q, n) cost matrix for the batch, as DETR: one transfer to the CPU, then per image
     dtype = torch.promote_types(boxes.dtype, torch.float32)  # float32 under autocast
-    prob = class_logits.flatten(0, 1).to(dtype).softmax(-1)  # (B * N, K + 1)
-    pred = boxes.flatten(0, 1).to(dtype)  # (B * N, 4)
+    prob = class_logits.flatten(0, 1).to(dtype).softmax(-1)  # (B * Q, M + 1)
+    pred = boxes.flatten(0, 1).to(dtype)  # (B * Q, 4)
     labels = labels.to(prob.device)
     target_boxes = torch.cat([boxes for _, boxes in targets]).to(pred)  # (n, 4)
     cost = (
         -cost_class * prob[:, labels]
         + cost_box * torch.cdist(pred, target_boxes, p=1)
         - cost_giou * generalized_box_iou(cxcywh_to_xyxy(pred), cxcywh_to_xyxy(target_boxes))
-    )  # (B * N, n)
-    cost = cost.view(batch, n_queries, -1).cpu()  # (B, N, n)
+    )  # (B * Q, n)
+    cost = cost.view(batch, n_queries, -1).cpu()  # (B, Q, n)
     if not torch.isfinite(cost).all():
         raise ValueError(
             "the matching cost is not finite: the predicted logits or boxes hold NaN or inf "
             "(has training diverged? lower the learning rate or clip gradients)"
         )
     matches = []
-    for b, part in enumerate(cost.split(sizes, dim=-1)):  # part: (B, N, n_b)
+    for b, part in enumerate(cost.split(sizes, dim=-1)):  # part: (B, Q, n_b)
         query_idx, target_idx = linear_sum_assignment(part[b].numpy())
         matches.append(
             (
@@ -158,10 +158,10 @@ def set_loss(
 ) -> SetLoss:
     """The summed set loss of one layer's predictions under a given matching (module rules).
 
-    class_logits (B, N, K + 1), boxes (B, N, 4) cxcywh, targets and matches: B each (as
+    class_logits (B, Q, M + 1), boxes (B, Q, 4) cxcywh, targets and matches: B each (as
     hungarian_match) -> SetLoss.
     """
-    batch, n_queries, n_classes = class_logits.shape  # n_classes = K + 1
+    batch, n_queries, n_classes = class_logits.shape  # n_classes = M + 1
     targets = _targets(targets, batch)
     device = class_logits.device
     dtype = torch.promote_types(boxes.dtype, torch.float32)  # float32 under autocast
@@ -181,16 +181,16 @@ def set_loss(
     matched_labels = torch.cat(matched_labels)  # (n,)
     matched_targets = torch.cat(matched_targets).to(dtype)  # (n, 4)
 
-    # class: every query; "no object" (index K) unless matched
+    # class: every query; "no object" (index M) unless matched
     target_classes = torch.full(
         (batch, n_queries), n_classes - 1, dtype=torch.long, device=device
-    )  # (B, N)
+    )  # (B, Q)
     target_classes[image_idx, query_idx] = matched_labels
     weight = torch.ones(n_classes, device=device)
     weight[-1] = no_object_weight
     cross_entropy = F.cross_entropy(
         class_logits.flatten(0, 1).to(dtype), target_classes.flatten(), weight=weight.to(dtype)
-    )  # () weighted mean over the B * N queries
+    )  # () weighted mean over the B * Q queries
     class_term = cross_entropy * max(n_boxes, 1)
 
     # boxes: the matched pairs only
@@ -220,7 +220,7 @@ def detr_loss(
     """DETR's loss (§3.1, with §3.2's auxiliary losses when aux): each layer matched and scored on
     its own, the sums added.
 
-    layers: (class_logits (B, N, K + 1), boxes (B, N, 4)) of each decoder layer, the last one
+    layers: (class_logits (B, Q, M + 1), boxes (B, Q, 4)) of each decoder layer, the last one
     last; targets: B (labels (n_b,), boxes (n_b, 4)) -> SetLoss of the summed terms (n_boxes
     counted once), with .last the last layer's own terms.
     """

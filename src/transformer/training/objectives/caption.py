@@ -40,14 +40,11 @@ from ...data.text import DataError
 from ...data.tokenizer import (
     SPECIAL_TOKENS,
     Tokenizer,
-    load_tokenizers,
-    save_tokenizers,
     train_tokenizer,
 )
 from ...evaluation.captions import caption_scores, greedy_captions
 from ...model.build import build_model
-from ...model.io import load_config
-from ...model_dir import load_model
+from ...model_dir import load_config, load_model, load_tokenizers, save_tokenizers
 from .. import distributed as D
 from ..corpora import TOKENIZER_NAMES
 from ..loss import label_smoothed_cross_entropy

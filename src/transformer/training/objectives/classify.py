@@ -23,8 +23,7 @@ from ...data.images import augment, load_images, to_pixels
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
 from ...model.build import build_model
-from ...model.io import load_config
-from ...model_dir import load_labels, load_model
+from ...model_dir import load_config, load_labels, load_model
 from .. import distributed as D
 from ..checkpoint import step_dirs
 from .base import Objective, StepSums, autocast, validation_sums

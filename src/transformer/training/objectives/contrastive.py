@@ -39,12 +39,11 @@ from ...config import ConfigError, RunConfig
 from ...data.batching import batch_seed, fixed_size_batches, pad_rows, to_device
 from ...data.images import augment, fit_images, open_images, to_pixels
 from ...data.text import DataError
-from ...data.tokenizer import ENCODER_SPECIALS, load_tokenizers, save_tokenizers, train_tokenizer
+from ...data.tokenizer import ENCODER_SPECIALS, train_tokenizer
 from ...evaluation.retrieval import retrieval_scores
 from ...model.build import build_model
 from ...model.contrastive import DualEncoder
-from ...model.io import load_config
-from ...model_dir import load_model
+from ...model_dir import load_config, load_model, load_tokenizers, save_tokenizers
 from .. import distributed as D
 from .base import StepSums, autocast, validation_sums
 from .encoder import EncoderObjective, init_dir

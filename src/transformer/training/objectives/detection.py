@@ -40,8 +40,7 @@ from ...evaluation.detection import coco_map
 from ...evaluation.detector import relative_to_xywh
 from ...model.build import build_model
 from ...model.detection import COCO_DETECTIONS
-from ...model.io import load_config
-from ...model_dir import load_labels, load_model
+from ...model_dir import load_config, load_labels, load_model
 from ..checkpoint import step_dirs
 from ..dense_loss import dense_loss
 from ..set_loss import detr_loss

@@ -24,8 +24,7 @@ from ...config import ConfigError, RunConfig
 from ...data import stream as S
 from ...data.batching import Batch
 from ...model.build import build_model
-from ...model.io import load_config
-from ...model_dir import load_model
+from ...model_dir import load_config, load_model
 from .. import distributed as D
 from ..corpora import run_tokenizers
 from .base import BatchCache, Objective, validation_sums
