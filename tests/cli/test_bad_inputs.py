@@ -311,12 +311,12 @@ def test_generate_odd_but_valid_prompts(m, capsys, prompt):
 # ---- evaluate ----
 
 @pytest.mark.parametrize("flags, phrase", [
-    (["--text", "T", "--src", "T"], "give either --text (perplexity) or --src and --ref (BLEU, chrF), not both"),
-    ([], "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), --pairs"),
-    (["--src", "T"], "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), --pairs"),
+    (["--text", "T", "--src", "T"], "give --src (BLEU and chrF against --ref) alone, without --text"),
+    ([], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text) or --text (perplexity)"),
+    (["--src", "T"], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text) or --text"),
     (["--squad", "T", "--pairs", "T"], "give --squad (a question-answering model's exact match and F1) alone"),
     (["--beam", "0", "--src", "T", "--ref", "T"], "--beam 0: give a beam size of at least 1"),
-    (["--pairs", "T", "--src", "T"], "give --pairs (a text-to-text model's scores per task) alone"),
+    (["--pairs", "T", "--src", "T"], "give --src (BLEU and chrF against --ref) alone, without --pairs"),
 ], ids=["text-and-src", "neither", "src-without-ref", "squad-and-pairs", "beam-0", "pairs-and-src"])
 def test_evaluate_bad_flags(m, capsys, flags, phrase):
     fails(["evaluate", m.mt, *[m.text if f == "T" else f for f in flags]], capsys, phrase)

@@ -50,7 +50,7 @@ def test_every_route_of_a_task_is_served_and_every_evaluate_flag_exists():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = sub.choices["evaluate"]._option_string_actions
     for task in TASKS.values():
-        assert task.evaluate is None or task.evaluate in flags, (task.name, task.evaluate)
+        assert all(s.flag in flags for s in task.evaluate), (task.name, task.evaluate)
         # a command runs it: a CLI command, or (an image generator) a Pipeline method
         assert task.command is None or task.command in sub.choices or callable(
             getattr(Pipeline, task.command, None)
@@ -78,3 +78,11 @@ def test_two_tasks_of_one_objective_split_its_runs_by_their_data(tmp_path):
         config = load_config(str(path))
         if config.objective == "classify":
             assert sum(t.trains(config) for t in images) == 1
+
+
+def test_evaluate_has_a_handler_for_every_input_of_every_task():
+    from transformer.cli.evaluation import _handler
+
+    for task in TASKS.values():
+        for scored in task.evaluate:
+            assert callable(_handler(task.name, scored.flag)), (task.name, scored.flag)

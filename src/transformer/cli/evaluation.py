@@ -14,7 +14,7 @@ from ..config import (
     Bounds,
 )
 from ..data.text import DataError
-from .captioning import evaluate_captions, is_captioner_dir
+from .captioning import evaluate_captions
 from .common import (
     UserError,
     add_decode_args,
@@ -29,7 +29,7 @@ from .common import (
     read_text,
     write_text,
 )
-from .contrastive import evaluate_contrastive, is_contrastive
+from .contrastive import evaluate_contrastive
 
 SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 """The decoding settings evaluate takes."""
@@ -38,68 +38,97 @@ SPEECH_SEARCH = ("speech_head", "ctc_weight")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    """BLEU and chrF of translations against references, perplexity of a language model on text, a
-    classifier's accuracy on labelled text or images, or a text-to-text model's scores per task."""
-    if args.detection:
-        if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.audio:
-            raise UserError(
-                "give --detection (a detector's COCO mAP) alone, without --text, --src, --ref, "
-                "--tsv, --images, --pairs or --audio"
-            )
-        from .detection import evaluate_detection
+    """Score a model on what it is evaluated by: the table of tasks names each task's inputs
+    (transformer.tasks: --src/--ref, --pairs, --text, --tsv, --images, --squad, --audio,
+    --detection); the input given must be one of the model's task's."""
+    from ..tasks import TASKS
 
-        return evaluate_detection(args)
-    if args.per_query:
-        raise UserError("--per-query ranks a detector's predictions: it goes with --detection")
-    if args.audio:
-        if args.text or args.src or args.ref or args.tsv or args.images or args.pairs or args.squad:
-            raise UserError(
-                "give --audio (a speech model's word error rate) alone, without --text, --src, "
-                "--ref, --tsv, --images, --pairs or --squad"
-            )
-        from .speech import evaluate_audio
-
-        return evaluate_audio(args)
-    if args.squad:
-        if args.text or args.src or args.ref or args.tsv or args.images or args.plot or args.pairs:
-            raise UserError(
-                "give --squad (a question-answering model's exact match and F1) alone, without "
-                "--text, --src, --ref, --tsv, --images, --pairs or --plot"
-            )
-        return _evaluate_squad(args)
-    if args.pairs:
-        if args.text or args.src or args.ref or args.tsv or args.images or args.plot:
-            raise UserError(
-                "give --pairs (a text-to-text model's scores per task) alone, without --text, "
-                "--src, --ref, --tsv, --images or --plot"
-            )
-        return _evaluate_pairs(args)
-    if args.images and (Path(args.model_dir) / "pixels.json").is_file():  # model_dir.PIXELS_FILE
-        from .image_lm import evaluate_image_lm
-
-        return evaluate_image_lm(args)
-    if args.classifier:
-        raise UserError("--classifier names an image generator's samples: it goes with --images")
-    if args.images and is_captioner_dir(args.model_dir):  # exact match and chrF of captions
-        return evaluate_captions(args)
-    if args.images and is_contrastive(args.model_dir):  # a dual encoder: zero-shot, retrieval
-        return evaluate_contrastive(args)
-    if args.tsv or args.images:
-        return _evaluate_classifier(args)
-    if args.plot:
-        raise UserError(
-            "--plot draws a classifier's confusion matrix: it goes with --tsv or --images"
+    inputs = {s.flag: s for task in TASKS.values() for s in task.evaluate}
+    given = [flag for flag in inputs if getattr(args, flag[2:])]
+    for flag, needs in COMPANIONS.items():
+        if getattr(args, flag[2:].replace("-", "_")) and not set(needs) & set(given):
+            raise UserError(f"{flag} {COMPANION_WHAT[flag]}: it goes with {' or '.join(needs)}")
+    if not given or given == ["--src"] and not args.ref:
+        names = [f"{f} and --ref" if f == "--src" else f for f in inputs]
+        listed = [f"{n} ({s.short})" for n, s in zip(names, inputs.values(), strict=True)]
+        raise UserError(f"give {', '.join(listed[:-1])} or {listed[-1]}")
+    task = _model_task(args.model_dir, given[0])
+    own = {s.flag: s for s in task.evaluate}
+    if len(given) > 1:
+        first = given[0]
+        what = (own.get(first) or inputs[first]).what
+        raise UserError(f"give {first} ({what}) alone, without {', '.join(given[1:])}")
+    flag = given[0]
+    if flag not in own:
+        load_pipeline(args, "evaluate")  # a broken model directory is said first
+        needs = " or ".join(
+            t.described for t in TASKS.values() if flag in {s.flag for s in t.evaluate}
         )
-    if args.text and (args.src or args.ref):
-        raise UserError("give either --text (perplexity) or --src and --ref (BLEU, chrF), not both")
-    if not args.text and not (args.src and args.ref):
+        use = " or ".join(f"{s.flag} ({s.short})" for s in task.evaluate) or "nothing: train it on"
         raise UserError(
-            "give --src and --ref (BLEU, chrF), --text (perplexity), --tsv (classification), "
-            "--pairs (text-to-text), --squad (question answering), --audio (speech) or "
-            "--detection (object detection)"
+            f"{inputs[flag].short} ({flag}) needs {needs}; this is {task.described}: use {use}"
         )
+    return _handler(task.name, flag)(args)
+
+
+COMPANIONS = {
+    "--per-query": ("--detection",),
+    "--classifier": ("--images",),
+    "--plot": ("--tsv", "--images"),
+    "--ref": ("--src",),
+}
+"""Flags that only go with some inputs."""
+COMPANION_WHAT = {
+    "--per-query": "ranks a detector's predictions",
+    "--classifier": "names an image generator's samples",
+    "--plot": "draws a classifier's confusion matrix",
+    "--ref": "holds the references of --src",
+}
+
+
+def _model_task(model_dir: str, flag: str):
+    """The task of the model in model_dir (transformer.tasks); when it cannot be read, the first
+    task scored by `flag` (its own loading then says what is wrong with the directory)."""
+    from ..model.io import ModelFileError
+    from ..model_dir import PIXELS_FILE, load_config
+    from ..tasks import TASKS, model_task
+
+    try:
+        config = load_config(model_dir)
+    except (ModelFileError, OSError, ValueError):
+        return next(t for t in TASKS.values() if flag in {s.flag for s in t.evaluate})
+    return model_task(config, (Path(model_dir) / PIXELS_FILE).is_file())
+
+
+def _handler(task: str, flag: str):
+    """What evaluate runs and prints for a task's input (every (task, input) of the table has
+    one: tests/tasks/test_table.py)."""
+    from .detection import evaluate_detection
+    from .image_lm import evaluate_image_lm
+    from .speech import evaluate_audio
+
+    return {
+        ("translation", "--src"): _evaluate_translations,
+        ("translation", "--pairs"): _evaluate_pairs,
+        ("language-modelling", "--text"): _evaluate_perplexity,
+        ("text-classification", "--tsv"): _evaluate_classifier,
+        ("image-classification", "--images"): _evaluate_classifier,
+        ("captioning", "--images"): evaluate_captions,
+        ("contrastive", "--images"): evaluate_contrastive,
+        ("image-generation", "--images"): evaluate_image_lm,
+        ("question-answering", "--squad"): _evaluate_squad,
+        ("speech", "--audio"): evaluate_audio,
+        ("detection", "--detection"): evaluate_detection,
+    }[task, flag]
+
+
+def _evaluate_translations(args: argparse.Namespace) -> None:
     if args.output:
         check_output(args.output)
+    return _evaluate_text(args, load_pipeline(args, "evaluate"))
+
+
+def _evaluate_perplexity(args: argparse.Namespace) -> None:
     return _evaluate_text(args, load_pipeline(args, "evaluate"))
 
 

@@ -35,7 +35,7 @@ from . import (
     speech,
     translation,
 )
-from .base import Task
+from .base import Scored, Task
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -54,7 +54,7 @@ TASKS: dict[str, Task] = {
     )
 }
 
-__all__ = ["TASKS", "Task", "model_task", "prepare_objective", "run_task"]
+__all__ = ["TASKS", "Scored", "Task", "model_task", "prepare_objective", "run_task"]
 
 
 def run_task(config: RunConfig) -> Task:

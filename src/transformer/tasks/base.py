@@ -12,7 +12,7 @@ The rules:
   special cases (image generation, detection, captioning, speech, dual encoders, span heads) come
   before the plain families they are built on.
 - `command` is the CLI command and `Pipeline` method that runs it, `routes` the server's endpoints
-  (none: the server only describes it), `evaluate` the `transformer evaluate` flag that scores it.
+  (none: the server only describes it), `evaluate` the `transformer evaluate` inputs that score it.
 - `prepare` makes the training objective with its data; `score` is what a sweep reports of a
   finished run (validation and test splits), both imported lazily so that reading the table costs
   nothing.
@@ -31,6 +31,16 @@ Prepare = Callable[[RunConfig, Path, Any, Callable[[str], None], bool], Any]
 """(config, run_dir, dist, say, resume) -> the run's Objective, its data prepared."""
 Score = Callable[[Any, RunConfig, Any, str], dict[str, float]]
 """(pipeline, config, path or (src, ref), split) -> a sweep row's scores of one split."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """An input `transformer evaluate` scores a task's models on: its flag, a short name of what
+    it gives (in the list of inputs) and what it gives (when it is given with another)."""
+
+    flag: str
+    short: str
+    what: str
 
 
 @dataclass(frozen=True)
@@ -54,8 +64,8 @@ class Task:
     """The CLI command and Pipeline method that runs it (None: none)."""
     routes: tuple[str, ...] = ()
     """The server's endpoints that serve it, its own first (none: /v1/model only)."""
-    evaluate: str | None = None
-    """The `transformer evaluate` flag that scores it (e.g. "--tsv")."""
+    evaluate: tuple[Scored, ...] = ()
+    """What `transformer evaluate` reads to score it: its input flags, each with what it gives."""
     score: Score | None = None
     """What a sweep reports of a finished run on a split; None: the validation loss only."""
     batch_size: int = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -29,5 +29,5 @@ TASK = Task(
     prepare=prepare,
     batch_size=64,
     command="caption",
-    evaluate="--images",
+    evaluate=(Scored("--images", "captions", "a captioner's exact match and chrF"),),
 )

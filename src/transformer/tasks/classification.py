@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs_texts(model: ModelConfig, pixels: bool) -> bool:
@@ -54,7 +54,7 @@ TEXTS = Task(
     prepare=prepare_texts,
     command="classify",
     routes=("/v1/classify",),
-    evaluate="--tsv",
+    evaluate=(Scored("--tsv", "classification", "a classifier's accuracy"),),
     score=score,
     test_files=1,
     trains=lambda config: config.data.train_images is None,
@@ -71,7 +71,7 @@ IMAGES = Task(
     batch_size=256,
     command="classify",
     routes=("/v1/classify",),
-    evaluate="--images",
+    evaluate=(Scored("--images", "image classification", "an image classifier's accuracy"),),
     score=score,
     test_files=1,
     trains=lambda config: config.data.train_images is not None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -30,5 +30,5 @@ TASK = Task(
     prepare=prepare,
     batch_size=256,
     command="embed",
-    evaluate="--images",
+    evaluate=(Scored("--images", "zero-shot", "a dual encoder's zero-shot and retrieval scores"),),
 )

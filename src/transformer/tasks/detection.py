@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -44,7 +44,7 @@ TASK = Task(
     batch_size=64,
     command="detect",
     routes=("/v1/detect",),
-    evaluate="--detection",
+    evaluate=(Scored("--detection", "object detection", "a detector's COCO mAP"),),
     score=score,
     test_files=1,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -29,5 +29,5 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="generate_images",
-    evaluate="--images",
+    evaluate=(Scored("--images", "bits per dimension", "an image generator's bits per dimension"),),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -33,5 +33,5 @@ TASK = Task(
     prepare=prepare,
     command="generate",
     routes=("/v1/generate", "/v1/attention", "/v1/completions", "/v1/chat/completions"),
-    evaluate="--text",
+    evaluate=(Scored("--text", "perplexity", "a language model's perplexity"),),
 )

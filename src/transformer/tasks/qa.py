@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -29,5 +29,7 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="answer",
-    evaluate="--squad",
+    evaluate=(
+        Scored("--squad", "question answering", "a question-answering model's exact match and F1"),
+    ),
 )

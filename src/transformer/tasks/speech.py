@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -30,5 +30,5 @@ TASK = Task(
     batch_size=8,
     command="transcribe",
     routes=("/v1/transcribe",),
-    evaluate="--audio",
+    evaluate=(Scored("--audio", "speech", "a speech model's word error rate"),),
 )

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Task
+from .base import Scored, Task
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -89,7 +89,10 @@ TASK = Task(
     prepare=prepare,
     command="translate",
     routes=("/v1/translate", "/v1/attention"),
-    evaluate="--src",
+    evaluate=(
+        Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref"),
+        Scored("--pairs", "text-to-text", "a text-to-text model's scores per task"),
+    ),
     score=score,
     test_files=2,
 )

@@ -117,13 +117,15 @@ def read_module(
     """All verses of one module as {(book, chapter, verse): plain text}, and the module's
     version."""
     module = MODULES[code]
-    root = find_sword_dir(sword_dir)  # a wrong --sword-dir is said first, pysword or not
+    if sword_dir and not Path(sword_dir).expanduser().exists():
+        find_sword_dir(sword_dir)  # a --sword-dir that does not exist is said first, pysword or not
     try:
         from pysword.modules import SwordModules
     except ImportError:
         raise BibleError(
             "the Bible corpus needs pysword: pip install pysword (or pip install -e '.[data]')"
         ) from None
+    root = find_sword_dir(sword_dir)
     modules = SwordModules(str(root))
     found = modules.parse_modules()
     if module.name not in found:
