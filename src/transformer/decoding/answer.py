@@ -55,3 +55,38 @@ def answer_questions(
     """The best span of each (question, context) pair's context."""
     rows = question_windows(tokenizer, tokens, pairs, window, stride)
     return answer_windows(model, tokens, rows, [c for _, c in pairs], max_answer_tokens)
+
+
+def answer(pipeline, questions, contexts, **decode):
+    """What Pipeline.answer does: the answer span (an Answer) of each question in its context, one
+    or a list, under the model's answer settings with `decode` overrides."""
+    from .inputs import PipelineError
+
+    model = pipeline.model
+    if not isinstance(model, EncoderOnly) or model.span_head is None:
+        raise PipelineError(
+            'this model has no span head: answer needs an encoder trained with objective = "qa"'
+        )
+    one = isinstance(questions, str)
+    questions = [questions] if one else list(questions)
+    contexts = [contexts] * len(questions) if isinstance(contexts, str) else list(contexts)
+    if len(contexts) != len(questions):
+        raise PipelineError(
+            f"{len(questions)} questions but {len(contexts)} contexts: give one context for "
+            "all or one each"
+        )
+    s = pipeline.settings(**decode)
+    window = s.answer_window
+    if model.config.positional in ("sinusoidal", "learned"):
+        window = min(window, model.config.max_positions)
+    tokens = EncoderTokens(pipeline.source_tokenizer, pipeline.special_tokens)
+    answers = answer_questions(
+        model,
+        pipeline.source_tokenizer,
+        tokens,
+        list(zip(questions, contexts, strict=True)),
+        window,
+        s.answer_stride,
+        s.max_answer_tokens,
+    )
+    return answers[0] if one else answers

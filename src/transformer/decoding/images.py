@@ -100,3 +100,53 @@ def image_log_likelihoods(
             picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, L)
             out.append((picked * (targets != PAD)).sum(-1).cpu())
     return torch.cat(out)
+
+
+def generate_images(
+    pipeline, n: int, label: str | None, text: str | None, seed: int | None, **decode
+) -> torch.Tensor:
+    """What Pipeline.generate_images does: n images (n, channels, H, W) uint8 of a class, of a name
+    or unconditional, under the model's decode settings with `decode` overrides."""
+    from ..data.pixels import PixelTokenError
+    from ..model.transformer import DecoderOnly
+    from .inputs import PipelineError
+
+    if pipeline.pixels is None:
+        raise PipelineError(
+            "this model does not generate images: use generate for text"
+            if isinstance(pipeline.model, DecoderOnly)
+            else "this model does not generate images: it needs a decoder trained on pixels"
+        )
+    if n < 1:
+        raise PipelineError(f"n={n}: ask for at least one image")
+    s = pipeline.settings(**decode)
+    try:
+        prefix = pipeline.pixels.prefix(label=label, name=text)
+    except PixelTokenError as e:
+        raise PipelineError(str(e)) from None
+    guidance = s.guidance_scale
+    if label is None and text is None:  # nothing to guide towards: decode.json's scale is moot
+        if decode.get("guidance_scale", 1.0) != 1.0:
+            raise PipelineError(
+                f"guidance_scale={guidance:g} guides towards a label or text: give one, or "
+                "leave guidance_scale at 1"
+            )
+        guidance = 1.0
+    generator = torch.Generator(device=next(pipeline.model.parameters()).device)
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    try:
+        return sample_images(
+            pipeline.model,
+            pipeline.pixels,
+            [prefix] * n,
+            s.temperature,
+            s.top_k,
+            s.top_p,
+            generator,
+            guidance_scale=guidance,
+        )
+    except ValueError as e:
+        raise PipelineError(str(e)) from None

@@ -28,7 +28,7 @@ import torch
 
 from ..config import ConfigError, DecodeConfig, unknown_key_error
 from ..model.quantize import set_inference_precision
-from ..model.transformer import DecoderOnly, EncoderDecoder, Model
+from ..model.transformer import EncoderDecoder, Model
 from ..model_dir import ModelDir
 from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
@@ -257,48 +257,9 @@ class Pipeline:
         of a name (text), or unconditional. `decode` overrides temperature, top_k, top_p and
         guidance_scale (classifier-free guidance towards the label or text; an unconditional
         sample takes none)."""
-        from ..data.pixels import PixelTokenError
-        from .images import sample_images
+        from .images import generate_images
 
-        if self.pixels is None:
-            raise PipelineError(
-                "this model does not generate images: use generate for text"
-                if isinstance(self.model, DecoderOnly)
-                else "this model does not generate images: it needs a decoder trained on pixels"
-            )
-        if n < 1:
-            raise PipelineError(f"n={n}: ask for at least one image")
-        s = self.settings(**decode)
-        try:
-            prefix = self.pixels.prefix(label=label, name=text)
-        except PixelTokenError as e:
-            raise PipelineError(str(e)) from None
-        guidance = s.guidance_scale
-        if label is None and text is None:  # nothing to guide towards: decode.json's scale is moot
-            if decode.get("guidance_scale", 1.0) != 1.0:
-                raise PipelineError(
-                    f"guidance_scale={guidance:g} guides towards a label or text: give one, or "
-                    "leave guidance_scale at 1"
-                )
-            guidance = 1.0
-        generator = torch.Generator(device=next(self.model.parameters()).device)
-        if seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(seed)
-        try:
-            return sample_images(
-                self.model,
-                self.pixels,
-                [prefix] * n,
-                s.temperature,
-                s.top_k,
-                s.top_p,
-                generator,
-                guidance_scale=guidance,
-            )
-        except ValueError as e:
-            raise PipelineError(str(e)) from None
+        return generate_images(self, n, label, text, seed, **decode)
 
     def detect(self, images, threshold: float | None = None, batch_size: int | None = None) -> list:
         """The objects in each image, most likely first: a list per image of DetectedObject
@@ -316,38 +277,9 @@ class Pipeline:
         span head): a question and a context (strings), or lists of them (one context for all the
         questions, or one each). decode: answer_window, answer_stride, max_answer_tokens. Returns
         an Answer (text, start, end, score) or a list of them. See transformer.decoding.answer."""
-        from ..data.tokenizer import EncoderTokens
-        from ..model.transformer import EncoderOnly
-        from .answer import answer_questions
+        from .answer import answer
 
-        model = self.model
-        if not isinstance(model, EncoderOnly) or model.span_head is None:
-            raise PipelineError(
-                'this model has no span head: answer needs an encoder trained with objective = "qa"'
-            )
-        one = isinstance(questions, str)
-        questions = [questions] if one else list(questions)
-        contexts = [contexts] * len(questions) if isinstance(contexts, str) else list(contexts)
-        if len(contexts) != len(questions):
-            raise PipelineError(
-                f"{len(questions)} questions but {len(contexts)} contexts: give one context for "
-                "all or one each"
-            )
-        s = self.settings(**decode)
-        window = s.answer_window
-        if model.config.positional in ("sinusoidal", "learned"):
-            window = min(window, model.config.max_positions)
-        tokens = EncoderTokens(self.source_tokenizer, self.special_tokens)
-        answers = answer_questions(
-            model,
-            self.source_tokenizer,
-            tokens,
-            list(zip(questions, contexts, strict=True)),
-            window,
-            s.answer_stride,
-            s.max_answer_tokens,
-        )
-        return answers[0] if one else answers
+        return answer(self, questions, contexts, **decode)
 
     def caption(self, images, batch_size: int | None = None, **decode) -> list[str]:
         """The caption of each image of an image captioner (objective caption): images are uint8
