@@ -15,6 +15,7 @@ from ..config import (
 )
 from ..data.text import DataError
 from .captioning import evaluate_captions
+from .classifier_report import evaluate_classifier
 from .common import (
     UserError,
     add_decode_args,
@@ -22,7 +23,6 @@ from .common import (
     add_flag,
     add_precision_arg,
     check_output,
-    check_picture,
     decode_overrides,
     load_pipeline,
     note,
@@ -30,6 +30,7 @@ from .common import (
     write_text,
 )
 from .contrastive import evaluate_contrastive
+from .perplexity import evaluate_perplexity
 
 SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
 """The decoding settings evaluate takes."""
@@ -111,8 +112,8 @@ def _handler(task: str, flag: str):
         ("translation", "--src"): _evaluate_translations,
         ("translation", "--pairs"): _evaluate_pairs,
         ("language-modelling", "--text"): _evaluate_perplexity,
-        ("text-classification", "--tsv"): _evaluate_classifier,
-        ("image-classification", "--images"): _evaluate_classifier,
+        ("text-classification", "--tsv"): evaluate_classifier,
+        ("image-classification", "--images"): evaluate_classifier,
         ("captioning", "--images"): evaluate_captions,
         ("contrastive", "--images"): evaluate_contrastive,
         ("image-generation", "--images"): evaluate_image_lm,
@@ -134,25 +135,13 @@ def _evaluate_perplexity(args: argparse.Namespace) -> None:
 
 def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     """Perplexity (--text, a language model) or BLEU and chrF (--src, --ref, a translation
-    model)."""
+    model); cmd_evaluate has checked that the model's task takes the input."""
     from ..decoding.pipeline import truncation_note
     from ..evaluation.metrics import bleu, chrf
     from ..evaluation.scoring import pair_scores
-    from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
 
-    if args.text and not isinstance(pipeline.model, DecoderOnly):
-        raise UserError(
-            "this is a translation model: perplexity (--text) needs a language model; "
-            "use --src and --ref (BLEU, chrF)"
-        )
-    if isinstance(pipeline.model, EncoderOnly):
-        raise UserError(
-            "this is an encoder: evaluate a classifier with --tsv FILE (label<TAB>text lines)"
-        )
-    if not args.text and not isinstance(pipeline.model, EncoderDecoder):
-        raise UserError("this is a language model: use --text (perplexity), not --src and --ref")
     if args.text:
-        return _evaluate_lm(args, pipeline)
+        return evaluate_perplexity(args, pipeline)
     sources, references = read_text(args.src, "--src"), read_text(args.ref, "--ref")
     if len(sources) != len(references):
         raise UserError(
@@ -173,79 +162,6 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
         )
     for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
         print(score)
-
-
-def _evaluate_classifier(args: argparse.Namespace) -> None:
-    """Accuracy, macro-F1, per-class scores and the confusion matrix on --tsv texts or --images."""
-    from ..data.text import DataError
-    from ..decoding.pipeline import truncation_note
-    from ..evaluation.scoring import score_classifier
-    from ..model.transformer import EncoderOnly
-
-    flag = "--tsv" if args.tsv else "--images"
-    if args.text or args.src or args.ref or (args.tsv and args.images):
-        raise UserError(
-            f"give {flag} (a classifier's accuracy) alone, without --text, --src, --ref or the "
-            "other"
-        )
-    if args.plot:
-        check_picture("--plot", args.plot, "the picture")
-    pipeline = load_pipeline(args, "evaluate")
-    if not isinstance(pipeline.model, EncoderOnly) or pipeline.model.config.n_classes == 0:
-        raise UserError(f"{flag} is for classifiers: this model is not one")
-    if (pipeline.model.config.vision is None) != bool(args.tsv):
-        raise UserError(
-            "this is an image classifier: use --images"
-            if args.tsv
-            else "this is a text classifier: use --tsv"
-        )
-    if args.images:
-        scores, predicted = score_classifier(pipeline, args.images)
-        return _report(args, scores, predicted, f"images of {args.images}", args.images)
-    if pipeline.labels is None:
-        raise UserError(
-            f"{args.model_dir} has no labels.json: evaluate --tsv needs a classifier trained here"
-        )
-    cut: list[int] = []
-    try:
-        scores, predicted = score_classifier(pipeline, args.tsv, on_truncate=cut.extend)
-    except DataError as e:
-        raise UserError(str(e)) from None
-    if cut:
-        note(
-            "evaluate", truncation_note(cut, scores.total, pipeline.model.config.max_positions - 2)
-        )
-    _report(args, scores, predicted, f"texts of {args.tsv}", args.tsv)
-
-
-def _report(args: argparse.Namespace, scores, predicted: list[int], what: str, source: str) -> None:
-    """Accuracy, macro-F1, the per-class table and the confusion matrix (and --output, --plot)."""
-    labels = scores.labels
-    if args.output:
-        write_text(args.output, [labels[p] for p in predicted])
-    print(
-        f"accuracy {scores.accuracy:.2%}  macro-F1 {scores.macro_f1:.4f}  ({scores.total:,} {what})"
-    )
-    width = max(map(len, labels))
-    print(f"{'label':<{width}}  precision  recall      F1  support")
-    for row in scores.per_class():
-        print(
-            f"{row['label']:<{width}}  {row['precision']:9.4f}  {row['recall']:6.4f}  "
-            f"{row['f1']:6.4f}  {row['support']:7,}"
-        )
-    print("confusion matrix (rows: gold, columns: predicted, in the order above):")
-    for label, counts in zip(labels, scores.confusion, strict=True):
-        print(f"{label:<{width}}  " + " ".join(f"{n:6,}" for n in counts))
-    if args.plot:
-        from ..viz.confusion import plot_confusion
-
-        plot_confusion(
-            scores,
-            args.plot,
-            title=f"{Path(args.model_dir).name} on {Path(source).name}: "
-            f"accuracy {scores.accuracy:.1%}, macro-F1 {scores.macro_f1:.3f}",
-        )
-        print(f"wrote {args.plot}")
 
 
 def _evaluate_pairs(args: argparse.Namespace) -> None:
@@ -326,64 +242,30 @@ def _evaluate_squad(args: argparse.Namespace) -> None:
     )
 
 
-def _evaluate_lm(args: argparse.Namespace, pipeline) -> None:
-    """A language model's loss on a text: per token and per character, the text read as one
-    stream in sliding windows, or with --per-line each line on its own."""
-    from ..evaluation.scoring import TextScore, model_nll, score_text
-
-    cfg = pipeline.model.config
-    tok = pipeline.target_tokenizer
-    if args.per_line:
-        if args.window or args.stride:
-            raise UserError(
-                "--window and --stride are for the stream: leave them out with --per-line"
-            )
-        lines = [line for line in read_text(args.text, "--text") if line.strip()]
-        if not lines:
-            raise UserError(
-                f"--text {args.text} has no non-empty line: give text to measure perplexity on"
-            )
-        nll, n = model_nll(
-            pipeline.model, [[cfg.bos_id] + tok.encode(line) + [cfg.eos_id] for line in lines]
-        )
-        score = TextScore(nll, n, sum(len(line) + 1 for line in lines))
-        how = f"{len(lines):,} lines each on its own, </s> scored as the line break"
-    else:
-        window = args.window or cfg.max_positions
-        if window > cfg.max_positions:
-            raise UserError(
-                f"--window {window} is longer than the model's max_positions={cfg.max_positions}: "
-                f"give --window {cfg.max_positions} or less"
-            )
-        stride = args.stride or window
-        if stride > window:
-            raise UserError(
-                f"--stride {stride} is longer than the window ({window}): give at most {window}"
-            )
-        try:
-            score = score_text(pipeline.model, args.text, tok, args.documents, window, stride)
-        except DataError as e:
-            raise UserError(str(e)) from None
-        context = (
-            "" if stride == window else f", each scoring its last {stride} with the rest as context"
-        )
-        how = (
-            f"one stream (documents: {args.documents}, each <s> ... </s>), windows of {window} "
-            f"tokens moved by {stride}{context}"
-        )
-    print(
-        f"perplexity {score.perplexity:.3f} on {args.text}: {score.nll_per_token:.4f} nats per "
-        f"token over {score.tokens:,} tokens; {score.nll_per_char:.4f} nats = "
-        f"{score.bits_per_char:.4f} bits per character over {score.chars:,} characters ({how})"
-    )
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """`evaluate`."""
     p = sub.add_parser(
         "evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory"
     )
     p.add_argument("model_dir")
+    _text_flags(p)
+    _other_inputs(p)
+    _generator_flags(p)
+    p.add_argument(
+        "--output",
+        help="also write the translations (with --tsv: the predicted labels; a captioner's "
+        "--images: the captions) to this file",
+    )
+    add_decode_args(p, SEARCH)
+    add_decode_args(p, SPEECH_SEARCH, note="with --audio; default from the model's decode.json")
+    add_decode_args(p, ANSWER_SETTINGS)
+    add_device_args(p)
+    add_precision_arg(p)
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _text_flags(p: argparse.ArgumentParser) -> None:
+    """--src, --ref and --text with the stream's settings."""
     p.add_argument("--src", help="source lines to translate")
     p.add_argument("--ref", help="reference translations, aligned with --src")
     p.add_argument(
@@ -420,6 +302,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --text: score each line on its own (a model trained with data.pack = false)",
     )
+
+
+def _other_inputs(p: argparse.ArgumentParser) -> None:
+    """The other inputs (--tsv, --pairs, --squad, --audio, --detection, --images) and what goes with
+    them."""
     p.add_argument(
         "--tsv",
         help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, "
@@ -468,6 +355,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plot",
         help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)",
     )
+
+
+def _generator_flags(p: argparse.ArgumentParser) -> None:
+    """An image generator's samples, with --images --classifier."""
     generator = p.add_argument_group("an image generator, with --images")
     generator.add_argument(
         "--classifier",
@@ -498,14 +389,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         IMAGE_SAMPLING_SETTINGS,
         note="with --classifier: the samples'; default from the model's decode.json",
     )
-    p.add_argument(
-        "--output",
-        help="also write the translations (with --tsv: the predicted labels; a captioner's "
-        "--images: the captions) to this file",
-    )
-    add_decode_args(p, SEARCH)
-    add_decode_args(p, SPEECH_SEARCH, note="with --audio; default from the model's decode.json")
-    add_decode_args(p, ANSWER_SETTINGS)
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_evaluate)
