@@ -18,25 +18,33 @@ truncate=False raises PipelineError instead.
 
 from __future__ import annotations
 
-import math
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 import torch
 
-from ..config import ConfigError, DecodeConfig, unknown_key_error
+from ..config import DecodeConfig, unknown_key_error
 from ..model.quantize import set_inference_precision
 from ..model.transformer import EncoderDecoder, Model
 from ..model_dir import ModelDir
 from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
 from ..tasks.base import wrong_task
-from .beam import beam_search
+from .chat import apply_chat_template
+from .generate import fit_prompt, generate, prompt_ids, sample_long, sampling_settings
 from .inputs import PipelineError, as_lines, batches_by_tokens, truncation_note
-from .sampling import sample
 from .search import search
+from .translate import encode_sources, translate
+
+__all__ = [  # what moved out stays importable from here
+    "Pipeline",
+    "PipelineError",
+    "as_lines",
+    "batches_by_tokens",
+    "sampling_settings",
+    "truncation_note",
+]
 
 
 @dataclass
@@ -134,27 +142,7 @@ class Pipeline:
         self, lines: list[str], truncate: bool = True
     ) -> tuple[list[list[int]], list[int]]:
         """Source lines -> token ids, and the 1-based numbers of the lines cut to max_positions."""
-        encoded = self.source_tokenizer.encode_batch(as_lines(lines))
-        eos = (
-            [self.model.config.eos_id] if self.decode.add_eos else []
-        )  # T5 and Marian end each source with </s>
-        limit = self.max_source_tokens
-        room = None if limit is None else limit - len(eos)
-        cut = [
-            number
-            for number, ids in enumerate(encoded, start=1)
-            if room is not None and len(ids) > room
-        ]
-        if cut and not truncate:
-            raise PipelineError(
-                f"input line {cut[0]} has {len(encoded[cut[0] - 1]) + len(eos)} tokens, more than "
-                f"the model's max_positions={limit}: split the line into shorter sentences"
-            )
-        for number in cut:
-            encoded[number - 1] = encoded[number - 1][:room]
-        if eos:
-            encoded = [ids + eos if ids else ids for ids in encoded]  # an empty line stays empty
-        return encoded, cut
+        return encode_sources(self, lines, truncate)
 
     def translate(
         self,
@@ -173,36 +161,7 @@ class Pipeline:
         instead (temperature, top_k, top_p; up to max_len_a x the batch's longest source +
         max_len_b tokens), one per line. Lines longer than the model takes are truncated (see the
         module's rules)."""
-        self.expect("translate")
-        lines = as_lines(lines)
-        settings = self.settings(**decode)
-        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
-            raise ConfigError(
-                f"batch_tokens={batch_tokens!r} is not valid: it must be a positive number of "
-                "tokens"
-            )
-        encoded, cut = self.encode_sources(lines, truncate)
-        if cut and on_truncate is not None:
-            on_truncate(cut)
-        elif cut:
-            warnings.warn(truncation_note(cut, len(lines), self.max_source_tokens), stacklevel=2)
-        if generator is not None and settings.n_best > 1:
-            raise ConfigError(f"n_best={settings.n_best}: sampling gives one translation a line")
-        outputs: list = [[] if settings.n_best > 1 else "" for _ in lines]
-        order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-        for batch in batches_by_tokens(order, [len(ids) for ids in encoded], batch_tokens):
-            sources = [encoded[i] for i in batch]
-            ids = (  # (B, T) or (B, n, T)
-                self.search(sources, settings)
-                if generator is None
-                else self._sample_translations(sources, settings, generator)
-            )
-            for row, i in zip(ids.tolist(), batch, strict=True):
-                if settings.n_best > 1:
-                    outputs[i] = [self.target_tokenizer.decode(h).strip() for h in row]
-                else:
-                    outputs[i] = self.target_tokenizer.decode(row).strip()
-        return outputs
+        return translate(self, lines, batch_tokens, truncate, on_truncate, generator, **decode)
 
     def classify(
         self,
@@ -313,72 +272,21 @@ class Pipeline:
         speech holds prefix, suppress_tokens and begin_suppress_tokens."""
         return search(self.model, sources, s, return_attention, src_mask, **speech)
 
-    def _sample_translations(
-        self, sources: list[list[int]], s: DecodeConfig, generator: torch.Generator
-    ) -> torch.Tensor:
-        """One sampled translation (B, T) per source, as long as search would allow."""
-        longest = max(len(ids) for ids in sources)
-        return sample(
-            self.model,
-            sources,
-            max_new_tokens=max(1, math.floor(s.max_len_a * longest + s.max_len_b)),
-            generator=generator,
-            min_new_tokens=s.min_len,
-            **sampling_settings(s),
-        )
-
     def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
         """A prompt's token ids: the chat template applied when chat=True, <s> first when the
         defaults say so."""
-        if chat:
-            return self.target_tokenizer.encode(
-                self.apply_chat_template([{"role": "user", "content": prompt}])
-            )
-        ids = self.target_tokenizer.encode(prompt)
-        return [self.model.config.bos_id] + ids if self.decode.add_bos else ids
+        return prompt_ids(self, prompt, chat)
 
     def apply_chat_template(self, messages: list[dict]) -> str:
         """Render the model's chat template (Jinja, as Hugging Face does) with a generation
         prompt."""
-        if not self.chat:
-            raise PipelineError(
-                "this model has no chat template (chat_template.json): drop --chat, or import a "
-                "chat model with transformer import-hf"
-            )
-        from jinja2 import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(message):
-            raise TemplateError(message)
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
-        return env.from_string(self.chat["chat_template"]).render(
-            messages=messages,
-            add_generation_prompt=True,
-            bos_token=self.chat.get("bos_token") or "",
-            eos_token=self.chat.get("eos_token") or "",
-        )
+        return apply_chat_template(self.chat, messages)
 
     def fit_prompt(self, ids: list[int], max_new_tokens: int, truncate: bool = True) -> list[int]:
         """The end of a prompt that leaves room for max_new_tokens (at least half the table stays
         the prompt's); a leading <s> is kept. Unchanged when it fits or the model has no position
         table."""
-        limit = self.max_source_tokens
-        if limit is None:
-            return ids
-        room = max(
-            limit - max_new_tokens + 1, limit // 2, 1
-        )  # N new tokens need P + N - 1 <= limit
-        if len(ids) <= room:
-            return ids
-        if not truncate:
-            raise PipelineError(
-                f"the prompt has {len(ids)} tokens; with {max_new_tokens} new ones it needs more "
-                f"than the model's max_positions={limit}: shorten it"
-            )
-        head = ids[:1] if self.decode.add_bos and ids[:1] == [self.model.config.bos_id] else []
-        return head + ids[len(ids) - room + len(head) :]
+        return fit_prompt(self, ids, max_new_tokens, truncate)
 
     def generate(
         self,
@@ -399,91 +307,11 @@ class Pipeline:
         on_token(id) is called with each new token as it is chosen (</s> not included), to stream
         the output; an exception it raises stops the decoding and propagates. Beam search has no
         tokens to stream before it ends."""
-        self.expect("generate")
-        if not isinstance(prompt, str):
-            raise TypeError(
-                f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
-                "for several, call it once per prompt"
-            )
-        beam_size = decode.pop("beam_size", 1)  # language models sample unless a beam is asked for
-        s = self.settings(
-            **{**decode, "beam_size": beam_size, "n_best": 1}
-        )  # beam_size checked like the rest
-        if on_token is not None and beam_size > 1:
-            raise PipelineError("beam search cannot stream its tokens: on_token needs beam_size 1")
-        on_step = None
-        if on_token is not None:
-            eos = self.model.config.eos_id
-
-            def on_step(rows, tokens):
-                token = int(tokens[0])
-                if token != eos:
-                    on_token(token)
-
-        full = self.prompt_ids(prompt, chat)
-        ids = [self.fit_prompt(full, s.max_new_tokens, truncate)]
-        if len(ids[0]) < len(full):
-            message = (
-                f"the prompt has {len(full):,} tokens, more than fit with {s.max_new_tokens} new "
-                f"ones in the model's max_positions={self.max_source_tokens}: kept its last "
-                f"{len(ids[0]):,} tokens"
-            )
-            if on_truncate is not None:
-                on_truncate(message)
-            else:
-                warnings.warn(message, stacklevel=2)
-        if beam_size > 1:
-            out = beam_search(
-                self.model,
-                ids,
-                beam_size=beam_size,
-                length_penalty=s.length_penalty,
-                length_penalty_kind=s.length_penalty_kind,
-                max_len_a=0,
-                max_len_b=s.max_new_tokens,
-                no_repeat_ngram_size=s.no_repeat_ngram_size,
-                repetition_penalty=s.repetition_penalty,
-            )
-        else:
-            generator = torch.Generator(device=next(self.model.parameters()).device)
-            if seed is None:
-                generator.seed()  # a fresh seed for this generator only; global RNG untouched
-            else:
-                generator.manual_seed(seed)
-            return self.target_tokenizer.decode(self._sample_long(ids[0], s, generator, on_step))
-        return self.target_tokenizer.decode(out[0].tolist())
+        return generate(self, prompt, chat, seed, truncate, on_truncate, on_token, **decode)
 
     def _sample_long(self, context: list[int], s, generator, on_step) -> list[int]:
         """Sampled new tokens of one prompt, as many as s.max_new_tokens asks even past the
         model's max_positions: when the context is full, sampling goes on from its last half
         (max_positions // 2 tokens, the KV cache filled anew), as nanoGPT's sampler crops its
         context; the repetition guards see that window."""
-        limit = self.max_source_tokens
-        new: list[int] = []
-        while True:
-            want = s.max_new_tokens - len(new)
-            room = want if limit is None else min(want, limit - len(context) + 1)
-            out = sample(
-                self.model,
-                [context],
-                max_new_tokens=room,
-                generator=generator,
-                on_step=on_step,
-                **sampling_settings(s),
-            )
-            got = out[0].tolist()  # one row: no padding
-            new += got
-            if limit is None or len(got) < room or len(new) >= s.max_new_tokens:
-                return new  # </s>, or as many as asked
-            context = (context + got)[-max(1, limit // 2) :]
-
-
-def sampling_settings(s: DecodeConfig) -> dict:
-    """What `sample` takes from decode settings besides lengths: the draw and the guards."""
-    return dict(
-        temperature=s.temperature,
-        top_k=s.top_k,
-        top_p=s.top_p,
-        no_repeat_ngram_size=s.no_repeat_ngram_size,
-        repetition_penalty=s.repetition_penalty,
-    )
+        return sample_long(self, context, s, generator, on_step)
