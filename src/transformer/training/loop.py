@@ -20,7 +20,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,8 @@ from .loss import loss_and_backward
 from .objectives import Objective
 from .objectives.base import MAX_LOG_PPL
 from .progress import Progress, truncate_metrics
-from .schedule import ScheduleClock, learning_rate
+from .run_state import RunState
+from .schedule import learning_rate
 
 
 def fused_adam(params: list[torch.Tensor]) -> bool:
@@ -64,43 +65,6 @@ def fused_adam(params: list[torch.Tensor]) -> bool:
 
 class TrainError(ValueError):
     """A run cannot start or continue as asked (e.g. --resume without a checkpoint)."""
-
-
-@dataclass
-class RunState:
-    """Where a run stands, as a checkpoint's state.json records it (with the RNG states, the
-    optimizer and the scaler): a resumed run starts from here."""
-
-    step: int = 0
-    """Updates done."""
-    epoch: int = 0
-    position: int = 0
-    """The epoch's next batch."""
-    best_metric: float | None = None
-    """The best validation value of the objective's best_key (a loss, or a classifier's
-    accuracy)."""
-    elapsed_s: float = 0.0
-    """Seconds trained before this process started (by the runs this one resumes)."""
-    clock: ScheduleClock = field(default_factory=lambda: ScheduleClock(0.0))
-
-    @classmethod
-    def from_checkpoint(cls, state: dict[str, Any]) -> RunState:
-        elapsed = state["elapsed_s"]
-        clock = ScheduleClock(state.get("schedule_clock_s", elapsed), state.get("warmup_end_s"))
-        best = state["best_metric"]
-        return cls(state["step"], state["epoch"], state["position"], best, elapsed, clock)
-
-    def record(self, elapsed_s: float) -> dict[str, Any]:
-        """The state.json fields of this state, after elapsed_s seconds of training in all."""
-        return dict(
-            step=self.step,
-            epoch=self.epoch,
-            position=self.position,
-            best_metric=self.best_metric,
-            elapsed_s=elapsed_s,
-            warmup_end_s=self.clock.warmup_end_s,
-            schedule_clock_s=self.clock.seconds,
-        )
 
 
 @dataclass
