@@ -192,7 +192,6 @@ def run_demo(
     built; the Bible is required, the others are left out (with a note) when they cannot be."""
     from ..data.bible import build_bible_corpus
     from ..decoding.pipeline import Pipeline
-    from ..evaluation.metrics import bleu, chrf, loop_rate
     from ..training.checkpoint import average_into, step_dirs
     from ..training.trainer import train
 
@@ -228,13 +227,33 @@ def run_demo(
     log(f"averaged the last {len(checkpoints)} checkpoints into {model_dir}")
 
     pipeline = Pipeline.load(model_dir)
+    scores = score_test_splits(pipeline, data_dir, have, test_lines, log)
+    examples = dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
+    log("\ntranslations:")
+    for source, translation in examples.items():
+        log(f"  {source}\n    -> {translation}")
+    log(
+        f"\nsteps: {result.steps}; total time {(time.time() - started) / 60:.1f} min; model: "
+        f"{model_dir}"
+    )
+    return {"scores": scores, "examples": examples, "steps": result.steps, "model_dir": model_dir}
+
+
+def score_test_splits(
+    pipeline, data_dir: Path, names: list[str], test_lines: int | None, log=print
+) -> dict:
+    """Translate each source's test split (its first test_lines lines; all with None) and log
+    its BLEU, chrF and loop rate: {name: {"bleu", "chrf", "loops", "lines"}}, a source without a
+    test.spa left out."""
+    from ..evaluation.metrics import bleu, chrf, loop_rate
+
     decode = pipeline.decode
     log(
         f"\ntest splits (beam {decode.beam_size}, length penalty {decode.length_penalty} "
         f"({decode.length_penalty_kind})):"
     )
     scores = {}
-    for name in have:
+    for name in names:
         test = data_dir / name / "test.spa"
         if not test.is_file():
             continue
@@ -254,12 +273,4 @@ def run_demo(
             f"chrF {s['chrf'].score:5.1f}  loops {s['loops']:.1%}"
         )
     log(f"  ({next(iter(scores.values()))['bleu'].signature if scores else ''})")
-    examples = dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
-    log("\ntranslations:")
-    for source, translation in examples.items():
-        log(f"  {source}\n    -> {translation}")
-    log(
-        f"\nsteps: {result.steps}; total time {(time.time() - started) / 60:.1f} min; model: "
-        f"{model_dir}"
-    )
-    return {"scores": scores, "examples": examples, "steps": result.steps, "model_dir": model_dir}
+    return scores
