@@ -177,7 +177,8 @@ def test_a_model_run_and_a_settings_group_in_a_signature():
 
 
 @pytest.mark.parametrize("command", ["translate", "classify", "answer", "transcribe", "detect", "caption",
-                                     "embed", "serve", "generate", "attention", "backtranslate"])
+                                     "embed", "serve", "generate", "attention", "backtranslate",
+                                     "evaluate"])
 def test_every_model_command_takes_the_one_definition_of_where_to_run(command):
     """--device, --threads and --precision are written once (common.ModelRun) for every command."""
     parser = build_parser()

@@ -127,6 +127,8 @@ class Settings:
     names: tuple[str, ...] | None = None
     note: str | None = "default from the model's decode.json"
     notes: dict[str, str] | None = None
+    group: str | None = None
+    """The title of the --help section they are listed in (default: options)."""
 
     def chosen(self) -> tuple[str, ...]:
         """The settings' names."""
@@ -199,7 +201,7 @@ def add_arguments(
             add_setting(_section(p, arg.group), arg.cls, name, note=arg.note)
             continue
         if isinstance(arg, Settings):
-            add_settings(p, arg.cls, arg.chosen(), arg.note, arg.notes)
+            add_settings(_section(p, arg.group), arg.cls, arg.chosen(), arg.note, arg.notes)
             continue
         kind, _, choices, repeat = _kind(base)
         default = None if param.default is inspect.Parameter.empty else param.default

@@ -1,27 +1,28 @@
 """`transformer evaluate`: BLEU and chrF, perplexity, a classifier's scores or a text-to-text
-model's scores per task; the parser beside the handler."""
+model's scores per task. The handler is `evaluate`; its parser is derived from its signature
+(cli.args, the flags in evaluate_flags), and it runs cmd_evaluate on the namespace the printers
+read."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+from typing import Annotated
 
 from ..config import (
     ANSWER_SETTINGS,
-    DOCUMENT_KINDS,
     IMAGE_SAMPLING_SETTINGS,
-    PAIR_METRICS,
-    Bounds,
+    DecodeConfig,
 )
 from ..data.text import DataError
+from . import evaluate_flags as F
+from .args import Settings, command
 from .captioning import evaluate_captions
 from .classifier_report import evaluate_classifier
 from .common import (
+    ModelRun,
     UserError,
-    add_decode_args,
-    add_device_args,
-    add_flag,
-    add_precision_arg,
     check_output,
     decode_overrides,
     load_pipeline,
@@ -242,150 +243,64 @@ def _evaluate_squad(args: argparse.Namespace) -> None:
     )
 
 
+GROUPS = ("search", "speech", "answers", "sampling")
+"""evaluate's parameters that take decoding settings."""
+EVALUATE_SETTINGS = (SEARCH, SPEECH_SEARCH, ANSWER_SETTINGS, IMAGE_SAMPLING_SETTINGS)
+SPEECH_NOTE = "with --audio; default from the model's decode.json"
+SAMPLES_NOTE = "with --classifier: the samples'; default from the model's decode.json"
+
+
+def evaluate(
+    run: ModelRun,
+    src: F.SRC = None,
+    ref: F.REF = None,
+    text: F.TEXT = None,
+    documents: F.DOCUMENTS = "file",
+    window: F.WINDOW = None,
+    stride: F.STRIDE = None,
+    per_line: F.PER_LINE = False,
+    tsv: F.TSV = None,
+    pairs: F.PAIRS = None,
+    squad: F.SQUAD = None,
+    audio: F.AUDIO = None,
+    detection: F.DETECTION = None,
+    per_query: F.PER_QUERY = False,
+    metric: F.METRIC = "bleu",
+    images: F.IMAGES_IN = None,
+    plot: F.PLOT = None,
+    classifier: F.CLASSIFIER = None,
+    samples: F.SAMPLES = 50,
+    limit: F.LIMIT = None,
+    seed: F.SEED = None,
+    sampling: Annotated[
+        dict, Settings(DecodeConfig, IMAGE_SAMPLING_SETTINGS, note=SAMPLES_NOTE, group=F.GENERATOR)
+    ] = None,
+    output: F.OUTPUT = None,
+    search: Annotated[dict, Settings(DecodeConfig, SEARCH)] = None,
+    speech: Annotated[dict, Settings(DecodeConfig, SPEECH_SEARCH, note=SPEECH_NOTE)] = None,
+    answers: Annotated[dict, Settings(DecodeConfig, ANSWER_SETTINGS)] = None,
+) -> None:
+    """Score a model on what it is evaluated by (cmd_evaluate): BLEU and chrF (--src, --ref),
+    perplexity (--text), or the scores of the model's task on its input. The decoding settings
+    (search, speech, answers, sampling) are those given, by name; the others keep the model's."""
+    flags = {k: v for k, v in locals().items() if k not in ("run", *GROUPS)}
+    return cmd_evaluate(_namespace(run, flags, search, speech, answers, sampling))
+
+
+def _namespace(run: ModelRun, flags: dict, *groups: dict | None) -> argparse.Namespace:
+    """The namespace the printers read (args.<flag>, decode_overrides): where to run, the flags,
+    and every decoding setting evaluate takes (None where not given)."""
+    settings = {name: None for names in EVALUATE_SETTINGS for name in names}
+    for group in groups:
+        settings.update(group or {})
+    return argparse.Namespace(**dataclasses.asdict(run), **flags, **settings)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """`evaluate`."""
-    p = sub.add_parser(
-        "evaluate", help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory"
-    )
-    p.add_argument("model_dir")
-    _text_flags(p)
-    _other_inputs(p)
-    _generator_flags(p)
-    p.add_argument(
-        "--output",
-        help="also write the translations (with --tsv: the predicted labels; a captioner's "
-        "--images: the captions) to this file",
-    )
-    add_decode_args(p, SEARCH)
-    add_decode_args(p, SPEECH_SEARCH, note="with --audio; default from the model's decode.json")
-    add_decode_args(p, ANSWER_SETTINGS)
-    add_device_args(p)
-    add_precision_arg(p)
-    p.set_defaults(func=cmd_evaluate)
-
-
-def _text_flags(p: argparse.ArgumentParser) -> None:
-    """--src, --ref and --text with the stream's settings."""
-    p.add_argument("--src", help="source lines to translate")
-    p.add_argument("--ref", help="reference translations, aligned with --src")
-    p.add_argument(
-        "--text",
-        help="text for a language model's loss and perplexity, per token and per character",
-    )
-    p.add_argument(
-        "--documents",
-        choices=DOCUMENT_KINDS,
-        default="file",
-        help="with --text: what a document of the stream is (default file: the whole text)",
-    )
-    add_flag(
-        p,
-        "--window",
-        type=int,
-        default=None,
-        bounds=Bounds(ge=1),
-        give="a number of tokens",
-        help="with --text: tokens of context per window (default: the model's max_positions)",
-    )
-    add_flag(
-        p,
-        "--stride",
-        type=int,
-        default=None,
-        bounds=Bounds(ge=1),
-        give="a number of tokens",
-        help="with --text: tokens each window moves and scores (default: the window, blocks side "
-        "by side; less gives each scored token more context)",
-    )
-    p.add_argument(
-        "--per-line",
-        action="store_true",
-        help="with --text: score each line on its own (a model trained with data.pack = false)",
-    )
-
-
-def _other_inputs(p: argparse.ArgumentParser) -> None:
-    """The other inputs (--tsv, --pairs, --squad, --audio, --detection, --images) and what goes with
-    them."""
-    p.add_argument(
-        "--tsv",
-        help="label<TAB>text lines: a classifier's accuracy, macro-F1, per-class scores, "
-        "confusion matrix",
-    )
-    p.add_argument(
-        "--pairs",
-        help="input<TAB>target lines: a text-to-text model's BLEU, chrF and exact matches "
-        "per task (the input's text before its first ': ')",
-    )
-    p.add_argument(
-        "--squad",
-        help="questions on contexts in SQuAD's JSON format: a question-answering model's exact "
-        "match and F1 (and verse-level F1 where the file gives verses)",
-    )
-    p.add_argument(
-        "--audio",
-        help="a folder of WAV files with transcripts.tsv (file<TAB>transcript): a speech model's "
-        "word error rate per clip and overall",
-    )
-    p.add_argument(
-        "--detection",
-        help="a folder of images with COCO annotations (annotations.json): a detector's COCO "
-        "mAP@[.5:.95], AP50, AP75",
-    )
-    p.add_argument(
-        "--per-query",
-        action="store_true",
-        help="with --detection: rank one prediction per object query (its most likely class), as "
-        "DETR's paper, instead of the 100 most likely (query, class) pairs per image",
-    )
-    p.add_argument(
-        "--metric",
-        choices=PAIR_METRICS,
-        default="bleu",
-        help="with --pairs or --src/--ref: bleu (BLEU and chrF, default) or rouge (ROUGE-1/2/L "
-        "F1, for summaries)",
-    )
-    p.add_argument(
-        "--images",
-        help="labelled images (a prepared .safetensors split or a folder of class "
-        "folders): an image classifier's accuracy, macro-F1, per-class scores, "
-        "confusion matrix; an image captioner's exact match and chrF against the label names",
-    )
-    p.add_argument(
-        "--plot",
-        help="with --tsv or --images: draw the confusion matrix to this image (.png, .svg, .pdf)",
-    )
-
-
-def _generator_flags(p: argparse.ArgumentParser) -> None:
-    """An image generator's samples, with --images --classifier."""
-    generator = p.add_argument_group("an image generator, with --images")
-    generator.add_argument(
-        "--classifier",
-        help="an image classifier's model directory: sample --samples images of each label and "
-        "report the share it recognises",
-    )
-    add_flag(
-        generator,
-        "--samples",
-        type=int,
-        default=50,
-        bounds=Bounds(ge=1),
-        give="a number of images",
-        help="with --classifier: images sampled per label (default 50)",
-    )
-    add_flag(
-        generator,
-        "--limit",
-        type=int,
-        default=None,
-        bounds=Bounds(ge=1),
-        give="a number of images",
-        help="score the first N images of --images only (default: all)",
-    )
-    generator.add_argument("--seed", type=int, help="with --classifier: the samples' seed")
-    add_decode_args(
-        generator,
-        IMAGE_SAMPLING_SETTINGS,
-        note="with --classifier: the samples'; default from the model's decode.json",
+    """`evaluate`, its parser derived from `evaluate`'s signature."""
+    command(
+        sub,
+        "evaluate",
+        evaluate,
+        help="BLEU and chrF (--src, --ref) or perplexity (--text) of a model directory",
     )
