@@ -33,7 +33,7 @@ def test_embed_refuses_a_model_that_is_not_a_dual_encoder(tmp_path, capsys):
                       d_ff=32, pad_id=0, bos_id=0, eos_id=0, vision=vision, n_classes=2)  # fmt: skip
     save_model(build_model(cfg), tmp_path / "vit", labels=["a", "b"])
     rc, out, err = run(["embed", tmp_path / "vit", "--text", "a"], capsys)
-    assert rc == 2 and "is not a dual encoder" in err and err.count("\n") == 1
+    assert rc == 2 and "is not a text-image dual encoder" in err and err.count("\n") == 1
 
 
 def test_evaluate_images_alone_and_unknown_names_are_read(model_dir, tmp_path, capsys):

@@ -51,57 +51,34 @@ def is_captioner_dir(path: str) -> bool:
     )
 
 
-def what_model(pipeline) -> tuple[str, str]:
-    """(what the model is, the command that uses it) for a model that is not a captioner."""
-    from ..model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly
+def task_pipeline(args: argparse.Namespace | ModelRun, command: str, task: str):
+    """The model directory as a Pipeline, which must run `task` (transformer.tasks): else one line
+    naming what it is and the command that runs it."""
+    from ..tasks import TASKS
+    from ..tasks.base import wrong_task
 
-    model, cfg = pipeline.model, pipeline.model.config
-    if cfg.detection is not None:
-        return "an object detector", "detect"
-    if cfg.audio is not None:
-        return "a speech model", "transcribe"
-    if getattr(pipeline, "pixels", None) is not None:
-        return "an image generator", "generate --image"
-    if isinstance(model, DecoderOnly):
-        return "a language model", "generate"
-    if isinstance(model, EncoderDecoder):
-        return "a translation model", "translate"
-    if isinstance(model, EncoderOnly) and cfg.vision is not None:
-        return "an image classifier", "classify"
-    return "an encoder", "classify"
+    pipeline = load_pipeline(args, command)
+    if pipeline.task.name != task:
+        raise UserError(
+            f"{args.model_dir} is not {TASKS[task].described}; "
+            + wrong_task(pipeline.task, command)
+        )
+    return pipeline
 
 
 def captioner(args: argparse.Namespace | ModelRun, command: str):
-    """The model directory as a Pipeline, which must be an image captioner."""
-    from ..decoding.caption import is_captioner
-
-    pipeline = load_pipeline(args, command)
-    if not is_captioner(pipeline.model):
-        kind, use = what_model(pipeline)
-        raise UserError(f"this is {kind}: use {use}, not {command}")
-    return pipeline
+    """An image captioner's Pipeline."""
+    return task_pipeline(args, command, "captioning")
 
 
 def detector(args: argparse.Namespace | ModelRun, command: str):
-    from ..model.detection import DetectionTransformer
-
-    pipeline = load_pipeline(args, command)
-    if not isinstance(pipeline.model, DetectionTransformer):
-        raise UserError(
-            f"{args.model_dir} is not a detector: {command} needs a model trained with objective "
-            '= "detection" ([model.detection])'
-        )
-    return pipeline
+    """A detector's Pipeline."""
+    return task_pipeline(args, command, "detection")
 
 
 def speech_pipeline(args: argparse.Namespace | ModelRun, command: str):
-    pipeline = load_pipeline(args, command)
-    if pipeline.model.config.audio is None:
-        raise UserError(
-            f"{args.model_dir} is not a speech model: {command} needs one that reads audio (import "
-            'Whisper with transformer import-hf, or train one with objective = "speech")'
-        )
-    return pipeline
+    """A speech model's Pipeline."""
+    return task_pipeline(args, command, "speech")
 
 
 def is_contrastive(model_dir: str) -> bool:
@@ -117,10 +94,5 @@ def is_contrastive(model_dir: str) -> bool:
 
 
 def dual_encoder(args: argparse.Namespace | ModelRun, command: str):
-    pipeline = load_pipeline(args, command)
-    if pipeline.model.config.contrastive is None:
-        raise UserError(
-            f"{args.model_dir} is not a dual encoder: {command} needs a model trained with "
-            'objective = "contrastive" ([model.contrastive])'
-        )
-    return pipeline
+    """A text-image dual encoder's Pipeline."""
+    return task_pipeline(args, command, "contrastive")
