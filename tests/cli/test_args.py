@@ -92,6 +92,8 @@ def test_a_settings_flag_matches_its_config_field(cls):
         assert action.help.startswith(field_docs(cls)[name].rstrip(".").replace("%", "%%"))
         if bounds.choices is not None:
             assert action.choices == list(bounds.choices)
+        elif isinstance(f.default, bool):  # --no-keep-markup: the other value, no argument
+            assert action.nargs == 0 and action.const is (not f.default)
         else:
             assert action.type.__name__ == str(f.type).split("|")[0].strip()
     given = given_settings(p.parse_args([]), names)

@@ -82,6 +82,8 @@ def add_setting(
     if note:
         text = f"{text.rstrip('.')} ({note})"
     kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text.replace("%", "%%")}
+    if field_kind(f) == "bool":  # the flag gives the other value: --no-keep-markup
+        return add_flag(p, meta["flag"], action="store_const", const=not f.default, **kwargs)
     if bounds.choices is not None:
         kwargs["choices"] = list(bounds.choices)
     else:

@@ -101,6 +101,11 @@ class DataConfig:
     """Pairs with a side longer than this many tokens (with <s>/</s>) are dropped, and counted.
     Tokens, not words: a "char" tokenizer needs about 5x the max_len of "bpe" for the same
     sentences. Packed text has blocks instead (block_size)."""
+    protect_markup: bool = False
+    """Translation: replace each placeholder (%s, {0}, $VAR ...), tag, entity, URL, e-mail address
+    and <code> span of the training pairs by a slot token ｟1｠, ｟2｠ ... before the tokenizer sees
+    them, so that translating puts each one of the input back exactly once (transformer.data.markup;
+    the tokenizer holds the slot tokens; decode.keep_markup)."""
     tokenizer_sample: int = setting(
         200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all"
     )
@@ -149,6 +154,11 @@ class DataConfig:
             raise ConfigError(
                 f'data.bpe_dropout is for data.tokenizer = "bpe", not {self.tokenizer!r}: '
                 "set data.bpe_dropout = 0"
+            )
+        if self.protect_markup and not self.is_translation:
+            raise ConfigError(
+                "data.protect_markup is for translation pairs (data.train_src/train_tgt or "
+                "data.train_pairs): set it false for this kind of training data"
             )
         given = [name for name in TRAINING_DATA if getattr(self, name.split("/")[0]) is not None]
         kinds = ", ".join(f"{n} ({what})" for n, what in TRAINING_DATA.items())

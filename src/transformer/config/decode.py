@@ -51,6 +51,10 @@ class DecodeConfig:
     early_stopping: bool | str = setting(True, choices=EARLY_STOPPING)
     """True: stop once beam_size hypotheses are finished; "never": stop when none can still
     improve."""
+    keep_markup: bool = setting(True, flag="--no-keep-markup")
+    """Models trained with data.protect_markup: mask each input line's placeholders, tags, URLs ...
+    with slot tokens and put each one back exactly once in the output (transformer.data.markup);
+    false (--no-keep-markup) feeds the line as it is. Other models: no effect."""
     temperature: float = setting(
         1.0, ge=0, finite=True, flag="--temperature", give="a temperature >= 0 (0 = greedy)"
     )
@@ -142,6 +146,7 @@ TRANSLATE_SETTINGS = (
     "max_len_b",
     "min_len",
     *REPETITION_SETTINGS,
+    "keep_markup",
 )
 """The decoding settings one translation takes: translate's flags, /v1/translate's fields."""
 SAMPLING_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", *REPETITION_SETTINGS)

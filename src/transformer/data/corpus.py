@@ -66,9 +66,11 @@ def corpus_key(
     src_tok: Tokenizer | None,
     max_len: int,
     segmentation: int | None = None,
+    protect: bool = False,
 ) -> dict:
     """Everything the arrays depend on: if any of it changes, they are built again. `segmentation`
-    numbers the corpora of one BPE-dropout tokenizer (each a different random segmentation)."""
+    numbers the corpora of one BPE-dropout tokenizer (each a different random segmentation);
+    `protect`, pairs read with their markup masked (data.protect_markup)."""
     key = {
         "format": FORMAT,
         "files": {
@@ -83,6 +85,8 @@ def corpus_key(
     }
     if segmentation is not None:
         key["segmentation"] = segmentation
+    if protect:
+        key["protect_markup"] = True
     return key
 
 
@@ -180,15 +184,20 @@ def prepare_corpus(
     cache: str | os.PathLike | None = None,
     say=lambda message: None,
     segmentation: int | None = None,
+    protect: bool = False,
 ) -> Corpus:
     """The prepared corpus of these files: opened if the cache holds a complete one for the same
-    key, else built (streaming, CHUNK_LINES at a time) and then opened."""
-    key = corpus_key(targets, sources, tgt_tok, src_tok if sources else None, max_len, segmentation)
+    key, else built (streaming, CHUNK_LINES at a time) and then opened. protect: pairs read with
+    their markup masked (data.protect_markup; text.iter_examples)."""
+    protect = protect and sources is not None
+    key = corpus_key(
+        targets, sources, tgt_tok, src_tok if sources else None, max_len, segmentation, protect
+    )
     path = (Path(cache) if cache else default_cache_root()) / key_digest(key)
     return open_cached(
         path,
         lambda: damage(path, key),
-        lambda tmp: _build(tmp, key, targets, tgt_tok, max_len, sources, src_tok),
+        lambda tmp: _build(tmp, key, targets, tgt_tok, max_len, sources, src_tok, protect),
         Corpus,
         "corpus",
         f"{f'{sources} + ' if sources else ''}{targets}",
@@ -234,7 +243,14 @@ def open_cached(
 
 
 def _build(
-    tmp: Path, key: dict, targets, tgt_tok: Tokenizer, max_len: int, sources, src_tok
+    tmp: Path,
+    key: dict,
+    targets,
+    tgt_tok: Tokenizer,
+    max_len: int,
+    sources,
+    src_tok,
+    protect: bool = False,
 ) -> None:
     """Write the corpus's files into the folder tmp (see open_cached)."""
     sides = {"target": tgt_tok, **({"source": src_tok} if sources else {})}
@@ -248,7 +264,7 @@ def _build(
         tokens = dict.fromkeys(sides, 0)
         for side in sides:
             files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
-        stream = iter_examples(targets, sources, counts)
+        stream = iter_examples(targets, sources, counts, protect)
         while chunk := list(itertools.islice(stream, CHUNK_LINES)):
             ids = {"target": tgt_tok.encode_batch([t for _, _, t in chunk])}
             if sources:

@@ -4,7 +4,8 @@ monolingual file, plain or gzipped.
 Files hold one sentence per line, UTF-8 (the line rules of transformer.cli.lines). Problems a user
 can fix (a missing or empty file, invalid UTF-8, an unreadable .gz, line counts that differ)
 raise `DataError` with a one-line message naming the file and line. Pairs with an empty side
-are dropped and counted, never silently.
+are dropped and counted, never silently. With protect (data.protect_markup), each pair is read
+with its placeholders and markup masked by slot tokens (transformer.data.markup.protect_pair).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .markup import protect_pair
 
 
 class DataError(ValueError):
@@ -125,11 +128,17 @@ def iter_examples(
     targets: str | os.PathLike,
     sources: str | os.PathLike | None = None,
     counts: ReadCounts | None = None,
+    protect: bool = False,
 ) -> Iterator[tuple[int, str | None, str]]:
     """(line, source, target) for each line where no side is empty after stripping; 0-based lines.
 
     With sources, the two files are read in step; if one ends before the other, the error
-    names both line counts and where the shorter ended. Two TsvColumn of one file: its pairs."""
+    names both line counts and where the shorter ended. Two TsvColumn of one file: its pairs.
+    protect: each pair with its placeholders and markup masked (markup.protect_pair)."""
+    if protect and sources is not None:
+        for line, s, t in iter_examples(targets, sources, counts):
+            yield line, *protect_pair(s, t)
+        return
     if isinstance(sources, TsvColumn) and isinstance(targets, TsvColumn):
         yield from iter_pairs(targets, counts)
         return
@@ -184,10 +193,12 @@ def tokenizer_texts(
     side: str,
     sample: int,
     seed: int = 0,
+    protect: bool = False,
 ) -> Iterator[str]:
     """The texts a tokenizer is trained on, streamed: side "source", "target" or "both" (sources
     then targets, for a shared vocabulary) of the kept examples. With sample > 0 and more kept
-    examples than that, `sample` of them chosen at random (seeded), in file order."""
+    examples than that, `sample` of them chosen at random (seeded), in file order. protect: masked
+    as iter_examples masks them."""
     keep = None
     if sample:
         n = sum(1 for _ in iter_examples(targets, sources))
@@ -196,7 +207,7 @@ def tokenizer_texts(
     for which in ["source", "target"] if side == "both" else [side]:
         if which == "source" and sources is None:
             continue
-        for i, (_, s, t) in enumerate(iter_examples(targets, sources)):
+        for i, (_, s, t) in enumerate(iter_examples(targets, sources, protect=protect)):
             if keep is None or i in keep:
                 yield s if which == "source" else t
 

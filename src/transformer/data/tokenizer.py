@@ -18,6 +18,14 @@ Four kinds (`[data] tokenizer`), all NFC-normalised, all with the special tokens
   than BPE's: data.max_len must be set for it.
 Decoding skips special tokens, <unk> included.
 
+Trained for a run with data.protect_markup, a tokenizer also holds the slot tokens ｟1｠ … ｟32｠ of
+transformer.data.markup as added tokens that are not special (with_slot_tokens): each is one token
+wherever it stands, never split nor normalised, and decodes as itself. Its trainer counts the text
+between them (markup.split_at_slots), as encoding sees it. A Unigram tokenizer then marks a word
+start "▁" only at the start of the text and after a space, not after a slot token (Metaspace's
+prepend_scheme "first"), so "｟1｠Guardar" decodes without a space. Tokenizers without them work as
+before.
+
 The encoder family (masked-LM, classifiers) trains the same kinds with BERT's special tokens
 instead, ENCODER_SPECIALS: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, so pad, bos ([CLS]) and eos
 ([SEP]) keep the ids the ModelConfig defaults name; a text is fed as [CLS] text [SEP].
@@ -40,6 +48,7 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, tra
 
 from ..config import TOKENIZER_KINDS
 from ..files import atomic_write_text
+from .markup import SLOT_TOKENS
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
 SENTINEL = "<extra_id_{}>"
@@ -128,6 +137,11 @@ class Tokenizer:
         return Tokenizer(copy)
 
     @property
+    def protects_markup(self) -> bool:
+        """Whether it holds markup's slot tokens (trained with data.protect_markup)."""
+        return all(self.tokenizer.token_to_id(t) is not None for t in SLOT_TOKENS)
+
+    @property
     def vocab_size(self) -> int:
         """Number of ids, added tokens included (the model's embedding size must be at least
         this)."""
@@ -191,6 +205,20 @@ def train_bpe(
     )
     tok.train_from_iterator(texts, trainer=trainer)
     return _check_specials(tok, specials)
+
+
+def with_slot_tokens(tok: Tokenizer) -> Tokenizer:
+    """The tokenizer (changed in place) with markup's slot tokens added after its vocabulary: added
+    tokens, not special ones (decoding keeps them), matched in the raw text (see the module doc)."""
+    if tok.protects_markup:
+        return tok
+    tok.tokenizer.add_tokens(
+        [tokenizers.AddedToken(t, special=False, normalized=False) for t in SLOT_TOKENS]
+    )
+    if tok.kind == "unigram":
+        tok.tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+        tok.tokenizer.decoder = decoders.Metaspace(prepend_scheme="first")
+    return tok
 
 
 def _check_specials(tok: tokenizers.Tokenizer, specials: tuple[str, ...]) -> Tokenizer:

@@ -1,6 +1,12 @@
 """An encoder-decoder's side of Pipeline: source lines encoded (cut to max_positions) and
 translated in batches of similar length, by search or by sampling. The rules are
-transformer.decoding.pipeline's module docstring's; Pipeline's methods call these functions."""
+transformer.decoding.pipeline's module docstring's; Pipeline's methods call these functions.
+
+A model trained with data.protect_markup (its source tokenizer holds the slot tokens) reads each
+line masked (transformer.data.markup.protect) and each output, every n-best hypothesis and sampled
+translation alike, has its slots put back (markup.restore: each placeholder and tag of the line
+exactly once), unless decode.keep_markup is false. The server's continuous batching masks and
+restores with the same two functions (mask_lines, unmask)."""
 
 from __future__ import annotations
 
@@ -11,9 +17,26 @@ from collections.abc import Callable
 import torch
 
 from ..config import ConfigError, DecodeConfig
+from ..data.markup import Slot, protect, restore
 from .generate import sampling_settings
 from .inputs import PipelineError, as_lines, batches_by_tokens, truncation_note
 from .sampling import sample
+
+
+def mask_lines(
+    pipeline, lines: list[str], settings: DecodeConfig
+) -> tuple[list[str], list[list[Slot]] | None]:
+    """(the lines as the model reads them, each line's slots): masked when the model was trained
+    with data.protect_markup and settings.keep_markup is on; else as they are, and None."""
+    if not settings.keep_markup or not getattr(pipeline.source_tokenizer, "protects_markup", False):
+        return lines, None
+    masked = [protect(line) for line in lines]
+    return [m for m, _ in masked], [slots for _, slots in masked]
+
+
+def unmask(text: str, slots: list[list[Slot]] | None, i: int) -> str:
+    """Line i's output with its slots put back (markup.restore); as it is when slots is None."""
+    return text if slots is None else restore(text, slots[i]).strip()
 
 
 def encode_sources(
@@ -60,7 +83,8 @@ def translate(
         raise ConfigError(
             f"batch_tokens={batch_tokens!r} is not valid: it must be a positive number of tokens"
         )
-    encoded, cut = pipeline.encode_sources(lines, truncate)
+    masked, slots = mask_lines(pipeline, lines, settings)
+    encoded, cut = pipeline.encode_sources(masked, truncate)
     if cut and on_truncate is not None:
         on_truncate(cut)
     elif cut:  # stacklevel 3: the caller of Pipeline.translate
@@ -79,9 +103,9 @@ def translate(
         )
         for row, i in zip(ids.tolist(), batch, strict=True):
             if settings.n_best > 1:
-                outputs[i] = [decode_ids(h).strip() for h in row]
+                outputs[i] = [unmask(decode_ids(h).strip(), slots, i) for h in row]
             else:
-                outputs[i] = decode_ids(row).strip()
+                outputs[i] = unmask(decode_ids(row).strip(), slots, i)
     return outputs
 
 

@@ -42,7 +42,7 @@ def setting_field(cls: type, name: str, cap: float | None = None) -> tuple[Any, 
     f = settings_of(cls)[name]
     bounds = f.metadata["bounds"]
     kind = field_kind(f)
-    kind_type = {"int": int, "float": float, "str": str}[kind]
+    kind_type = {"int": int, "float": float, "str": str, "bool": bool}[kind]
     annotation = Literal[bounds.choices] if bounds.choices is not None else kind_type  # type: ignore[valid-type]
     limits = {
         key: getattr(bounds, key)

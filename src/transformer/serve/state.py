@@ -18,6 +18,7 @@ from fastapi import Request
 from ..config import DecodeConfig, ServeConfig
 from ..decoding.continuous import Sequence
 from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.translate import mask_lines, unmask
 from ..tasks import TASKS
 from .errors import ApiError
 from .metrics import Metrics
@@ -97,7 +98,8 @@ class State:
             settings = {k: v for k, v in asdict(s).items() if v != defaults[k]}
         else:
             s = pipeline.settings(**settings)
-        encoded, cut = pipeline.encode_sources(lines)  # tokenized here, not on the worker
+        masked, slots = mask_lines(pipeline, lines, s)  # placeholders kept (data.protect_markup)
+        encoded, cut = pipeline.encode_sources(masked)  # tokenized here, not on the worker
         seqs = [Sequence(ids, s) for ids in encoded if ids]
         decode = pipeline.target_tokenizer.decode
 
@@ -110,9 +112,9 @@ class State:
                 seq = next(it)
                 if s.n_best > 1:
                     hyps = seq.hypotheses + [[]] * (s.n_best - len(seq.hypotheses))
-                    outputs[i] = [decode(h).strip() for h in hyps]
+                    outputs[i] = [unmask(decode(h).strip(), slots, i) for h in hyps]
                 else:
-                    outputs[i] = decode(seq.tokens).strip()
+                    outputs[i] = unmask(decode(seq.tokens).strip(), slots, i)
             return outputs, [n - 1 for n in cut]
 
         return Job(

@@ -142,19 +142,29 @@ def training_corpora(
     one corpus, one per source of a mixture, or with data.bpe_dropout data.segmentations of them,
     each segmented anew with the merges dropped at random (kept in the cache: a resumed run reads
     the same ones). A masked-LM text takes [CLS] and [SEP] (one more than a language model's <s>):
-    one less to its max_len."""
+    one less to its max_len. With data.protect_markup the pairs are read masked (data.markup)."""
     d = config.data
     max_len = d.max_len - (config.objective == "mlm")
+    protect = d.protect_markup
     if d.is_mixture:
         return [
-            C.prepare_corpus(targets, tgt_tok, max_len, sources, src_tok, d.cache, say=say)
+            C.prepare_corpus(
+                targets, tgt_tok, max_len, sources, src_tok, d.cache, say=say, protect=protect
+            )
             for targets, sources in train_parts(d)
         ]
     targets, sources = train_files(d)
     if not d.bpe_dropout:
         return [
             C.prepare_corpus(
-                targets, tgt_tok, max_len, sources, src_tok if sources else None, d.cache, say=say
+                targets,
+                tgt_tok,
+                max_len,
+                sources,
+                src_tok if sources else None,
+                d.cache,
+                say=say,
+                protect=protect,
             )
         ]
     try:
@@ -178,6 +188,7 @@ def training_corpora(
             d.cache,
             say=say,
             segmentation=k,
+            protect=protect,
         )
         for k in range(d.segmentations)
     ]
@@ -220,7 +231,7 @@ def prepare_data(
 
     valid, valid_targets = [], []
     if valid_files(d)[0]:
-        valid_sources, valid_targets = read_valid(*valid_files(d))
+        valid_sources, valid_targets = read_valid(*valid_files(d), d.protect_markup)
         max_len = d.max_len - (config.objective == "mlm")
         valid, too_long = encode_examples(
             valid_targets, tgt_tok, max_len, valid_sources, src_tok if valid_sources else None

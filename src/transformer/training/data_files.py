@@ -41,15 +41,16 @@ def valid_files(d: DataConfig) -> tuple[str | tuple[str, ...] | None, str | tupl
 
 
 def read_valid(
-    targets: str | tuple[str, ...], sources: str | tuple[str, ...] | None
+    targets: str | tuple[str, ...], sources: str | tuple[str, ...] | None, protect: bool = False
 ) -> tuple[list[str] | None, list[str]]:
-    """(sources, targets) of the validation files, a list of files read one after the other."""
+    """(sources, targets) of the validation files, a list of files read one after the other;
+    protect: pairs with their markup masked (data.protect_markup)."""
     if isinstance(targets, tuple):
         pairs = zip(targets, sources or [None] * len(targets), strict=True)
-        read = [read_valid(t, s) for t, s in pairs]
+        read = [read_valid(t, s, protect) for t, s in pairs]
         return (
             None if sources is None else [s for r in read for s in r[0]],
             [t for r in read for t in r[1]],
         )
-    kept = list(T.iter_examples(targets, sources))
+    kept = list(T.iter_examples(targets, sources, protect=protect))
     return ([s for _, s, _ in kept] if sources else None), [t for _, _, t in kept]

@@ -1,6 +1,11 @@
 """A run's tokenizers: trained on its training files as they stream by (kept in the corpus cache),
 loaded from train.init_from or a resumed run, written into the run directory; and the four kinds
-compared on a config's data (`transformer tokenize --compare`)."""
+compared on a config's data (`transformer tokenize --compare`).
+
+With data.protect_markup the pairs are read masked (transformer.data.markup), the trainer counts
+the text between the slot tokens, and the tokenizer gets the slot tokens
+(data.tokenizer.with_slot_tokens); a run's tokenizer must hold them exactly when the setting is on
+(one from train.init_from too)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from pathlib import Path
 from ..config import DataConfig, RunConfig
 from ..data import corpus as C
 from ..data import text as T
+from ..data.markup import split_at_slots
 from ..data.stream import stream_texts
 from ..data.tokenizer import (
     ENCODER_SPECIALS,
@@ -22,6 +28,7 @@ from ..data.tokenizer import (
     TokenizerError,
     sentinel_tokens,
     train_tokenizer,
+    with_slot_tokens,
 )
 from ..model_dir import load_tokenizers, save_tokenizers
 from . import distributed as D
@@ -68,6 +75,8 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
         key["audio"] = True
     if config.packed:
         key["documents"] = d.documents
+    if d.protect_markup:
+        key["protect_markup"] = True
     return key
 
 
@@ -86,15 +95,21 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
         texts = lambda side: transcript_texts(sources_of_audio(d), sample)  # noqa: E731
     elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
         texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
+    elif d.protect_markup:  # the text between the slot tokens, as encoding will see it
+        texts = lambda side: split_at_slots(  # noqa: E731
+            mixture_texts(parts, d.weights, side, sample, protect=True)
+        )
     else:
         texts = lambda side: mixture_texts(parts, d.weights, side, sample)  # noqa: E731
+
+    def train(side: str) -> Tokenizer:
+        tok = train_tokenizer(kind, texts(side), d.vocab_size, d.min_frequency, specials)
+        return with_slot_tokens(tok) if d.protect_markup else tok
+
     if sources is None or d.shared_vocab:
-        tok = train_tokenizer(kind, texts("both"), d.vocab_size, d.min_frequency, specials)
+        tok = train("both")
         return tok, tok
-    return (
-        train_tokenizer(kind, texts("source"), d.vocab_size, d.min_frequency, specials),
-        train_tokenizer(kind, texts("target"), d.vocab_size, d.min_frequency, specials),
-    )
+    return train("source"), train("target")
 
 
 def squad_texts(path: str, sample: int) -> Iterator[str]:
@@ -127,20 +142,24 @@ def transcript_texts(path: Path, sample: int) -> Iterator[str]:
 
 
 def mixture_texts(
-    parts: list[tuple[str, str | None]], weights: Sequence[float], side: str, sample: int
+    parts: list[tuple[str, str | None]],
+    weights: Sequence[float],
+    side: str,
+    sample: int,
+    protect: bool = False,
 ) -> Iterator[str]:
     """data.text.tokenizer_texts over each training source in turn; with sample > 0, each source
     gives its share of the sample by weight x examples, so the vocabulary follows the mixture a
-    run trains on."""
+    run trains on. protect: the pairs masked (data.protect_markup)."""
     if len(parts) == 1:
-        yield from T.tokenizer_texts(*parts[0], side, sample)
+        yield from T.tokenizer_texts(*parts[0], side, sample, protect=protect)
         return
     sizes = [sum(1 for _ in T.iter_examples(t, s)) for t, s in parts]
     total = sum(w * n for w, n in zip(weights, sizes, strict=True))
     for (targets, sources), w, n in zip(parts, weights, sizes, strict=True):
         share = min(n, max(1, round(sample * w * n / total))) if sample else 0
         if w > 0:
-            yield from T.tokenizer_texts(targets, sources, side, share)
+            yield from T.tokenizer_texts(targets, sources, side, share, protect=protect)
 
 
 def train_tokenizers(config: RunConfig, say: Callable[[str], None]) -> tuple[Tokenizer, Tokenizer]:
@@ -174,8 +193,9 @@ def compare_tokenizers(
     parts = train_parts(config.data)
     targets, sources = parts[0]
     valid_targets, valid_sources = valid_files(config.data)
+    protect = config.data.protect_markup
     eval_sources, eval_targets = (
-        read_valid(valid_targets, valid_sources) if valid_targets else (None, None)
+        read_valid(valid_targets, valid_sources, protect) if valid_targets else (None, None)
     )
     rows = []
     for kind in TOKENIZER_NAMES:
@@ -184,7 +204,7 @@ def compare_tokenizers(
         if sources is None:
             src_tok = None
         if eval_targets is None:
-            kept = list(itertools.islice(T.iter_examples(targets, sources), 2000))
+            kept = list(itertools.islice(T.iter_examples(targets, sources, protect=protect), 2000))
             eval_sources = [s for _, s, _ in kept] if sources else None
             eval_targets = [t for _, _, t in kept]
         row = {"tokenizer": kind, "vocab_size": tgt_tok.vocab_size}
@@ -214,12 +234,14 @@ def run_tokenizers(
     d, t = config.data, config.train
     if resume:
         try:
-            return load_tokenizers(run_dir)
+            src_tok, tgt_tok = load_tokenizers(run_dir)
         except TokenizerError as e:
             raise TokenizerError(
                 f"{e}: every checkpoint holds a copy of the run's tokenizer; copy it back from "
                 f"{run_dir / 'checkpoints'}/step-*/ into {run_dir}"
             ) from None
+        check_slot_tokens(config, src_tok, "the resumed run's")
+        return src_tok, tgt_tok
     if not dist.is_main:
         return load_tokenizers(run_dir)
     if t.init_from:
@@ -230,5 +252,23 @@ def run_tokenizers(
             f"trained {TOKENIZER_NAMES[d.tokenizer]}: vocabulary {src_tok.vocab_size:,}"
             + ("" if src_tok is tgt_tok else f" (source) and {tgt_tok.vocab_size:,} (target)")
         )
+    check_slot_tokens(config, src_tok, "train.init_from's" if t.init_from else "the run's")
     save_tokenizers(run_dir, src_tok, tgt_tok)
     return src_tok, tgt_tok
+
+
+def check_slot_tokens(config: RunConfig, tokenizer: Tokenizer, whose: str) -> None:
+    """TokenizerError unless the tokenizer holds markup's slot tokens exactly when
+    data.protect_markup is on (training and translation must mask alike)."""
+    want = config.data.protect_markup
+    if tokenizer.protects_markup == want:
+        return
+    if want:
+        raise TokenizerError(
+            f"data.protect_markup is on but {whose} tokenizer has no slot tokens (｟1｠ ...): "
+            "start from a model trained with data.protect_markup, or set it false"
+        )
+    raise TokenizerError(
+        f"{whose} tokenizer holds the slot tokens of data.protect_markup: set data.protect_markup "
+        "= true, as the model was trained"
+    )

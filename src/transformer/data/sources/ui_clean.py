@@ -32,6 +32,7 @@ import html
 import re
 from collections import Counter
 
+from ..markup import PLACEHOLDER  # rule 5's placeholders, shared with translation's protection
 from .splits import one_line
 
 MAX_LINES = 3
@@ -43,13 +44,6 @@ MARKUP = re.compile(
     r"</?(b|i|u|s|tt|big|small|span|a|sub|sup|em|strong|p|code|kbd)\b(?:\s[^<>]*)?>|<(br)\s*/?>",
     re.I,
 )  # a self-closing <p/> or <em/> is a tag named in the text, not markup
-PLACEHOLDER = re.compile(
-    r"%%"  # a literal percent sign: matched first so that it is never half of a placeholder
-    r"|%\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]"  # Python: %(name)s
-    r"|%(?:\d+\$)?[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|ll|I64|I32|[hlLqjzt])?[a-zA-Z]"
-    r"|%\d+"  # Qt: %1
-    r"|\{[A-Za-z_]\w*\}|\{\d*\}"  # brace: {name}, {0}, {}
-)
 _ENTITY = re.compile(r"&(lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);")
 _WORD = re.compile(r"[\w&'’-]+")
 

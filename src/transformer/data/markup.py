@@ -1,0 +1,256 @@
+"""Placeholders and markup kept through translation: each protected span of a line is replaced by a
+reserved slot token before tokenizing, the model is trained on that form, and after decoding each
+slot token becomes its span again, so that every placeholder and tag of the input appears exactly
+once in the output (OpenNMT's placeholders, with its ｟ ｠ brackets).
+
+The rules, in the order they apply:
+
+1. Protected spans, found left to right (the leftmost match wins; at one spot the first kind below
+   that matches): a whole `<code>…</code>`, `<kbd>…</kbd>`, `<tt>…</tt>` or `<var>…</var>` span
+   (one span: its content is not translated); an HTML/XML tag (opening `<a href="…">`, closing
+   `</b>`, self-closing `<br/>`; `<` must be followed by a letter: "a < b" is text); an entity
+   (`&amp;`, `&lt;`, `&#169;`, `&#xA9;`); a URL (http, https, ftp or file scheme, or www.; a
+   trailing . , ; : ! ? ' " and an unbalanced ) are left out of it); an e-mail address; a printf
+   placeholder (`%s`, `%d`, `%1$s`, `%-10lu`, `%.2f`, `%H`; flags - + # 0 only: "100% de" is text,
+   not the space flag), a Python one (`%(name)s`), a Qt one (`%1`, `%L1`); a brace placeholder
+   (`{name}`, `{0}`, `{}`, `{0:.2f}`, `{name!r}`); a shell variable (`$VAR`, `${VAR}`); and a slot
+   token already in the text (`｟3｠`: it is kept as the literal it is). `%%` is a literal percent
+   sign, never a span nor half of one.
+2. protect(text): the k-th span (k = 1, 2, … in order of appearance) is replaced by the token
+   `｟k｠` exactly (the spaces around it stay as they were); from span MAX_SLOTS + 1 on, spans stay
+   literal text. The Slots returned hold each span's text and the source's spacing around it.
+3. protect_pair(source, target), for training: the source is masked as protect masks it, and a
+   target span equal to a source span that is masked takes that source span's token (identical
+   spans are matched in order: the first such target span with the first unmatched source one); a
+   target span with no source counterpart stays literal. A source span with no counterpart in the
+   target keeps its token all the same: inference masks every source span, so training does too.
+4. restore(output, slots): each slot token of the output that names a slot of the input and was not
+   used yet becomes its span; a repeated or unknown slot token is removed (with the space it
+   leaves doubled); each slot missing from the output is inserted, in slot order: at the start if
+   it began the source, else right after the slot that preceded it in the source when that one is
+   in the output, else at the end, with a space on the side where the source had whitespace next
+   to it. So every slot of the input appears exactly once, and restore(protect(x)) == x.
+5. slots_survive(source, output): whether every protected span of the source (rule 1, all of them,
+   beyond MAX_SLOTS too) occurs in the output exactly as often as in the source: the measurement
+   of `transformer evaluate` and benchmarks/apertium.py ("placeholders kept").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MAX_SLOTS = 32
+"""Slot tokens a line may use (｟1｠ … ｟32｠); a tokenizer trained with protection holds them."""
+OPEN, CLOSE = "\uff5f", "\uff60"  # ｟ ｠: never in real text
+
+
+def slot_token(k: int) -> str:
+    """The reserved token of slot k (1-based): ｟k｠."""
+    return f"{OPEN}{k}{CLOSE}"
+
+
+SLOT_TOKENS = tuple(slot_token(k) for k in range(1, MAX_SLOTS + 1))
+SLOT = re.compile(f"{OPEN}(\\d+){CLOSE}")
+"""A slot token in text: its group 1 is the slot number."""
+
+PLACEHOLDER = re.compile(
+    r"%%"  # a literal percent sign: matched first so that it is never half of a placeholder
+    r"|%\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]"  # Python: %(name)s
+    r"|%(?:\d+\$)?[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|ll|I64|I32|[hlLqjzt])?[a-zA-Z]"
+    r"|%\d+"  # Qt: %1
+    r"|\{[A-Za-z_]\w*\}|\{\d*\}"  # brace: {name}, {0}, {}
+)
+"""The placeholders of gettext catalogues as data.sources.ui_clean compares them (its rule 5: the
+space and ' flags of printf included). Protection (SPAN) is stricter about flags: see rule 1."""
+
+_ATTRIBUTE = r"""\s+[\w:.-]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'<>=`]+))?"""
+SPAN = re.compile(
+    r"(?P<percent>%%)"
+    r"|(?P<code><(?P<name>code|kbd|tt|var)\b[^<>]*>.*?</(?P=name)\s*>)"
+    rf"|</?[A-Za-z][\w:.-]*(?:{_ATTRIBUTE})*\s*/?>"
+    r"|&(?:[A-Za-z][A-Za-z0-9]{1,31}|#\d{1,7}|#[xX][0-9A-Fa-f]{1,6});"
+    r"|(?P<url>(?<![\w.@/])(?:(?:https?|ftp|file)://|www\.)[^\s<>\"'`]+)"
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+    r"|%\([A-Za-z_]\w*\)[-+#0]*\d*(?:\.\d+)?[a-zA-Z]"  # Python: %(name)s
+    r"|%L\d+"  # Qt's localised %L1 (before printf's %L)
+    r"|%(?:\d+\$)?[-+#0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|ll|I64|I32|[hlLqjzt])?[a-zA-Z]"
+    r"|%\d+"  # Qt: %1
+    r"|\{(?:[A-Za-z_]\w*|\d*)(?:![rsa])?(?::[^{}]*)?\}"  # brace: {name}, {0}, {}, {0:.2f}
+    r"|\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*"  # shell: ${VAR}, $VAR
+    rf"|{OPEN}\d+{CLOSE}",  # a slot token in the text: a literal, kept
+    re.I | re.S,
+)
+"""Rule 1's spans, one alternative per kind (the group "percent" is `%%`, never a span)."""
+_TRAILING = ".,;:!?'\")"
+
+
+def spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each protected span of text, in order (rule 1)."""
+    for m in SPAN.finditer(text):
+        if m.group("percent"):
+            continue
+        start, end = m.span()
+        if m.group("url"):  # trailing punctuation is the sentence's, not the URL's
+            url = m.group()
+            while url[-1] in _TRAILING and (url[-1] != ")" or url.count("(") < url.count(")")):
+                url = url[:-1]
+            end = start + len(url)
+            if end - start <= len("www."):
+                continue
+        yield start, end
+
+
+def span_texts(text: str) -> list[str]:
+    """The protected spans of text, in order."""
+    return [text[a:b] for a, b in spans(text)]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One protected span of a source line: its text and the source's characters around it."""
+
+    text: str
+    starts: bool
+    """It began the source (only spaces before it)."""
+    before: str
+    """The source's character right before it ("" at the start)."""
+    after: str
+    """The source's character right after it ("" at the end)."""
+
+
+def protect(text: str) -> tuple[str, list[Slot]]:
+    """(text with its first MAX_SLOTS spans replaced by ｟1｠, ｟2｠, …, the slots) (rule 2)."""
+    return _mask(text, list(spans(text))[:MAX_SLOTS])
+
+
+def _mask(
+    text: str, chosen: list[tuple[int, int]], tokens: list[str] | None = None
+) -> tuple[str, list[Slot]]:
+    out, slots, last = [], [], 0
+    for k, (a, b) in enumerate(chosen):
+        out += [text[last:a], tokens[k] if tokens else slot_token(k + 1)]
+        slots.append(Slot(text[a:b], not text[:a].strip(), text[a - 1 : a], text[b : b + 1]))
+        last = b
+    out.append(text[last:])
+    return "".join(out), slots
+
+
+def protect_pair(source: str, target: str) -> tuple[str, str]:
+    """(masked source, masked target) of a training pair (rule 3)."""
+    masked, slots = protect(source)
+    waiting: dict[str, list[str]] = {}
+    for k, slot in enumerate(slots, 1):
+        waiting.setdefault(slot.text, []).append(slot_token(k))
+    chosen, tokens = [], []
+    for a, b in spans(target):
+        queue = waiting.get(target[a:b])
+        if queue:
+            chosen.append((a, b))
+            tokens.append(queue.pop(0))
+    return masked, _mask(target, chosen, tokens)[0] if chosen else target
+
+
+def restore(output: str, slots: list[Slot]) -> str:
+    """The output with each slot token replaced by its span, every slot exactly once (rule 4)."""
+    if not slots and SLOT.search(output) is None:
+        return output
+    pieces: list[str | int | None] = []  # text, a slot (0-based), or None: a token removed
+    used: set[int] = set()
+    last = 0
+    for m in SLOT.finditer(output):
+        pieces.append(output[last : m.start()])
+        k = int(m.group(1)) - 1
+        fresh = 0 <= k < len(slots) and k not in used
+        used.add(k)
+        pieces.append(k if fresh else None)
+        last = m.end()
+    pieces.append(output[last:])
+    inserted = set()
+    for k in range(len(slots)):
+        if k in used:
+            continue
+        if k == 0 and slots[0].starts:
+            at = 0
+        elif k - 1 in used:
+            at = pieces.index(k - 1) + 1
+        else:
+            at = len(pieces)
+        pieces.insert(at, k)
+        used.add(k)
+        inserted.add(k)
+    return _join(pieces, slots, inserted)
+
+
+def _spaced(source: str, output: str) -> bool:
+    """Whether an inserted span and its neighbour in the output (a character) take a space
+    between them: the source had whitespace on that side, or the neighbour is a letter or digit
+    where the source had none (a word is not glued to a span the source did not glue it to)."""
+    if not output or output.isspace():
+        return False
+    return source.isspace() or (output.isalnum() and not source.isalnum())
+
+
+def _join(pieces: list[str | int | None], slots: list[Slot], inserted: set[int]) -> str:
+    out = ""
+    waiting: Slot | None = None  # an inserted slot whose right-hand side is not settled yet
+    dropped = False  # a slot token was removed and no text came after it yet
+    for piece in pieces:
+        if piece is None:
+            dropped = True
+            continue
+        if isinstance(piece, int) and piece in inserted:
+            slot = slots[piece]
+            if waiting is None and _spaced(slot.before, out[-1:]):
+                out += " "
+            elif waiting is not None and _spaced(waiting.after, slot.text[:1]):
+                out += " "
+            out += slot.text
+            waiting = slot
+            continue
+        text = slots[piece].text if isinstance(piece, int) else piece
+        if dropped and (not out or out[-1].isspace()):
+            text = text.lstrip()
+        if waiting is not None and text:
+            text = (" " if _spaced(waiting.after, text[0]) else "") + text
+            waiting = None
+        if text:
+            dropped = False
+        out += text
+    return out.rstrip() if dropped else out
+
+
+def has_spans(text: str) -> bool:
+    """Whether text holds a protected span (rule 1)."""
+    return next(spans(text), None) is not None
+
+
+def slots_survive(source: str, output: str) -> bool:
+    """Whether every protected span of source occurs in output exactly as often (rule 5)."""
+    want = Counter(span_texts(source))
+    got = Counter(span_texts(output))
+    return all(got[text] == n for text, n in want.items())
+
+
+def kept_share(sources: list[str], outputs: list[str]) -> tuple[int, int]:
+    """(lines whose spans all survive, lines with at least one span) over aligned sources and
+    outputs: the "placeholders kept" measurement."""
+    lines = [(s, o) for s, o in zip(sources, outputs, strict=True) if has_spans(s)]
+    return sum(slots_survive(s, o) for s, o in lines), len(lines)
+
+
+def strip_slot_tokens(text: str) -> str:
+    """Text without slot tokens (a tokenizer trainer's view of masked text is its pieces: see
+    split_at_slots)."""
+    return SLOT.sub("", text)
+
+
+def split_at_slots(texts) -> Iterator[str]:
+    """The non-empty pieces of each text between its slot tokens: what a tokenizer with the slot
+    tokens as added tokens encodes of it, so what its trainer should count."""
+    for text in texts:
+        for piece in SLOT.split(text)[::2]:
+            if piece:
+                yield piece
