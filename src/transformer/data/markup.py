@@ -163,9 +163,11 @@ def restore(output: str, slots: list[Slot]) -> str:
     for m in SLOT.finditer(output):
         pieces.append(output[last : m.start()])
         k = int(m.group(1)) - 1
-        fresh = 0 <= k < len(slots) and k not in used
-        used.add(k)
-        pieces.append(k if fresh else None)
+        if 0 <= k < len(slots) and k not in used:
+            used.add(k)
+            pieces.append(k)
+        else:
+            pieces.append(None)
         last = m.end()
     pieces.append(output[last:])
     inserted = set()
