@@ -98,7 +98,7 @@ def test_keep_markup_false_and_models_without_slot_tokens_read_the_line_as_it_is
     for p, decode in ((pipeline(), {"keep_markup": False}), (pipeline(protects=False), {})):
         seen = []
 
-        def search(sources, s, *args, p=p, **kwargs):
+        def search(sources, s, *args, p=p, seen=seen, **kwargs):
             seen.extend(p.source_tokenizer.decode(ids) for ids in sources)
             return torch.tensor([p.target_tokenizer.encode("out ｟1｠")] * len(sources))
 
