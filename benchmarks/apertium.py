@@ -6,8 +6,11 @@
     python benchmarks/apertium.py --split bible=data/bible --examples --json /tmp/apertium.json
 
 Every system translates each split's test.spa; the table gives sacreBLEU BLEU and chrF against
-test.eng (transformer.evaluation.metrics, default settings: 13a, case-sensitive) and the share of
-outputs that loop (metrics.has_loop). Splits (--split NAME=DIR, repeatable): by default
+test.eng (transformer.evaluation.metrics, default settings: 13a, case-sensitive), the share of
+outputs that loop (metrics.has_loop) and "placeholders kept": of the test lines with at least one
+placeholder, tag, entity, URL or e-mail address (transformer.data.markup's spans), the share whose
+output has each of them exactly as often as the source (markup.slots_survive); "-" when no line has
+one. Splits (--split NAME=DIR, repeatable): by default
 data/bible, data/ui and data/debian, those that hold test.spa and test.eng. Our models: beam 4
 (--beam), the model's other decoding defaults, on the CPU (--device cuda: on a GPU). --examples
 also prints what every system makes of a few everyday sentences (EXAMPLES) and checks the two
@@ -152,18 +155,28 @@ def apertium_file(
     return [clean(line) for line in raw]
 
 
-def scores(hypotheses: list[str], references: list[str]) -> dict:
+def scores(hypotheses: list[str], references: list[str], sources: list[str]) -> dict:
+    from transformer.data.markup import kept_share
     from transformer.evaluation.metrics import bleu, chrf, loop_rate
 
     b, c = bleu(hypotheses, references), chrf(hypotheses, references)
+    kept, marked = kept_share(sources, hypotheses)
     return {
         "bleu": b.score,
         "chrf": c.score,
         "loop": loop_rate(hypotheses),
+        "placeholders_kept": kept,
+        "placeholder_lines": marked,
         "lines": len(hypotheses),
         "bleu_signature": b.signature,
         "chrf_signature": c.signature,
     }
+
+
+def placeholders_cell(result: dict) -> str:
+    """The "placeholders kept" cell: the share and the counts, or "-" without such lines."""
+    kept, lines = result["placeholders_kept"], result["placeholder_lines"]
+    return f"{100 * kept / lines:.1f}% ({kept:,}/{lines:,})" if lines else "-"
 
 
 def pairs(values: list[str] | None, flag: str, example: str) -> dict[str, str]:
@@ -266,18 +279,21 @@ def main() -> None:
                     "system": system,
                     "split": split,
                     "folder": str(folder),
-                    **scores(hypotheses, references),
+                    **scores(hypotheses, references, sources),
                 }
             )
 
     command = shlex.join(["python", *sys.argv])
     print(f"CPU: {cpu_name()}")
     print(f"command: {command}\n")
-    print("| system | split | BLEU | chrF | loop % | lines |\n|---|---|---:|---:|---:|---:|")
+    print(
+        "| system | split | BLEU | chrF | loop % | placeholders kept | lines |\n"
+        "|---|---|---:|---:|---:|---:|---:|"
+    )
     for r in results:
         print(
             f"| {r['system']} | {r['split']} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
-            f"{100 * r['loop']:.2f} | {r['lines']:,} |"
+            f"{100 * r['loop']:.2f} | {placeholders_cell(r)} | {r['lines']:,} |"
         )
     print(f"\nBLEU: {results[0]['bleu_signature']}\nchrF: {results[0]['chrf_signature']}")
 

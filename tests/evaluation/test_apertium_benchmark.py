@@ -101,3 +101,12 @@ def test_outputs_are_cached_per_file_content(tmp_path):
 def test_the_required_examples_are_among_the_examples():
     assert set(apertium.REQUIRED) <= set(apertium.EXAMPLES)
     assert "Whose is it?" in apertium.REQUIRED["De quién es"]
+
+
+def test_placeholders_kept_counts_the_lines_with_placeholders_only():
+    sources = ["Abre %s", "Sin marcas", "<b>Hola</b> {0}", "x &amp; y"]
+    hypotheses = ["Open %s", "No marks", "<b>Hello {0}", "x & y"]
+    result = apertium.scores(hypotheses, ["Open %s", "No marks", "<b>Hello</b> {0}", "x &amp; y"], sources)
+    assert (result["placeholders_kept"], result["placeholder_lines"]) == (1, 3)
+    assert apertium.placeholders_cell(result) == "33.3% (1/3)"
+    assert apertium.placeholders_cell({"placeholders_kept": 0, "placeholder_lines": 0}) == "-"

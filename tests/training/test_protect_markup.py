@@ -101,7 +101,8 @@ def test_a_tokenizer_must_hold_the_slots_exactly_when_the_setting_is_on(files):
     check_slot_tokens(config(files, protect=False), tok, "train.init_from's")
 
 
-def test_a_tiny_run_translates_keeping_every_placeholder(tmp_path, files):
+def test_a_tiny_run_translates_keeping_every_placeholder(tmp_path, files, capsys):
+    from transformer.cli import main
     from transformer.decoding.pipeline import Pipeline
     from transformer.training.trainer import train
 
@@ -112,3 +113,13 @@ def test_a_tiny_run_translates_keeping_every_placeholder(tmp_path, files):
     for beam in (1, 2):
         for line, output in zip(lines, pipeline.translate(lines, beam_size=beam), strict=True):
             assert Counter(span_texts(output)) == Counter(span_texts(line)), (line, output)
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ref.write_text("open the user %s now\nx\nopen the button now\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "run" / "last"), "--src", str(src), "--ref", str(ref)]) == 0
+    out = capsys.readouterr().out
+    assert "placeholders kept: 100.0% (2 of the 2 lines with placeholders or markup" in out
+    assert main(["evaluate", str(tmp_path / "run" / "last"), "--src", str(src), "--ref", str(ref),
+                 "--no-keep-markup"]) == 0
+    assert "placeholders kept:" in capsys.readouterr().out

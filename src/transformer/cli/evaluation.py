@@ -33,7 +33,7 @@ from .common import (
 from .contrastive import evaluate_contrastive
 from .perplexity import evaluate_perplexity
 
-SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
+SEARCH = ("beam_size", "length_penalty", "length_penalty_kind", "keep_markup")
 """The decoding settings evaluate takes."""
 SPEECH_SEARCH = ("speech_head", "ctc_weight")
 """And with --audio."""
@@ -158,11 +158,29 @@ def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     if args.output:
         write_text(args.output, hypotheses)
     if args.metric == "rouge":
-        return print_pair_scores(
+        print_pair_scores(
             {"-": {"lines": len(hypotheses), **pair_scores(hypotheses, references, "rouge")}}
         )
-    for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
-        print(score)
+    else:
+        for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
+            print(score)
+    if line := placeholders_line(sources, hypotheses):
+        print(line)
+
+
+def placeholders_line(sources: list[str], hypotheses: list[str]) -> str | None:
+    """The line "placeholders kept: ..." over the source lines with placeholders or markup
+    (data.markup's spans: each must come out as often as it went in); None when no line has
+    one."""
+    from ..data.markup import kept_share
+
+    kept, lines = kept_share(sources, hypotheses)
+    if not lines:
+        return None
+    return (
+        f"placeholders kept: {kept / lines:.1%} ({kept:,} of the {lines:,} lines with "
+        "placeholders or markup keep every one exactly)"
+    )
 
 
 def _evaluate_pairs(args: argparse.Namespace) -> None:
