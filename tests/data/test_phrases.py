@@ -124,6 +124,17 @@ def test_alternations_expand_together_or_take_the_first():
     assert {w for text in many for w in text.split()} == set("abcdefghij")  # every alternative
 
 
+def test_sorted_lists_and_unrelated_texts_do_not_pair_by_position():
+    sorted_en, sorted_es = ["cancel", "clear", "stop"], ["borrar", "cancelar", "parar"]
+    assert phrases.misalignment(sorted_en, sorted_es).startswith("lines sorted alphabetically")
+    assert phrases.misalignment(["stop", "cancel", "clear"], ["parar", "cancelar", "borrar"]) == ""
+    english = ["a" * 10, "b" * 40, "c" * 20, "d" * 60, "e" * 15]
+    other_quotes = ["x" * 60, "y" * 12, "z" * 45, "w" * 11, "v" * 30]
+    translations = ["x" * 12, "y" * 45, "z" * 22, "w" * 70, "v" * 16]
+    assert phrases.misalignment(english, other_quotes).startswith("line lengths do not correspond")
+    assert phrases.misalignment(english, translations) == ""
+
+
 def test_pairs_counts_and_held_out_skills(tmp_path):
     out = tmp_path / "out"
     r = phrases.build_phrases_corpus(out, fake_skills(tmp_path / "skills"))
@@ -158,7 +169,7 @@ def test_pairs_counts_and_held_out_skills(tmp_path):
     assert r["skipped"]["English file without a Spanish one"] == 2  # es-lm is not es-es
     assert r["skipped"]["English .entity file (not read)"] == 1
     assert r["files"]["lines, paired"] == 9 and r["files"]["lines, unequal"] == 1
-    assert r["unequal_share"] == pytest.approx(1 / 10)
+    assert r["unequal_share"] == pytest.approx(1 / 10)  # 9 paired, 1 unequal, 0 misaligned
     assert r["skills_read"] == 4 and r["skills_with_spanish"] == 4
     assert r["pairs"] == {"train": 13, "valid": 1, "test": 1}
     assert r["questions"]["train"] == 1

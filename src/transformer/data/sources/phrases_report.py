@@ -30,7 +30,7 @@ def summary(skills: list[Skill], reading: Reading, splits: dict, english_only: l
     for skill in skills:
         skipped.update(skill.skipped)
     files = reading.files
-    line_files = files["lines, paired"] + files["lines, unequal"]
+    line_files = files["lines, paired"] + files["lines, unequal"] + files["lines, misaligned"]
     paired = [s for s in skills if s.pairs]
     return {
         "pairs": {name: len(splits[name]) for name in SPLITS},
@@ -120,7 +120,9 @@ def provenance(skills: list[Skill], report: dict) -> str:
         "",
         f"File pairs: {files['lines, paired']:,} paired line files, {files['lines, unequal']:,} "
         f"skipped for different numbers of lines ({report['unequal_share']:.0%} of the line "
-        f"files that have both languages disagree on the count); skill.json examples "
+        f"files that have both languages disagree on the count), "
+        f"{files['lines, misaligned']:,} of the same count skipped as misaligned (sorted lists, "
+        "lengths that do not follow each other); skill.json examples "
         f"{files['examples, paired']:,} paired, {files['examples, unequal']:,} of different "
         f"lengths; {files['machine-translated (auto translated comment)']:,} paired Spanish "
         "files are marked auto translated.",

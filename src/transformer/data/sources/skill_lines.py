@@ -25,8 +25,8 @@ Rules:
 - Two lines expand together (expand_pair) when both have the same number of groups, the same
   number of alternatives in each, and no nested group: choice k of one side is paired with
   choice k of the other. Otherwise each side takes the first alternative of every group (one
-  pair), which keeps the line (the measured alternative, skipping it, loses most intent lines:
-  see PROVENANCE.md).
+  pair), which keeps the line: on the pinned skills 56 of the 65 paired lines with alternations
+  differ in shape, and skipping them would lose them all.
 """
 
 from __future__ import annotations
