@@ -1,7 +1,7 @@
 """`transformer data manuals`: Spanish -> English sentence pairs of manual prose, from the six
-Debian manuals that ship the same pages in both languages (translated with po4a or itstool, so the two
-sides have the same structure). Every other translated manual in Debian is left out on purpose:
-it is a test set no one trains on.
+Debian manuals that ship the same pages in both languages (translated with po4a or itstool, so
+the two sides have the same structure). Every other translated manual in Debian is left out on
+purpose: it is a test set no one trains on.
 
 Rules:
 - Manuals (MANUALS): gnome-user-docs (Mallard, /usr/share/help/C and es, its gnome-help and
@@ -255,6 +255,11 @@ def build_manuals_corpus(
     """Write OUT/{train,valid,test}.{spa,eng} and PROVENANCE.md; return a report."""
     out = check_out(out_dir, "manual pairs")
     base = Path(root)
+    if not base.is_dir():
+        raise DataError(
+            f"--root {root} does not exist: give the directory the packages were installed under "
+            "(default /)"
+        )
     found: dict[str, Found] = {}
     skipped: list[Manual] = []
     pages: list[tuple[Manual, str, list[str], list[str]]] = []
