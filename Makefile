@@ -8,7 +8,7 @@ SWORD_PACKAGES = sword-text-sparv sword-text-web sword-text-kjv sword-comm-mhcc
 # Real data from Debian: the SWORD Bibles, Matthew Henry's commentary and Fashion-MNIST's images (the image encoder's tests and data);
 # real speech (pocketsphinx-testdata's recordings) and the two speech synthesisers of `transformer data speech`;
 # Noto Color Emoji's font, the glyphs of `transformer data emoji`
-DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist pocketsphinx-testdata espeak-ng flite fonts-noto-color-emoji
+DATA_PACKAGES = $(SWORD_PACKAGES) dataset-fashion-mnist pocketsphinx-testdata espeak-ng flite fonts-noto-color-emoji manpages manpages-es
 # Debian's browser, for the serve page's test (playwright drives it; `playwright install` would download one)
 BROWSER_PACKAGES = chromium
 SUDO = $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)

@@ -64,6 +64,13 @@ DATASETS = (
         corpora.pairs_line("segment pairs"),
     ),
     Dataset(
+        "manuals",
+        "Spanish -> English sentences of the manuals Debian ships in both languages (GNOME help, "
+        "LibreOffice help, installation guide, Debian Reference, maint-guide, man pages)",
+        corpora.manuals,
+        corpora.manuals_line,
+    ),
+    Dataset(
         "dictionary",
         "Spanish -> English word pairs from dict-freedict-spa-eng (training data only)",
         corpora.dictionary,

@@ -148,6 +148,48 @@ def debian_descriptions(
     return build_debian_corpus(out, lists)
 
 
+def manuals(
+    out: OUT,
+    root: Annotated[
+        str,
+        Arg(
+            "the file system root the packages were installed under: its usr/share/... and "
+            "var/lib/dpkg/info are read (default /)"
+        ),
+    ] = "/",
+    unequal: Annotated[
+        Literal["align", "skip"],
+        Arg(
+            "a page whose two languages have different block counts: align the blocks by length "
+            "(default) or skip it"
+        ),
+    ] = "align",
+    max_share: Annotated[
+        float,
+        Arg(
+            "cap each manual's share of the training pairs (LibreOffice's help gives about two "
+            "thirds); 1 keeps everything (default)",
+            Bounds(gt=0, le=1),
+            "a share in (0, 1], e.g. 0.5",
+        ),
+    ] = 1.0,
+) -> dict:
+    """Sentence pairs of the manuals Debian ships in English and Spanish."""
+    from ...data.sources.manuals import build_manuals_corpus
+
+    return build_manuals_corpus(out, root, unequal, max_share)
+
+
+def manuals_line(r: dict, out: str, **_) -> str:
+    pairs, dropped = r["pairs"], sum(r["dropped"].values())
+    skipped = f"; skipped {', '.join(r['skipped'])} ({r['install']})" if r["skipped"] else ""
+    return (
+        f"wrote {out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} sentence pairs from {len(r['manuals'])} manuals{skipped}; dropped "
+        f"{dropped:,} {provenance(out)}"
+    )
+
+
 def pairs_line(unit: str):
     """The report line of a Spanish -> English builder, counting `unit`."""
 
