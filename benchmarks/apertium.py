@@ -11,7 +11,7 @@ outputs that loop (metrics.has_loop) and "placeholders kept": of the test lines 
 placeholder, tag, entity, URL or e-mail address (transformer.data.markup's spans), the share whose
 output has each of them exactly as often as the source (markup.slots_survive); "-" when no line has
 one. Splits (--split NAME=DIR, repeatable): by default
-data/bible, data/ui and data/debian, those that hold test.spa and test.eng. Our models: beam 4
+data/bible, data/ui, data/debian, data/manuals and data/phrases, those that hold test.spa and test.eng. Our models: beam 4
 (--beam), the model's other decoding defaults, on the CPU (--device cuda: on a GPU). --examples
 also prints what every system makes of a few everyday sentences (EXAMPLES) and checks the two
 that must come out right.
@@ -45,7 +45,13 @@ INSTALL = (
 )
 RUN_KEY = "apertium -u, a paragraph per line"
 """How Apertium is run: part of the cache key (a change of method must not read old outputs)."""
-DEFAULT_SPLITS = {"bible": "data/bible", "ui": "data/ui", "debian": "data/debian"}
+DEFAULT_SPLITS = {
+    "bible": "data/bible",
+    "ui": "data/ui",
+    "debian": "data/debian",
+    "manuals": "data/manuals",
+    "phrases": "data/phrases",
+}
 
 EXAMPLES = [
     "De quién es",
