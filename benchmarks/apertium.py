@@ -32,12 +32,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from transformer.data.sources.apertium import clean, ready, translate_lines
+from transformer.data.sources.apertium import version as apertium_version
 
 DIRECTION = "spa-eng"
 INSTALL = (
@@ -70,74 +71,15 @@ REQUIRED = {
 """The examples that must come out right, and the answers that count as right (exact, after
 stripping surrounding spaces)."""
 
-_MARK = re.compile(r"(?<!\w)[*#@](?=[^\W\d_])")
-"""Apertium's marks at a word start: '*' unknown, '#' no generated form, '@' transfer error. Only
-before a letter: "#1" and "5*3" are the source's own."""
-
-_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-"""What str.splitlines (and so a reader of the output) would take for a line break, besides \\n."""
-
-
-def clean(line: str) -> str:
-    """Apertium's output line without its marks (see _MARK) and with single spaces ("It could not
-    open" comes out with two)."""
-    return " ".join(_MARK.sub("", line).split())
-
-
 def apertium_lines(lines: list[str], run=subprocess.run) -> list[str]:
-    """Apertium's raw output, one line per input line (run: subprocess.run, or a fake in tests).
-
-    The lines go in as paragraphs (an empty line between each two): with a bare newline between
-    them, Apertium's text mode translates across it ("Vi la casa\\nroja" -> "I saw the
-    red\\nhouse"). A line break other than \\n inside a line becomes a space; an empty or blank
-    line is not sent and comes back empty. When the output is not one paragraph per line, the lines
-    are translated again in halves, down to single lines (one line's output: its lines joined with
-    spaces)."""
-    out = [""] * len(lines)
-    todo = [i for i, line in enumerate(lines) if line.strip()]
-    if not todo:
-        return out
-    text = "\n\n".join(_LINE_BREAKS.sub(" ", lines[i]) for i in todo) + "\n"
-    done = run(
-        ["apertium", "-u", DIRECTION], input=text, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"apertium {DIRECTION} failed ({done.stderr.strip() or done.returncode}): "
-            "install the pair with `sudo apt-get install apertium-eng-spa`"
-        )
-    got = done.stdout.removesuffix("\n").split("\n")
-    if len(got) == 2 * len(todo) - 1 and not any(got[1::2]):
-        for i, line in zip(todo, got[::2], strict=True):
-            out[i] = line
-        return out
-    if len(todo) == 1:
-        out[todo[0]] = " ".join(part for part in got if part.strip())
-        return out
-    half = len(lines) // 2
-    return apertium_lines(lines[:half], run) + apertium_lines(lines[half:], run)
+    """Apertium's raw spa-eng output, one line per input line (run: subprocess.run, or a fake in
+    tests): transformer.data.sources.apertium.translate_lines."""
+    return translate_lines(lines, DIRECTION, run)
 
 
 def apertium_ready() -> bool:
     """Whether apertium is on the PATH and lists the spa-eng pair."""
-    if shutil.which("apertium") is None:
-        return False
-    done = subprocess.run(["apertium", "-l"], capture_output=True, text=True, check=False)
-    return DIRECTION in done.stdout.split()
-
-
-def apertium_version() -> str:
-    """apertium-eng-spa's Debian version, or "unknown"."""
-    try:
-        done = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", "apertium-eng-spa"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return "unknown"
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
+    return ready(DIRECTION)
 
 
 def apertium_file(

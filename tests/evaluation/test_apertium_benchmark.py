@@ -82,7 +82,7 @@ def test_merged_or_split_lines_are_translated_again_in_halves():
 
 
 def test_a_failed_run_says_how_to_install_the_pair():
-    with pytest.raises(RuntimeError, match="apt-get install apertium-eng-spa"):
+    with pytest.raises(ValueError, match="apt-get install apertium-eng-spa"):
         apertium.apertium_lines(["hola"], run=FakeApertium(returncode=1))
 
 

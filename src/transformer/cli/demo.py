@@ -17,8 +17,8 @@ def demo(
     data: Annotated[
         str,
         Arg(
-            "folder of the corpora, one folder each: bible, ui, debian, dictionary (built when "
-            "missing; default data)"
+            "folder of the corpora, one folder each: bible, ui, debian, dictionary, manuals, "
+            "phrases (built when missing; default data)"
         ),
     ] = "data",
     out: Annotated[str, Arg("run directory (replaced; default runs/demo)")] = "runs/demo",

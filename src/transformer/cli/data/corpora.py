@@ -1,8 +1,9 @@
 """`transformer data ...` for text corpora: the Bible (bible, bible-genre, bible-t2t), Spanish ->
-English from installed packages (ui-strings, debian-descriptions, dictionary, wiki-leads,
-phrases), the synthetic copy task, split-text and prepare. Each is a typed function that runs its
-builder in transformer.data.sources (imported when it runs) and returns its report; its flags are
-derived from its signature (cli.args) and the line it prints is the `*_line` function beside it."""
+English from installed packages (ui-strings, debian-descriptions, dictionary, wiki-leads, manuals,
+phrases, apertium-bt), the synthetic copy task, split-text and prepare. Each is a typed function
+that runs its builder in transformer.data.sources (imported when it runs) and returns its report;
+its flags are derived from its signature (cli.args) and the line it prints is the `*_line`
+function beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..common import UserError
 
 Bible = Literal["spa", "eng", "kjv"]
 OUT = Annotated[str, Arg("output directory")]
+AT_LEAST_1 = Bounds(ge=1)
 SWORD_DIR = Annotated[
     str | None, Arg("SWORD module directory (default: $SWORD_PATH, /usr/share/sword)")
 ]
@@ -277,9 +279,50 @@ def phrases_line(r: dict, out: str, **_) -> str:
     )
 
 
+def apertium_bt(
+    out: OUT,
+    input: Annotated[
+        list[str],
+        Arg(
+            "files of English text: a text a line, or fortune files (records between lines of "
+            "'%%'), e.g. data/phrases/english-only.eng /usr/share/games/fortunes/people",
+            several=True,
+            metavar="FILE",
+        ),
+    ],
+    exclude: Annotated[
+        list[str] | None,
+        Arg(
+            "a corpus folder whose valid and test English are never used (e.g. data/phrases)",
+            several=True,
+            metavar="DIR",
+        ),
+    ] = None,
+    max_lines: Annotated[
+        int, Arg("at most this many pairs, shared among the inputs", AT_LEAST_1, "a number")
+    ] = 20000,
+    max_words: Annotated[
+        int, Arg("the longest English text kept, in words", AT_LEAST_1, "a number")
+    ] = 25,
+    tag: Annotated[str, Arg("the word before every synthetic Spanish source")] = "⟪bt⟫",
+) -> dict:
+    """Synthetic Spanish -> English pairs: everyday English translated into Spanish by Apertium."""
+    from ...data.sources.apertium import build_apertium_bt_corpus
+
+    return build_apertium_bt_corpus(out, input, exclude, max_lines, max_words, tag)
+
+
+def apertium_bt_line(r: dict, out: str, **_) -> str:
+    chosen = sum(i["chosen"] for i in r["inputs"].values())
+    return (
+        f"wrote {out}: train {r['pairs']['train']:,} synthetic pairs (tagged {r['tag']}) of "
+        f"{chosen:,} English texts from {len(r['inputs'])} files; dropped "
+        f"{sum(r['dropped'].values()):,} {provenance(out)}"
+    )
+
+
 # ---- synthetic and general ----
 
-AT_LEAST_1 = Bounds(ge=1)
 
 
 def copy(
