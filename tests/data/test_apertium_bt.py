@@ -71,7 +71,8 @@ def test_pairs_are_tagged_train_only_held_out_english_excluded_and_shared_among_
     big.write_text("".join(f"Line number {i} is here.\n" for i in range(100)), encoding="utf-8")
     small = tmp_path / "small.eng"
     small.write_text(
-        "What time is it?\nTurn on the zzlamp zzfoo now\nWhat time is it?\nThe door is open.\n",
+        "What time is it?\nTurn on the zzlamp zzfoo now\nWhat time is it?\nThe door is open.\n"
+        "Opening {app} for you\n",
         encoding="utf-8",
     )
     corpus = tmp_path / "phrases"
@@ -88,12 +89,15 @@ def test_pairs_are_tagged_train_only_held_out_english_excluded_and_shared_among_
     # held out: never as English; the duplicate once; 2 of 5 words unknown: dropped
     assert "The door is open." not in eng and "Line number 7 is here." not in eng
     assert eng.count("What time is it?") == 1 and not any("zz" in e for e in eng)
-    assert report["inputs"][str(big)] == {"eligible": 99, "chosen": 18}  # 20, less small's 2
-    assert report["inputs"][str(small)] == {"eligible": 2, "chosen": 2}
+    assert report["inputs"][str(big)] == {"eligible": 99, "chosen": 17}  # 20, less small's 3
+    assert report["inputs"][str(small)] == {"eligible": 3, "chosen": 3}
     assert report["dropped"]["a third or more of the words unknown to Apertium"] == 1
+    assert (
+        report["dropped"]["a placeholder or tag changed by Apertium ({slot} -> {la ranura})"] == 1
+    )
     assert report["dropped"]["a valid or test reference of an excluded corpus"] == 2
     assert all(c == ["apertium", "eng-spa"] for c in fake.commands)  # unknown words marked
-    assert "Pairs: train 19" in (out / "PROVENANCE.md").read_text(encoding="utf-8")
+    assert "Pairs: train 18" in (out / "PROVENANCE.md").read_text(encoding="utf-8")
     again = tmp_path / "again"
     apertium.build_apertium_bt_corpus(again, [big, small], [corpus], max_lines=20, run=fake)
     assert lines_of(again / "train.eng") == eng  # the same texts chosen on a rebuild

@@ -28,7 +28,8 @@ The synthetic pairs (`build_apertium_bt_corpus`):
 - Each kept text is translated English -> Spanish with `apertium eng-spa`; the pair is
   (TAG + " " + Spanish, English): the tag lets the model tell synthetic sources from human ones
   (tagged back-translation, Caswell et al. 2019). A text whose translation comes out empty, or
-  with Apertium's unknown-word marks on more than a third of its words, is dropped.
+  with Apertium's unknown-word marks on a third or more of its words, or whose placeholders and
+  tags do not all come through unchanged (Apertium translates "{application}"), is dropped.
 - Only a train split is written (train.spa, train.eng) with PROVENANCE.md.
 """
 
@@ -44,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from ..markup import slots_survive
 from ..text import DataError
 from . import packages
 from .splits import check_out, one_line, write_corpus
@@ -235,6 +237,8 @@ def build_apertium_bt_corpus(
             dropped["empty translation"] += 1
         elif 3 * sum(w.startswith("*") for w in words) >= len(words):
             dropped["a third or more of the words unknown to Apertium"] += 1
+        elif not slots_survive(eng, spa):
+            dropped["a placeholder or tag changed by Apertium ({slot} -> {la ranura})"] += 1
         else:
             pairs.append((one_line(f"{tag} {spa}"), one_line(eng)))
     if not pairs:
