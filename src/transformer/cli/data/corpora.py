@@ -263,7 +263,7 @@ def phrases(
     ] = None,
 ) -> dict:
     """Everyday phrases from the OpenVoiceOS / Neon voice-assistant skills (en-us / es-es)."""
-    from ...data.sources.phrases import build_phrases_corpus
+    from ...data.sources.phrases_corpus import build_phrases_corpus
 
     return build_phrases_corpus(out, skill_dir)
 
@@ -322,7 +322,6 @@ def apertium_bt_line(r: dict, out: str, **_) -> str:
 
 
 # ---- synthetic and general ----
-
 
 
 def copy(

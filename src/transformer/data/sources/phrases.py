@@ -57,7 +57,7 @@ from pathlib import Path
 
 from ..text import DataError
 from . import skill_lines
-from .splits import SPLITS, Pair, assign, check_out, one_line, split_of
+from .splits import SPLITS, Pair, one_line, split_of
 
 PREFIXES = ("ovos-skill-", "neon-skill-")
 ENGLISH, SPANISH = "en-us", "es-es"
@@ -296,50 +296,4 @@ def phrases_split(name: str) -> str:
     return split_of(name, VALID_PERCENT, TEST_PERCENT)
 
 
-def build_phrases_corpus(
-    out_dir: str | os.PathLike, skill_dirs: list[str | os.PathLike] | None = None
-) -> dict:
-    """Write OUT/{train,valid,test}.{spa,eng}, english-only.eng, skills.tsv and PROVENANCE.md;
-    return the report (pairs per split and the counts of the module's rules)."""
-    from .phrases_report import provenance, skills_tsv, summary
-    from .splits import write_corpus
-
-    out = check_out(out_dir, "phrases")
-    skills = find_skills(skill_dirs)
-    reading = Reading()
-    for skill in skills:
-        read_skill(skill, reading)
-    if not reading.pairs:
-        raise DataError(
-            f"the {len(skills)} skills found hold no {SPANISH} file that pairs with its "
-            f"{ENGLISH} one: {INSTALL}"
-        )
-    candidates = []
-    for pair, auto in reading.pairs:
-        if auto and phrases_split(pair.group) != "train":
-            reading.dropped["machine-translated Spanish in a valid or test skill"] += 1
-        else:
-            candidates.append(pair)
-    splits = assign(candidates, phrases_split, reading.dropped)
-    paired_english = {eng for pairs in splits.values() for _, eng in pairs}
-    english_only: list[str] = []
-    seen: set[str] = set()
-    for text in reading.english_only:
-        if text and _LETTER.search(text) and "|" not in text and text not in seen:
-            seen.add(text)
-            if text not in paired_english:
-                english_only.append(text)
-    report = summary(skills, reading, splits, english_only)
-    write_corpus(
-        out,
-        splits,
-        provenance(skills, report),
-        {
-            "english-only.eng": "".join(line + "\n" for line in english_only),
-            "skills.tsv": skills_tsv(skills),
-        },
-    )
-    return report
-
-
-__all__ = ["SPLITS", "build_phrases_corpus", "find_skills", "read_skill", "Reading", "Skill"]
+__all__ = ["SPLITS", "find_skills", "read_skill", "Reading", "Skill"]
