@@ -14,26 +14,34 @@ from .common import MODEL_DIR
 def export(
     model_dir: MODEL_DIR,
     to: Annotated[
-        Literal["ct2", "hf"],
+        Literal["ct2", "hf", "gguf"],
         Arg(
             "ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); hf: Hugging "
-            "Face transformers (Marian, GPT-2, Llama or BERT layouts)"
+            "Face transformers (Marian, GPT-2, Llama or BERT layouts); gguf: one file for "
+            "llama.cpp and Ollama (decoder-only Llama or GPT-2 layouts, byte-level BPE)"
         ),
     ],
-    out: Annotated[str, Arg("the directory to write (must not exist, or be empty)")],
+    out: Annotated[
+        str,
+        Arg(
+            "the directory to write (must not exist, or be empty); for gguf the file to write "
+            "(model.gguf, must not exist)"
+        ),
+    ],
     quantization: Annotated[
         str | None,
         Arg(
-            "ct2 only: weights as int8, int8_float32, int16, float16, bfloat16, ... (default "
-            "float32)"
+            "ct2: weights as int8, int8_float32, int16, float16, bfloat16, ... (default "
+            "float32); gguf: f32 (default), f16 or q8_0"
         ),
     ] = None,
 ) -> None:
-    """Write a model directory as a CTranslate2 (--to ct2) or Hugging Face (--to hf) model."""
-    from ..export import export_model
+    """Write a model directory as a CTranslate2 (--to ct2), Hugging Face (--to hf) or GGUF
+    (--to gguf) model."""
+    from ..export import export_model, usage
 
     written = export_model(model_dir, to, out, quantization=quantization)
-    print(f"wrote {written} ({to}): see {written}/README.md for how to run it")
+    print(f"wrote {written} ({to}): {usage(to, written)}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,5 +50,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "export",
         export,
-        help="write a model directory as a CTranslate2 or Hugging Face model",
+        help="write a model directory as a CTranslate2, Hugging Face or GGUF model",
     )

@@ -1,15 +1,19 @@
-"""Model directory -> where models are deployed: CTranslate2 (`ct2`) or Hugging Face (`hf`).
+"""Model directory -> where models are deployed: CTranslate2 (`ct2`), Hugging Face (`hf`) or
+llama.cpp / Ollama (`gguf`).
 
     export_model("runs/demo/averaged", to="ct2", out="demo-ct2")  # transformer export ... --to ct2
     export_model("runs/demo/averaged", to="hf", out="demo-hf")    # transformer export ... --to hf
+    export_model("runs/lm/averaged", to="gguf", out="lm.gguf")    # transformer export ... --to gguf
 
-Rules shared by both targets:
-- The output directory must not exist yet, or be empty: an export never mixes with older files.
-- Nothing half-written: the export is built in a temporary directory beside `out` and renamed
-  onto it at the end; a failure leaves no `out`.
+Rules shared by the targets:
+- The output must not exist yet (a directory may be empty): an export never mixes with older
+  files.
+- Nothing half-written: the export is built beside `out` (a temporary directory, or OUT.tmp for
+  GGUF's single file) and renamed onto it at the end; a failure leaves no `out`.
 - What the target cannot express is one ExportError line naming the field and the way out.
-- Each output gets a README.md saying how to run it there, with our tokenizer; its code names the
-  output directory by its absolute path (python_path), so that it runs as pasted.
+- Each output says how to run it there: a directory gets a README.md whose code names it by its
+  absolute path (python_path), so that it runs as pasted; a GGUF file carries its tokenizer
+  and chat template, and `usage` gives the llama.cpp and Ollama command lines.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-TARGETS = ("ct2", "hf")
+TARGETS = ("ct2", "hf", "gguf")
 
 
 class ExportError(ValueError):
@@ -31,15 +35,15 @@ class ExportError(ValueError):
 def export_model(
     model_dir: str | os.PathLike, to: str, out: str | os.PathLike, quantization: str | None = None
 ) -> Path:
-    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2") or Hugging Face
-    ("hf") model."""
+    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2"), Hugging Face
+    ("hf") or GGUF ("gguf": `out` is the file) model."""
     from ..model_dir import PIXELS_FILE
 
     if (Path(model_dir) / PIXELS_FILE).is_file():
         raise ExportError(
             f"an image generator (its {PIXELS_FILE}: pixels as tokens) cannot be exported: "
-            "CTranslate2 and Hugging Face would read its tokens as text; use the model directory "
-            "itself (transformer generate --image, Pipeline.generate_images)"
+            "CTranslate2, Hugging Face and llama.cpp would read its tokens as text; use the model "
+            "directory itself (transformer generate --image, Pipeline.generate_images)"
         )
     match to:
         case "ct2":
@@ -49,14 +53,28 @@ def export_model(
         case "hf":
             if quantization is not None:
                 raise ExportError(
-                    "--quantization applies to --to ct2 only: Hugging Face exports keep float32 "
-                    "weights"
+                    "--quantization applies to --to ct2 and --to gguf only: Hugging Face exports "
+                    "keep float32 weights"
                 )
             from .hf import export_hf
 
             return export_hf(model_dir, out)
+        case "gguf":
+            from .gguf import export_gguf
+
+            return export_gguf(model_dir, out, quantization=quantization)
         case _:
             raise ExportError(f"unknown export target {to!r}: choose one of {', '.join(TARGETS)}")
+
+
+def usage(to: str, written: Path) -> str:
+    """How to run what export_model wrote: one line for the user (printed by `transformer
+    export`)."""
+    if to == "gguf":
+        from .gguf import usage as gguf_usage
+
+        return gguf_usage(written)
+    return f"see {written}/README.md for how to run it"
 
 
 def write_directory(out: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -91,4 +109,11 @@ def _umask() -> int:
     return umask
 
 
-__all__ = ["TARGETS", "ExportError", "export_model", "python_path", "write_directory"]
+__all__ = [
+    "TARGETS",
+    "ExportError",
+    "export_model",
+    "python_path",
+    "usage",
+    "write_directory",
+]
