@@ -67,7 +67,7 @@ def _gguf():
 
 
 def layout(cfg: ModelConfig) -> str:
-    """"llama" or "gpt2": the llama.cpp architecture that runs `cfg`, or one ExportError line."""
+    """The llama.cpp architecture ("llama" or "gpt2") that runs `cfg`, or one ExportError line."""
     if cfg.arch != "decoder" or any((cfg.vision, cfg.audio, cfg.detection, cfg.contrastive)):
         raise ExportError(
             f"arch={cfg.arch!r} cannot be exported to GGUF: llama.cpp runs decoder-only language "
