@@ -226,7 +226,7 @@ def our_greedy(model, ids: list[int], n: int) -> list[int]:
 
 def agreement(a: list[int], b: list[int]) -> int:
     """How many first tokens two continuations share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 @pytest.mark.parametrize("layout", ["llama", "gpt2"])
@@ -238,8 +238,8 @@ def test_llama_cpp_runs_the_f32_file_as_we_do(tmp_path, tokenizer, layout):
     ids = PROMPTS[1] + [50, 60, 70, 80]
     with torch.no_grad():
         ours = model(torch.tensor([ids]))[0].numpy()
-    # llama.cpp's GELU (gpt2) is a float16 table of the tanh approximation: close, not to the last digit
-    assert np.abs(llama_logits(llm, ids) - ours).max() < (1e-3 if layout == "llama" else 2e-2)
+    # llama.cpp's GELU kernel (gpt2) rounds otherwise than torch's: close, not to the last digit
+    assert np.abs(llama_logits(llm, ids) - ours).max() < (1e-4 if layout == "llama" else 1e-3)
     for prompt in PROMPTS:
         assert llama_greedy(llm, prompt, 24, model.config.eos_id) == our_greedy(model, prompt, 24)
 
