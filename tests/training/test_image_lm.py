@@ -151,7 +151,7 @@ def test_an_image_generator_is_not_exported(data, tmp_path, capsys):
     from tests.cli.common import run
 
     train(build_run_config(config(data, 1)), tmp_path / "run", log=lambda _: None)
-    for to in ("ct2", "hf"):
+    for to in ("ct2", "hf", "gguf"):
         rc, out, err = run(["export", tmp_path / "run" / "best", "--to", to, "--out", tmp_path / to], capsys)
         assert rc != 0 and "an image generator" in err and "Traceback" not in err
         assert not (tmp_path / to).exists()
