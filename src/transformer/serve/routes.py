@@ -14,6 +14,7 @@ from ..config import SAMPLING_SETTINGS
 from ..decoding.pipeline import PipelineError
 from .detection import router as detection_router
 from .errors import ApiError
+from .libretranslate import router as libretranslate_router
 from .openai import router as openai_router
 from .schemas import (
     AttentionRequest,
@@ -66,6 +67,9 @@ async def model_info(request: Request):
         "precision": pipeline.precision.precision,
         "chat": pipeline.chat is not None,
         "labels": pipeline.labels,
+        "languages": None  # the pair LibreTranslate's API serves (--source-lang, --target-lang)
+        if config.source_lang is None
+        else {"source": config.source_lang, "target": config.target_lang},
         "limits": {
             "max_lines": config.max_lines,
             "max_body_bytes": config.max_body_bytes,
@@ -286,7 +290,9 @@ async def page():
 
 
 ROUTES = frozenset(
-    route.path for r in (router, detection_router, openai_router) for route in r.routes
+    route.path
+    for r in (router, detection_router, openai_router, libretranslate_router)
+    for route in r.routes
 )
-"""The paths /metrics counts by name (every route above, /v1/detect and OpenAI's, so none is left
-out); others count as "other"."""
+"""The paths /metrics counts by name (every route above, /v1/detect, OpenAI's and LibreTranslate's,
+so none is left out); others count as "other"."""
