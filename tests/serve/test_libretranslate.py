@@ -174,6 +174,8 @@ def test_missing_and_malformed_fields_are_400_in_libretranslates_shape(mt):
         lt_error(c.post("/translate", json={**ok, "q": [1, 2]}), 400, "q must be a text or a list")
         lt_error(c.post("/translate", json={**ok, "format": "pdf"}), 400, "'pdf' is not supported")
         lt_error(c.post("/translate", json={**ok, "alternatives": "x"}), 400, "not a number")
+        lt_error(c.post("/translate", json={**ok, "alternatives": 1.5}), 400, "not a number")
+        assert c.post("/translate", json={**ok, "alternatives": 1.0}).json()["alternatives"] is not None
         lt_error(c.post("/translate", json={**ok, "alternatives": 64}), 400, "must be <= 63")
         lt_error(c.post("/translate", content=b"{", headers={"Content-Type": "application/json"}),
                  400, "not valid JSON")

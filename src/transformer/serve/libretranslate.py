@@ -248,6 +248,8 @@ def _check_key(config: ServeConfig, fields: dict, request: Request) -> None:
 def _alternatives(value) -> int:
     """LibreTranslate's `alternatives`: a number (a form sends it as text), below 0 read as 0."""
     limit = SERVER_CAPS["n_best"] - 1
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 2.0 is 2, as LibreTranslate's int() reads it
     try:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError
