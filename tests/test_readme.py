@@ -35,7 +35,8 @@ def test_python_block_runs_and_prints_what_it_says(name, number, block, tmp_path
     where = f"{name} python block {number}"
     if "exported/demo-ct2" in block:  # tests/export/test_export_ct2.py runs the same lines on a small model
         pytest.skip(f"{where} runs the exported demo model (transformer demo, then transformer export)")
-    if "base_url=" in block:  # tests/serve/test_openai.py makes the same calls to a served model
+    if "base_url=" in block or "LibreTranslateAPI(" in block:  # tests/serve/test_openai.py and
+        # tests/serve/test_libretranslate.py make the same calls to a served model
         pytest.skip(f"{where} talks to a running `transformer serve`")
     for module in OPTIONAL:
         if re.search(rf"\b{module}\b", block) and importlib.util.find_spec(module) is None:

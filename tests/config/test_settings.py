@@ -10,6 +10,7 @@ import torch
 import transformer
 from transformer.cli import build_parser
 from transformer.cli.common import UserError, check_flags
+from transformer.cli.serve import serve_config
 from transformer.config import (
     ConfigError,
     DecodeConfig,
@@ -47,8 +48,13 @@ DECODE = {
     "batch_size": ([1, 64], [0, -1]),
     "keep_markup": ([True, False], ["yes", 1]),
 }
-COMPANIONS = {"n_best": {"beam_size": 4}}
-"""Settings given with the one under test (n_best needs a beam at least as wide)."""
+COMPANIONS = {
+    "n_best": {"beam_size": 4},
+    "source_lang": {"target_lang": "en"},
+    "target_lang": {"source_lang": "es"},
+}
+"""Settings given with the one under test (n_best needs a beam at least as wide; a language pair is
+given whole)."""
 COMMANDS = {
     "temperature": "generate",
     "top_k": "generate",
@@ -84,6 +90,8 @@ SERVE = {
     "max_audio_seconds": ([0.5, 600.0], [0.0, -1.0, math.inf]),
     "api_key": (["k"], []),
     "cors_origin": (["https://example.org"], []),
+    "source_lang": (["es", "ast", "pt-BR"], ["ES", "auto", "en", "e s", ""]),
+    "target_lang": (["en", "zh-Hans"], ["es", "auto", "english"]),
     "host": (["0.0.0.0"], []),
     "port": ([0, 8000, 65535], [-1, 65536]),
     "drain_timeout": ([0.0, 30], [-1.0, math.inf]),
@@ -274,13 +282,20 @@ def test_serve_flags_and_serve_config_agree(capsys, name):
     accepted, refused = SERVE[name]
     for values, ok in ((accepted, True), (refused, False)):
         for value in values:
+            given = {**COMPANIONS.get(name, {}), name: value}
             try:
-                ServeConfig(**{name: value})
+                ServeConfig(**given)
                 config_ok = True
             except ConfigError:
                 config_ok = False
             assert config_ok is ok, (name, value, "ServeConfig")
-            assert cli_accepts(ServeConfig, ["serve", "model"], name, value) is ok, (
+            cli_ok = cli_accepts(ServeConfig, ["serve", "model"], name, value)
+            if cli_ok:  # the flags' rules passed: then `transformer serve` builds its config
+                try:
+                    serve_config(given)
+                except ConfigError:
+                    cli_ok = False
+            assert cli_ok is ok, (
                 name,
                 value,
                 "cli",

@@ -159,7 +159,9 @@ def test_attention_health_model_metrics(mt, lm):
     with client(mt) as c:
         assert c.get("/health").json() == {"status": "ok"}
         info = c.get("/v1/model").json()
-        assert info["family"] == "encoder-decoder" and info["endpoints"] == ["/v1/translate", "/v1/attention"]
+        assert info["family"] == "encoder-decoder" and info["endpoints"] == [
+            "/v1/translate", "/v1/attention", "/translate", "/languages"]
+        assert info["languages"] is None  # --source-lang / --target-lang not given
         assert info["parameters"] == sum(p.numel() for p in mt.model.parameters())
         assert info["decoding"]["beam_size"] == 2 and info["vocabulary"]["source"] == mt.model.config.vocab_size
         got = c.post("/v1/attention", json={"text": LINES[0], "layer": 0}).json()

@@ -35,7 +35,7 @@ def test_every_task_has_each_part(task: Task):
     assert list(inspect.signature(task.prepare).parameters) == [
         "config", "run_dir", "dist", "say", "resume"]
     assert (task.score is not None) == (task.test_files > 0)
-    assert all(r.startswith("/v1/") for r in task.routes)
+    assert all(r.startswith("/v1/") or r in ("/translate", "/languages") for r in task.routes)
     assert wrong_task(task, "nothing").startswith(f"this is {task.described}: ")
 
 

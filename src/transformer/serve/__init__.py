@@ -1,9 +1,10 @@
 """`transformer serve`: a model directory behind an HTTP API, with continuous batching and a page
 that shows the attention. Needs the [serve] extra (FastAPI + uvicorn). See app.py for the
 endpoints, schemas.py for the request bodies (derived from the settings in transformer.config),
-errors.py, streaming.py, openai.py (OpenAI's API), detection.py (/v1/detect), uploads.py (files
-sent as base64), and scheduler.py for the batching (worker.py: the thread and its queue).
-ServeConfig (its settings) lives in transformer.config.serve."""
+errors.py, streaming.py, openai.py (OpenAI's API), libretranslate.py (LibreTranslate's),
+detection.py (/v1/detect), uploads.py (files sent as base64), and scheduler.py for the batching
+(worker.py: the thread and its queue). ServeConfig (its settings) lives in
+transformer.config.serve."""
 
 from __future__ import annotations
 

@@ -16,12 +16,16 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   GET  /v1/model       family, sizes, vocabulary, decoding defaults
   GET  /v1/models, POST /v1/completions, POST /v1/chat/completions
                        OpenAI's API for decoder-only models, errors in OpenAI's shape (openai.py)
+  POST /translate, GET /languages
+                       LibreTranslate's API for translation models, errors in its shape
+                       (libretranslate.py)
   GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES; "other" for the rest)
   GET  /               the page (static HTML/JS shipped in the package; no network fetch)
   GET  /docs           the API's Swagger UI page, its files served from here (docs.py: offline)
 
 With an API key every endpoint but /health, the page and the OpenAPI page needs
-`Authorization: Bearer KEY` (the page asks for the key when a call is refused).
+`Authorization: Bearer KEY` (the page asks for the key when a call is refused); LibreTranslate's
+/translate checks its own (the `api_key` field, or that header) and its /languages needs none.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from ..config import API_KEY_ENV, ServeConfig
 from ..decoding.pipeline import Pipeline
 from .detection import router as detection_router
 from .docs import ASSETS, install_docs
-from .errors import error_response, install_error_handlers
+from .errors import LIBRETRANSLATE_PATHS, error_response, install_error_handlers
+from .libretranslate import router as libretranslate_router
 from .openai import router as openai_router
 from .routes import ROUTES, router
 from .state import State
@@ -114,6 +119,7 @@ def create_app(
     app.include_router(detection_router)
     install_docs(app)
     app.include_router(openai_router)
+    app.include_router(libretranslate_router)
     return app
 
 
@@ -123,7 +129,11 @@ async def _guard(request: Request, call_next):
     config = state.config
     start = time.monotonic()
     path = request.url.path
-    open_path = path in OPEN_PATHS or path.startswith(f"{ASSETS}/")
+    open_path = (
+        path in OPEN_PATHS
+        or path in LIBRETRANSLATE_PATHS  # the key is a field there: libretranslate.py checks it
+        or path.startswith(f"{ASSETS}/")
+    )
     if config.api_key and not open_path and request.method != "OPTIONS":
         given = request.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode()):

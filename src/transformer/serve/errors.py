@@ -1,7 +1,9 @@
 """The server's errors: every failure is JSON `{"error": {"code", "message"}}` with its HTTP status,
 one line that says what is wrong and what to do (as the command line's errors do). On OpenAI's
 paths (OPENAI_PATHS) they take OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`,
-and a malformed request is a 400 (OpenAI's clients raise BadRequestError), not a 422."""
+and a malformed request is a 400 (OpenAI's clients raise BadRequestError), not a 422. On
+LibreTranslate's paths (LIBRETRANSLATE_PATHS) they take LibreTranslate's, `{"error": "..."}`, with
+its statuses: 400 for what the project answers 413 or 422, 403 for a key."""
 
 from __future__ import annotations
 
@@ -33,6 +35,13 @@ class ApiError(Exception):
 OPENAI_PATHS = frozenset({"/v1/models", "/v1/completions", "/v1/chat/completions"})
 """The paths of OpenAI's API (openai.py), whose errors take OpenAI's shape."""
 
+LIBRETRANSLATE_PATHS = frozenset({"/translate", "/languages"})
+"""The paths of LibreTranslate's API (libretranslate.py), whose errors take its shape."""
+
+LIBRETRANSLATE_STATUS = {401: 403, 413: 400, 422: 400}
+"""The statuses LibreTranslate's clients expect instead of the project's (a request it would refuse
+as invalid is a 400)."""
+
 OPENAI_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
 
@@ -44,7 +53,11 @@ def error_response(
     path: str = "",
     param: str | None = None,
 ) -> JSONResponse:
-    """The error as JSON: the project's shape, or OpenAI's on OPENAI_PATHS."""
+    """The error as JSON: the project's shape, OpenAI's on OPENAI_PATHS, LibreTranslate's on
+    LIBRETRANSLATE_PATHS."""
+    if path in LIBRETRANSLATE_PATHS:
+        status = LIBRETRANSLATE_STATUS.get(status, status)
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
     if path in OPENAI_PATHS:
         kind = OPENAI_TYPES.get(
             status, "server_error" if status >= 500 else "invalid_request_error"
@@ -131,7 +144,7 @@ def install_error_handlers(app: FastAPI) -> None:
             loc = [p for p in first.get("loc", ()) if p != "body"]
             param = str(loc[0]) if loc else None  # the top field: OpenAI's param
             return error_response(400, "invalid_request", validation_message(e), None, path, param)
-        return error_response(422, "invalid_request", validation_message(e))
+        return error_response(422, "invalid_request", validation_message(e), None, path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException):

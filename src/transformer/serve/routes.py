@@ -4,7 +4,6 @@ app. ROUTES, the paths /metrics counts by name, is read from the router, so no r
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import asdict
 from importlib import resources
 
@@ -15,6 +14,7 @@ from ..config import SAMPLING_SETTINGS
 from ..decoding.pipeline import PipelineError
 from .detection import router as detection_router
 from .errors import ApiError
+from .libretranslate import router as libretranslate_router
 from .openai import router as openai_router
 from .schemas import (
     AttentionRequest,
@@ -30,6 +30,7 @@ from .schemas import (
 )
 from .state import State
 from .streaming import stream
+from .texts import translate_texts
 from .uploads import base64_file, decode_images
 from .worker import Job
 
@@ -66,6 +67,9 @@ async def model_info(request: Request):
         "precision": pipeline.precision.precision,
         "chat": pipeline.chat is not None,
         "labels": pipeline.labels,
+        "languages": None  # the pair LibreTranslate's API serves (--source-lang, --target-lang)
+        if config.source_lang is None
+        else {"source": config.source_lang, "target": config.target_lang},
         "limits": {
             "max_lines": config.max_lines,
             "max_body_bytes": config.max_body_bytes,
@@ -90,66 +94,11 @@ async def metrics(request: Request):
 @router.post("/v1/translate", response_model=TranslateResponse)
 async def translate(body: TranslateRequest, request: Request):
     state = _state(request)
-    pipeline, max_lines = state.serving("/v1/translate"), state.config.max_lines
+    pipeline = state.serving("/v1/translate")
     texts = [body.text] if isinstance(body.text, str) else body.text
-    lines, breaks = split_lines(texts)
-    if len(lines) > max_lines:
-        raise ApiError(
-            413,
-            "too_many_lines",
-            f"the request has {len(lines)} lines (a line break starts a new one), more than this "
-            f"server takes in one request ({max_lines}; see --max-lines): send them in several "
-            "requests",
-        )
-    settings = {k: v for k, v in body.model_dump(exclude={"text"}).items() if v is not None}
-    try:
-        s = pipeline.settings(**settings)
-    except (PipelineError, ValueError) as e:
-        raise ApiError(422, "invalid_request", str(e)) from None
-    job = state.translation_job(lines, s)  # validated once, above
-    outputs, cut = await state.submit(job, request)
-    state.metrics.translated(len(lines))
-    owner = [i for i, text_breaks in enumerate(breaks) for _ in range(len(text_breaks) + 1)]
-    return {
-        "translations": join_lines(outputs, breaks, s.n_best),
-        "truncated": sorted({owner[n] for n in cut}),
-    }
-
-
-LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
-
-
-def split_lines(texts: list[str]) -> tuple[list[str], list[list[str]]]:
-    """The lines of all the texts, in order (each text split at \\r\\n, \\n and \\r: the model
-    translates line by line), and each text's line breaks, for join_lines."""
-    lines, breaks = [], []
-    for text in texts:
-        parts = LINE_BREAK.split(text)  # line, break, line, ..., line
-        lines += parts[::2]
-        breaks.append(parts[1::2])
-    return lines, breaks
-
-
-def join_lines(outputs: list, breaks: list[list[str]], n_best: int) -> list:
-    """Each text's translation: its lines' translations joined by its own line breaks (an empty
-    line stays empty). With n_best > 1, a text's hypothesis i joins its lines' i-th best (an empty
-    text has n_best empty ones)."""
-    joined, start = [], 0
-    for text_breaks in breaks:
-        mine = outputs[start : start + len(text_breaks) + 1]
-        start += len(mine)
-        ends = [*text_breaks, ""]
-        if n_best == 1:
-            joined.append("".join(line + end for line, end in zip(mine, ends, strict=True)))
-        else:
-            best = [hypotheses or [""] * n_best for hypotheses in mine]  # empty lines give []
-            joined.append(
-                [
-                    "".join(line[i] + end for line, end in zip(best, ends, strict=True))
-                    for i in range(n_best)
-                ]
-            )
-    return joined
+    settings = body.model_dump(exclude={"text"})
+    translations, truncated = await translate_texts(state, pipeline, request, texts, settings)
+    return {"translations": translations, "truncated": truncated}
 
 
 @router.post(
@@ -341,7 +290,9 @@ async def page():
 
 
 ROUTES = frozenset(
-    route.path for r in (router, detection_router, openai_router) for route in r.routes
+    route.path
+    for r in (router, detection_router, openai_router, libretranslate_router)
+    for route in r.routes
 )
-"""The paths /metrics counts by name (every route above, /v1/detect and OpenAI's, so none is left
-out); others count as "other"."""
+"""The paths /metrics counts by name (every route above, /v1/detect, OpenAI's and LibreTranslate's,
+so none is left out); others count as "other"."""

@@ -88,7 +88,7 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="translate",
-    routes=("/v1/translate", "/v1/attention"),
+    routes=("/v1/translate", "/v1/attention", "/translate", "/languages"),  # + LibreTranslate's
     evaluate=(
         Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref"),
         Scored("--pairs", "text-to-text", "a text-to-text model's scores per task"),
