@@ -29,8 +29,25 @@ ours is faster). "identical" counts the prompts whose greedy output ids equal ou
 those where all engines agree): fp32 sums in another order may break a near-tie differently
 now and then, so a mismatch is reported, not asserted.
 
+Precision classes (`--precisions fp32 bf16 q8 q4`), compared like for like: ours in that
+precision (`Pipeline.load(precision=...)`), CTranslate2 in its matching compute type (float32,
+bfloat16, int8; none for q4) and llama.cpp (`--llama-cpp`: llama-cpp-python on GGUF files written by
+`transformer export --to gguf`: F32, F16, Q8_0; Q4_1 made from the F32 file by llama.cpp's own
+quantizer). Hugging Face runs in fp32 only. In every class "identical" compares with ours in fp32,
+and "agreement" is the share of the new tokens before the first difference from ours in fp32.
+
+The memory wall: at batch 1 a decoder reads each matrix once per token. Each row shows the bytes
+of matrices read per token (ours: the linear layers' stored weights and scales, the output layer
+included, the embedding table not, since one row of it is read; llama.cpp: the GGUF's tensors, the
+token embedding counted only when it is also the output layer) and the tokens/s that reading them
+at the machine's measured read bandwidth would allow (a 1 GiB sum, `--threads` threads, best of
+5): "of wall" is the row's tokens/s over that ceiling.
+
+llama.cpp: `pip install llama-cpp-python` (builds with the system's cmake and C compiler, ~5
+minutes on 2 cores); without it `--llama-cpp` says so and the rest runs.
+
     PYTHONPATH=src python benchmarks/lm_generate.py --model runs/lm/best [--smollm2] [--new-tokens 64]
-        [--repeats 5] [--threads 2] [--json results.json]
+        [--precisions fp32 bf16 q8 q4] [--llama-cpp] [--repeats 5] [--threads 2] [--json results.json]
 """
 
 from __future__ import annotations
@@ -67,7 +84,19 @@ PROMPTS = [
     "He went up to the mountain and said",
 ]
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-OURS, HF, CT2 = "ours (transformer)", "Hugging Face generate", "CTranslate2 Generator"
+OURS, HF, CT2, LLAMA = "ours (transformer)", "Hugging Face generate", "CTranslate2 Generator", "llama.cpp"
+PRECISIONS = ("fp32", "bf16", "q8", "q4")
+CT2_TYPES = {"fp32": "float32", "bf16": "bfloat16", "q8": "int8"}  # CTranslate2's compute_type per class
+GGUF_TYPES = {"fp32": "F32", "bf16": "F16", "q8": "Q8_0", "q4": "Q4_1"}  # llama.cpp's file type per class
+
+
+def engine_name(base: str, precision: str) -> str:
+    """"ours (transformer)" in fp32, "ours (transformer) q8", "llama.cpp Q8_0", ..."""
+    if base == LLAMA:
+        return f"{LLAMA} {GGUF_TYPES[precision]}"
+    if base == CT2:
+        return f"{CT2} {CT2_TYPES[precision]}"
+    return base if precision == "fp32" else f"{base} {precision}"
 
 
 @dataclass
@@ -168,8 +197,8 @@ def hugging_face(hf_dir: Path, cfg, n: int) -> Engine:
     return run
 
 
-def ctranslate(ct2_dir: Path, tokens: list[str], cfg, n: int, threads: int) -> Engine:
-    generator = ctranslate2.Generator(str(ct2_dir), device="cpu", compute_type="float32", inter_threads=1,
+def ctranslate(ct2_dir: Path, tokens: list[str], cfg, n: int, threads: int, compute_type="float32") -> Engine:
+    generator = ctranslate2.Generator(str(ct2_dir), device="cpu", compute_type=compute_type, inter_threads=1,
                                       intra_threads=threads)
     suppress = [[tokens[cfg.pad_id]]] if cfg.pad_id != cfg.eos_id else None
 
@@ -187,27 +216,144 @@ def ctranslate(ct2_dir: Path, tokens: list[str], cfg, n: int, threads: int) -> E
     return run
 
 
-def engines(name: str, model_dir: Path, work: Path, n: int, threads: int):
-    """Our pipeline and {engine name: engine} for one model; exports the target refuses are
-    printed."""
+def llama_cpp_engine(gguf: Path, cfg, n: int, threads: int) -> Engine:
+    """llama-cpp-python on a GGUF file: the prompt's ids evaluated, then N greedy tokens (</s> and
+    padding blocked), each evaluated in turn; the KV cache in f32 as ours."""
+    import llama_cpp
+    import numpy as np
+
+    llm = llama_cpp.Llama(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=1024,
+                          n_batch=512, type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32,
+                          verbose=False)
+    blocked = sorted({cfg.eos_id, cfg.pad_id})
+    vocab = llm.n_vocab()
+
+    def run(ids: list[int]) -> Output:
+        new, first = [], None
+        start = time.perf_counter()
+        llm.reset()
+        llm.eval(ids)
+        for _ in range(n):  # the last position's logits, read in place (llm.scores needs logits_all)
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(vocab,))
+            logits[blocked] = -np.inf
+            token = int(logits.argmax())
+            if first is None:
+                first = time.perf_counter()
+            new.append(token)
+            llm.eval([token])
+        seconds = time.perf_counter() - start
+        return Output(new, seconds, first - start)
+    return run
+
+
+def llama_cpp_files(model_dir: Path, work: Path, precisions) -> dict[str, Path]:
+    """{precision: GGUF file} for llama.cpp: our exporter's F32 / F16 / Q8_0, llama.cpp's quantizer's
+    Q4_1 (from the F32 file)."""
+    import llama_cpp
+
+    files = {}
+    for precision in precisions:
+        out = work / f"model-{GGUF_TYPES[precision]}.gguf"
+        if precision == "q4":
+            f32 = files.get("fp32") or export_model(model_dir, "gguf", work / "model-F32-src.gguf")
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1
+            if llama_cpp.llama_model_quantize(str(f32).encode(), str(out).encode(), params) != 0:
+                raise ExportError("llama.cpp's quantizer failed on the F32 file")
+        else:
+            quant = {"fp32": "f32", "bf16": "f16", "q8": "q8_0"}[precision]
+            export_model(model_dir, "gguf", out, quantization=quant)
+        files[precision] = out
+    return files
+
+
+def gguf_bytes_per_token(path: Path) -> int:
+    """The bytes of a GGUF's matrices read per token (the token embedding only when it is the
+    output layer too)."""
+    from gguf import GGUFReader
+
+    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(path).tensors}
+    tied = "output.weight" not in tensors
+    return sum(b for name, b in tensors.items()
+               if len(name.split(".")) > 1 and name.endswith(".weight") and not name.endswith("norm.weight")
+               and (name != "token_embd.weight" or tied) and name != "position_embd.weight")
+
+
+def our_bytes_per_token(model) -> int:
+    """The bytes of our matrices read per token: every linear layer's stored weight (and scales),
+    the output layer's included."""
+    from transformer.model.quantize import WeightOnlyLinear
+
+    total = 0
+    for m in model.modules():
+        if isinstance(m, WeightOnlyLinear):
+            total += m.qweight.numel() * m.qweight.element_size() + m.scales.numel() * m.scales.element_size()
+        elif isinstance(m, torch.nn.Linear):
+            total += m.weight.numel() * m.weight.element_size()
+        elif type(m).__module__.startswith("torch.ao.nn.quantized") and hasattr(m, "weight"):
+            total += m.weight().numel()  # int8: a byte each
+    return total
+
+
+def read_bandwidth(threads: int) -> float:
+    """Bytes/s this machine reads: a 1 GiB float32 sum with `threads` threads, best of 5."""
+    data = torch.ones(1 << 28)
+    best = float("inf")
+    for _ in range(6):
+        start = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - start)
+    return data.numel() * 4 / best
+
+
+def engines(name: str, model_dir: Path, work: Path, n: int, threads: int, precisions, with_llama: bool):
+    """Our pipeline (fp32), {engine name: engine} and {engine name: bytes read per token} for one
+    model; exports the target refuses are printed."""
     pipe = Pipeline.load(model_dir, precision="fp32")
     cfg = pipe.model.config
     if cfg.arch != "decoder":
         raise SystemExit(f"{model_dir} is a {cfg.arch} model: this benchmark generates with "
                          "decoder-only (language) models; for translation see benchmarks/ct2.py")
-    runs = {OURS: ours(pipe, n)}
+    work = work / name.replace("/", "_")
+    work.mkdir(parents=True)
+    runs, weights = {}, {}
+    for precision in precisions:
+        mine = pipe if precision == "fp32" else Pipeline.load(model_dir, precision=precision)
+        runs[engine_name(OURS, precision)] = ours(mine, n)
+        weights[engine_name(OURS, precision)] = our_bytes_per_token(mine.model)
     for target, label in (("hf", HF), ("ct2", CT2)):
         try:
-            out = export_model(model_dir, target, work / f"{name.replace('/', '_')}-{target}")
+            out = export_model(model_dir, target, work / target)
         except ExportError as e:
             print(f"{name}: {label} left out: {e}")
             continue
         if target == "hf":
-            runs[HF] = hugging_face(out, cfg, n)
+            if "fp32" in precisions:
+                runs[HF] = hugging_face(out, cfg, n)
+                weights[HF] = weights[OURS]
+            continue
+        tokens = vocabulary(pipe.target_tokenizer, cfg.target_vocab_size, "target")
+        for precision in precisions:
+            if precision in CT2_TYPES:
+                try:
+                    runs[engine_name(CT2, precision)] = ctranslate(out, tokens, cfg, n, threads,
+                                                                   CT2_TYPES[precision])
+                except ValueError as e:  # e.g. bfloat16 on a CPU without it
+                    print(f"{name}: {engine_name(CT2, precision)} left out: {e}")
+                    continue
+                weights[engine_name(CT2, precision)] = weights[engine_name(OURS, precision)] if precision != "q8" \
+                    else weights[OURS] // 4
+    if with_llama:
+        if importlib.util.find_spec("llama_cpp") is None:
+            print("llama.cpp left out: pip install llama-cpp-python (it builds with cmake and a C compiler)")
         else:
-            runs[CT2] = ctranslate(out, vocabulary(pipe.target_tokenizer, cfg.target_vocab_size, "target"),
-                                   cfg, n, threads)
-    return pipe, runs
+            try:
+                for precision, gguf in llama_cpp_files(model_dir, work, precisions).items():
+                    runs[engine_name(LLAMA, precision)] = llama_cpp_engine(gguf, cfg, n, threads)
+                    weights[engine_name(LLAMA, precision)] = gguf_bytes_per_token(gguf)
+            except ExportError as e:
+                print(f"{name}: llama.cpp left out: {e}")
+    return pipe, runs, weights
 
 
 def bench(runs: dict[str, Engine], prompts: list[list[int]], repeats: int):
@@ -227,22 +373,46 @@ def bench(runs: dict[str, Engine], prompts: list[list[int]], repeats: int):
     return outputs, timings
 
 
-def rows_for(model: str, runs, outputs, timings, n: int, n_prompts: int) -> list[dict]:
-    ours_seconds = [s for s, _ in timings[OURS]]
-    agree = sum(len({tuple(outputs[e][i]) for e in runs}) == 1 for i in range(n_prompts))
+def precision_of(name: str) -> str:
+    """The precision class of an engine's name."""
+    for precision in PRECISIONS:
+        names = {engine_name(OURS, precision), engine_name(LLAMA, precision)}
+        if precision in CT2_TYPES:
+            names.add(engine_name(CT2, precision))
+        if name in names:
+            return precision
+    return "fp32"  # Hugging Face
+
+
+def rows_for(model: str, runs, outputs, timings, n: int, n_prompts: int, weights, bandwidth) -> list[dict]:
+    agree = sum(len({tuple(outputs[e][i]) for e in runs if precision_of(e) == "fp32"}) == 1
+                for i in range(n_prompts))
     rows = []
     for name in runs:
+        ours_name = engine_name(OURS, precision_of(name))
+        ours_seconds = [s for s, _ in timings[ours_name]]
         seconds = [s for s, _ in timings[name]]
         same = sum(a == b for a, b in zip(outputs[name], outputs[OURS], strict=True))
+        before = sum(first_difference(a, b) for a, b in zip(outputs[name], outputs[OURS], strict=True))
         lengths = sorted({len(ids) for ids in outputs[name]})
+        tokens_per_s = statistics.median(n * n_prompts / s for s in seconds)
+        wall = bandwidth / weights[name] if weights.get(name) else float("nan")
         rows.append(dict(
-            model=model, implementation=name,
-            tokens_per_s=statistics.median(n * n_prompts / s for s in seconds),
+            model=model, implementation=name, precision=precision_of(name),
+            tokens_per_s=tokens_per_s,
             first_token_ms=1000 * statistics.median(f for _, f in timings[name]),
             ours_over_peer=statistics.median(p / o for o, p in zip(ours_seconds, seconds, strict=True)),
-            identical=agree if name == OURS else same, prompts=n_prompts, output_lengths=lengths,
-            seconds=seconds, outputs=outputs[name]))
+            identical=agree if name == OURS else same, agreement=before / (n * n_prompts),
+            bytes_per_token=weights.get(name), wall_tokens_per_s=wall, of_wall=tokens_per_s / wall,
+            prompts=n_prompts, output_lengths=lengths, seconds=seconds, outputs=outputs[name]))
     return rows
+
+
+def llama_version() -> str:
+    try:
+        return f", llama-cpp-python {importlib.metadata.version('llama-cpp-python')}"
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def first_difference(a: list[int], b: list[int]) -> int:
@@ -251,13 +421,17 @@ def first_difference(a: list[int], b: list[int]) -> int:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | implementation | new tokens/s | time to first token (ms) | ours / peer (tok/s) | "
-             "identical greedy outputs |", "|---|---|---|---|---|---|"]
+    lines = ["| model | class | implementation | new tokens/s | time to first token (ms) | ours / peer "
+             "(same class) | identical to ours fp32 | agreement | MB read / token | memory wall tok/s | "
+             "of wall |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        same = f"{r['identical']}/{r['prompts']}" + (" (all engines agree)" if r["implementation"] == OURS
-                                                     else " (= ours)")
-        lines.append(f"| {r['model']} | {r['implementation']} | {r['tokens_per_s']:.1f} | "
-                     f"{r['first_token_ms']:.1f} | {r['ours_over_peer']:.2f}x | {same} |")
+        same = f"{r['identical']}/{r['prompts']}" + (" (all fp32 engines agree)" if r["implementation"] == OURS
+                                                     else "")
+        ratio = "" if r["implementation"].startswith(OURS) else f"{r['ours_over_peer']:.2f}x"
+        mb = f"{r['bytes_per_token'] / 1e6:.0f}" if r["bytes_per_token"] else ""
+        lines.append(f"| {r['model']} | {r['precision']} | {r['implementation']} | {r['tokens_per_s']:.1f} | "
+                     f"{r['first_token_ms']:.1f} | {ratio} | {same} | {100 * r['agreement']:.0f}% | {mb} | "
+                     f"{r['wall_tokens_per_s']:.0f} | {100 * r['of_wall']:.0f}% |")
     return "\n".join(lines)
 
 
@@ -273,7 +447,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", help="write the results (and every output's ids) to this file")
+    parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=PRECISIONS,
+                        help="precision classes, each run by every engine that has it")
+    parser.add_argument("--llama-cpp", action="store_true", help="also llama.cpp (llama-cpp-python) on GGUF exports")
     args = parser.parse_args()
+    if "fp32" not in args.precisions:
+        args.precisions.insert(0, "fp32")  # every class is compared with ours in fp32
     models = [(f"{Path(m).parent.name}/{Path(m).name}" if Path(m).name in ("best", "last", "averaged")
                else Path(m).name, Path(m)) for m in args.model]
     if args.smollm2 and (smol := import_smollm2(Path(args.cache))) is not None:
@@ -287,18 +466,22 @@ def main() -> None:
     texts = args.prompt or PROMPTS
     header = (f"CPU: {cpu_name()} ({os.cpu_count()} cores), torch CPU capability "
               f"{torch.backends.cpu.get_cpu_capability()}; {args.threads} threads; torch {torch.__version__}, "
-              f"transformers {transformers.__version__}, CTranslate2 {ctranslate2.__version__}; batch 1, greedy, "
-              f"fp32; {len(texts)} prompts x {args.new_tokens} new tokens; median of {args.repeats} after a warm-up")
+              f"transformers {transformers.__version__}, CTranslate2 {ctranslate2.__version__}"
+              f"{llama_version()}; batch 1, greedy, "
+              f"{'/'.join(args.precisions)}; {len(texts)} prompts x {args.new_tokens} new tokens; median of {args.repeats} after a warm-up")
     print(header, flush=True)
     load = os.getloadavg()[0]
     if load > 0.5:
         print(f"warning: the machine is busy (load average {load:.1f} over the last minute): with other "
               f"processes on the cores, {args.threads} threads wait on each other and the timings are "
               "not to be trusted", flush=True)
+    bandwidth = read_bandwidth(args.threads)
+    print(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s ({args.threads} threads, a 1 GiB sum, best of 5)", flush=True)
     rows, notes = [], []
     with tempfile.TemporaryDirectory(prefix="lm_generate.") as tmp:
         for name, model_dir in models:
-            pipe, runs = engines(name, model_dir, Path(tmp), args.new_tokens, args.threads)
+            pipe, runs, weights = engines(name, model_dir, Path(tmp), args.new_tokens, args.threads,
+                                          args.precisions, args.llama_cpp)
             prompts = [pipe.prompt_ids(text) for text in texts]
             cfg = pipe.model.config
             room = cfg.max_positions - max(map(len, prompts)) + 1  # P + N - 1 positions
@@ -312,7 +495,7 @@ def main() -> None:
                   f"{cfg.norm}, {cfg.activation}; prompts of {sorted(map(len, prompts))} tokens; "
                   f"engines: {', '.join(runs)}", flush=True)
             outputs, timings = bench(runs, prompts, args.repeats)
-            rows += rows_for(name, runs, outputs, timings, n, len(prompts))
+            rows += rows_for(name, runs, outputs, timings, n, len(prompts), weights, bandwidth)
             for engine in runs:
                 for i, (theirs, mine) in enumerate(zip(outputs[engine], outputs[OURS], strict=True)):
                     if theirs != mine:
@@ -325,7 +508,7 @@ def main() -> None:
     for note in notes:
         print(note)
     if args.json:
-        result = dict(cpu=cpu_name(), cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        result = dict(cpu=cpu_name(), read_bandwidth=bandwidth, cpu_capability=torch.backends.cpu.get_cpu_capability(),
                       load_average=load, threads=args.threads, torch=torch.__version__, transformers=transformers.__version__,
                       ctranslate2=ctranslate2.__version__, new_tokens=args.new_tokens, repeats=args.repeats,
                       prompts=texts, rows=rows, notes=notes)

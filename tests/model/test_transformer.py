@@ -280,7 +280,10 @@ def test_inference_linear_pads_rows_to_few_shapes_and_keeps_each_rows_result():
     from transformer.runtime.onednn import row_bucket, set_row_buckets
 
     assert linear_module.set_row_buckets is set_row_buckets  # the old name still works
-    assert [row_bucket(n) for n in (0, 1, 17, 256, 257, 1000, 4000)] == [0, 1, 17, 256, 320, 1024, 4032]
+    assert [row_bucket(n) for n in (0, 1, 16, 17, 33, 65, 129, 256, 257, 1000, 4000)] == [
+        0, 1, 16, 18, 36, 72, 144, 256, 320, 1024, 4032]
+    assert len({row_bucket(n) for n in range(1, 257)}) == 48  # a decoding step's rows: few shapes
+    assert all(row_bucket(n) - n < n / 8 for n in range(1, 257))  # padding: under 1/8 of the rows
     assert len({row_bucket(n) for n in range(257, 4097)}) == 60  # a prefill's tokens: few shapes
     torch.manual_seed(0)
     layer = torch.nn.Linear(256, 300)

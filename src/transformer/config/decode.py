@@ -18,7 +18,7 @@ LENGTH_PENALTY_KINDS = ("wu", "power")
 SPEECH_HEADS = ("decoder", "ctc", "joint")
 """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see
 transformer.decoding.penalties)."""
-INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
+INFERENCE_PRECISIONS = ("fp32", "bf16", "int8", "q8", "q4")
 """What a model can run in (transformer.model.quantize); decode.precision adds "auto"."""
 EARLY_STOPPING = (True, False, "never")
 ATTENTION_KINDS = ("cross", "self", "encoder")
@@ -114,7 +114,8 @@ class DecodeConfig:
     images); unset: the task's own (transformer.tasks: 8 windows, 64 images to caption or detect,
     256 to classify or embed)."""
     precision: str = setting("fp32", choices=(*INFERENCE_PRECISIONS, "auto"), flag="--precision")
-    """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only) or auto (bf16 where
+    """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only), q8 / q4 (8- or 4-bit
+    weights dequantized in the product: batch 1 and small batches, CPU only) or auto (bf16 where
     measured faster)."""
 
     def __post_init__(self) -> None:

@@ -169,6 +169,8 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.qk_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
         self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+        self.qkv_proj: nn.Module | None = None
+        """Inference only (model.quantize.fuse_projections): q, k and v in one product."""
 
     @staticmethod
     def _split(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -184,11 +186,29 @@ class MultiHeadAttention(nn.Module):
         """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set.
         values (B, S, C): project the values from this instead of source (DETR's keys carry the
         positions, its values do not)."""
+        if self.qkv_proj is not None and values is None:
+            _, k, v = self.project_qkv(source, positions, queries=False)
+            return k, v
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
         v = self._split(linear(self.v_proj, source if values is None else values), self.n_kv_heads)
         if self.rotary is not None:
             k = self.rotary(k, positions)
         return k, v
+
+    def project_qkv(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, queries: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """Self-attention's (B, T, C) -> queries (B, H, T, D) (None unless `queries`), keys and
+        values (B, K, T, D) from one product (qkv_proj, made by fuse_projections), rotated as
+        attend and project_kv rotate them."""
+        widths = (self.n_heads * self.qk_dim, self.n_kv_heads * self.qk_dim)
+        q, k, v = linear(self.qkv_proj, x).split([*widths, self.n_kv_heads * self.head_dim], -1)
+        k, v = self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
+        q = self._split(q, self.n_heads) if queries else None
+        if self.rotary is not None:
+            k = self.rotary(k, positions)
+            q = None if q is None else self.rotary(q, positions)
+        return q, k, v
 
     def attend(
         self,
@@ -200,16 +220,18 @@ class MultiHeadAttention(nn.Module):
         positions: torch.Tensor | None = None,
         need_weights: bool = False,
         bias: torch.Tensor | None = None,
+        q: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Queries from x (B, T, C) attend over k, v (B, K, S, D) -> (B, T, C) and weights
         (B, H, T, S) or None.
 
         bias (broadcastable to (B, H, T, S)) is added to the scores (T5's relative position
-        bias)."""
+        bias). q: the queries already projected and rotated (project_qkv), instead of x's."""
         b, t, _ = x.shape
-        q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
-        if self.rotary is not None:
-            q = self.rotary(q, positions)
+        if q is None:
+            q = self._split(linear(self.q_proj, x), self.n_heads)  # (B, H, T, D)
+            if self.rotary is not None:
+                q = self.rotary(q, positions)
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.impl == "textbook" or need_weights:

@@ -36,10 +36,15 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(d_model, d_ff, bias=bias) if activation in GATED_ACTIVATIONS else None
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.w13: nn.Module | None = None
+        """Inference only (model.quantize.fuse_projections): W1 and W3 in one product."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, C) -> (B, L, C)."""
-        if self.w3 is not None:
+        if self.w13 is not None:
+            gate, up = linear(self.w13, x).chunk(2, dim=-1)
+            h = activate(gate, self.activation) * up  # (B, L, d_ff)
+        elif self.w3 is not None:
             h = activate(linear(self.w1, x), self.activation) * linear(self.w3, x)  # (B, L, d_ff)
         else:
             h = activate(linear(self.w1, x), self.activation)  # (B, L, d_ff)
@@ -226,7 +231,11 @@ class DecoderLayer(nn.Module):
         tree: int = 1,
         bias=None,
     ):
-        k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
+        q = None
+        if self.self_attn.qkv_proj is not None and tree == 1:
+            q, k, v = self.self_attn.project_qkv(h, positions)  # one product
+        else:
+            k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
         if tree > 1:
             # A prefix-tree cache (cache.py): each of the G beams of a sentence adds one cell, and
             # the G queries attend together over the sentence's cells; the mask picks each path.
@@ -248,7 +257,7 @@ class DecoderLayer(nn.Module):
             return out.reshape(b, 1, c), weights
         if cache is not None:
             k, v = cache.append(k, v)  # (B, K, S_past + T, D), written in place
-        return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights, bias)
+        return self.self_attn.attend(h, k, v, mask, is_causal, positions, need_weights, bias, q)
 
     def _cross(
         self, h, memory, memory_mask, cache: LayerCache | None, need_weights, group: int = 1

@@ -101,6 +101,7 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, max_positions: int, base: float = 10000.0):
         super().__init__()
         self.max_positions = max_positions
+        self._memo: tuple | None = None  # (positions, dtype, version, cos, sin): the last lookup
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
         angles = (
             torch.arange(max_positions, dtype=torch.float64).unsqueeze(1) * inv_freq
@@ -122,12 +123,35 @@ class RotaryEmbedding(nn.Module):
         written-out rotation, so the same numbers in any dtype."""
         # On a GPU never (as while training): it would wait for the device in every layer; a
         # decoder's lengths are capped at max_positions before decoding starts.
-        check_positions(positions, self.max_positions, training=True)
-        cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D)
-        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+        memo = self._memo
+        if (
+            memo is not None
+            and memo[0] is positions
+            and memo[1] == x.dtype
+            and memo[2] == _version(positions)
+        ):
+            cos, sin = memo[3], memo[4]  # the layer before looked these up: same step
+        else:
+            check_positions(positions, self.max_positions, training=True)
+            cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D)
+            sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+            # The layers share this module: at inference the next layer (and the keys after the
+            # queries) reuses the lookup of the same positions tensor (held here, so its identity
+            # is not recycled); training never keeps one.
+            keep = not torch.is_grad_enabled()
+            self._memo = (positions, x.dtype, _version(positions), cos, sin) if keep else None
         if x.requires_grad:
             return _Rotate.apply(x, cos, sin)
         return x * cos + swap_pairs(x) * sin
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """The tensor's in-place write counter (None for an inference-mode tensor, which cannot be
+    written in place outside inference mode)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def swap_pairs(x: torch.Tensor) -> torch.Tensor:
