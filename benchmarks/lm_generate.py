@@ -284,8 +284,13 @@ def our_bytes_per_token(model) -> int:
     the output layer's included."""
     from transformer.model.quantize import WeightOnlyLinear
 
-    total = 0
+    total, unread = 0, set()
+    for m in model.modules():  # q8/q4 decode through the fused q/k/v product: the three are not read
+        if getattr(m, "qkv_proj", None) is not None:
+            unread |= {id(m.q_proj), id(m.k_proj), id(m.v_proj)}
     for m in model.modules():
+        if id(m) in unread:
+            continue
         if isinstance(m, WeightOnlyLinear):
             total += m.qweight.numel() * m.qweight.element_size() + m.scales.numel() * m.scales.element_size()
         elif isinstance(m, torch.nn.Linear):

@@ -148,10 +148,7 @@ class RotaryEmbedding(nn.Module):
 def _version(t: torch.Tensor) -> int | None:
     """The tensor's in-place write counter (None for an inference-mode tensor, which cannot be
     written in place outside inference mode)."""
-    try:
-        return t._version
-    except RuntimeError:
-        return None
+    return None if t.is_inference() else t._version
 
 
 def swap_pairs(x: torch.Tensor) -> torch.Tensor:
