@@ -28,8 +28,12 @@ seconds, lines/s and its speed relative to CTranslate2 float32 (median of the pe
 matrix products, attention, cache copies and the rest; the remainder of the wall time is
 Python (beam bookkeeping, tokenization, batching).
 
+`--batch-lines N` hands both engines the lines N at a time, in order (a user waiting on one
+sentence, or a client sending 16): ours `Pipeline.translate(chunk)`, CTranslate2
+`translate_batch(chunk, max_batch_size=N, batch_type="examples")`.
+
     PYTHONPATH=src python benchmarks/ct2.py [--model runs/demo/averaged] [--lines 0] [--repeats 3] [--profile]
-        [--guards]
+        [--guards] [--batch-lines N]
 """
 
 from __future__ import annotations
@@ -73,19 +77,32 @@ def cpu_model() -> str:
         return platform.processor() or "unknown CPU"
 
 
-def ours(pipe: Pipeline, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict):
-    return lambda: pipe.translate(lines, beam_size=beam, length_penalty=alpha, length_penalty_kind="power",
-                                  max_len_a=0, max_len_b=max_len, min_len=0, **guards)
+def chunks(lines: list[str], size: int | None) -> list[list[str]]:
+    """Consecutive chunks of `size` lines (a user sending that many at a time); all at once if None."""
+    return [lines] if not size else [lines[i:i + size] for i in range(0, len(lines), size)]
 
 
-def theirs(translator, tokenizer, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict):
+def ours(pipe: Pipeline, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict, size=None):
     def run():
-        batch = [e.tokens for e in tokenizer.encode_batch(lines, add_special_tokens=False)]
-        results = translator.translate_batch(batch, beam_size=beam, length_penalty=alpha, return_end_token=True,
-                                             max_decoding_length=max_len, min_decoding_length=0,
-                                             max_batch_size=4000, batch_type="tokens", **guards)
-        ids = [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
-        return [text.strip() for text in tokenizer.decode_batch(ids, skip_special_tokens=True)]
+        return [out for part in chunks(lines, size) for out in pipe.translate(
+            part, beam_size=beam, length_penalty=alpha, length_penalty_kind="power", max_len_a=0,
+            max_len_b=max_len, min_len=0, **guards)]
+    return run
+
+
+def theirs(translator, tokenizer, lines: list[str], beam: int, alpha: float, max_len: int, guards: dict,
+           size=None):
+    def run():
+        out = []
+        for part in chunks(lines, size):
+            batch = [e.tokens for e in tokenizer.encode_batch(part, add_special_tokens=False)]
+            results = translator.translate_batch(batch, beam_size=beam, length_penalty=alpha, return_end_token=True,
+                                                 max_decoding_length=max_len, min_decoding_length=0,
+                                                 max_batch_size=size or 4000,
+                                                 batch_type="examples" if size else "tokens", **guards)
+            ids = [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
+            out += [text.strip() for text in tokenizer.decode_batch(ids, skip_special_tokens=True)]
+        return out
     return run
 
 
@@ -121,6 +138,9 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=0, help="use the first N lines (0 = all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-lines", type=int, default=None,
+                        help="translate the lines in consecutive chunks of N (1: one sentence at a time, as a user "
+                             "waiting on each); default: all at once, batched by tokens")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--max-len", type=int, default=256, help="longest output, in tokens")
     parser.add_argument("--ours", nargs="+", default=["fp32", "bf16", "int8"], help="our precisions")
@@ -166,8 +186,10 @@ def main() -> None:
             encoded, _ = first.encode_sources(lines[:16], True)
             print(f"Hugging Face M2M100 copy: logits within {check(first.model, hf, encoded):.1e} of ours")
         for beam in args.beams:
-            runs = {f"ours {p}": ours(pipe, lines, beam, alpha, args.max_len, guards) for p, pipe in pipes.items()}
-            runs.update({f"CTranslate2 {ct}": theirs(tr, tokenizer, lines, beam, alpha, args.max_len, guards)
+            runs = {f"ours {p}": ours(pipe, lines, beam, alpha, args.max_len, guards, args.batch_lines)
+                    for p, pipe in pipes.items()}
+            runs.update({f"CTranslate2 {ct}": theirs(tr, tokenizer, lines, beam, alpha, args.max_len, guards,
+                                                     args.batch_lines)
                          for ct, tr in translators.items()})
             if hf is not None:
                 runs[HF] = hugging_face(first, hf, lines, beam, alpha, args.max_len,

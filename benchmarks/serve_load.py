@@ -6,7 +6,9 @@ alone (p50 of 20). Then, for each batching mode (--batching: continuous, whole),
 started as a subprocess on a free loopback port (`transformer serve MODEL --threads T --batching
 B`), this process's torch stays idle, and for each concurrency C (default 1, 4, 16, 64) C clients
 (asyncio + httpx, one connection each) send the lines one request per line until all are done.
-Reported per mode and C: lines/s, the ratio to offline lines/s, p50 / p95 / p99 latency, errors,
+Reported per mode and C: lines/s, the ratio to offline lines/s at the same concurrency
+(`Pipeline.translate` on consecutive chunks of C lines: what C clients' lines can be batched
+into) and to offline on the whole file, p50 / p95 / p99 latency, errors,
 and how many responses differ from the offline translation. Then an idle server's latency for the
 lone verse (p50 of 20 sequential requests) against offline's, and with --soak-minutes M (first
 mode only) a soak at 16 clients with the server's RSS each minute.
@@ -125,7 +127,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=0, help="the first N lines (0 = all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="offline runs (median)")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--clients", type=int, nargs="*", default=[1, 4, 16, 64])
     parser.add_argument("--max-wait-ms", type=float, default=10.0)
     parser.add_argument("--soak-minutes", type=float, default=0.0)
     parser.add_argument("--batching", nargs="+", default=["continuous", "whole"],
@@ -143,6 +145,15 @@ def main() -> None:
         pipe.translate(lines)
         times.append(time.perf_counter() - start)
     offline_rate = len(lines) / statistics.median(times)
+    at_concurrency = {}  # C -> lines/s of Pipeline.translate in consecutive chunks of C lines (C clients' batches)
+    for clients in args.clients:
+        chunked = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for i in range(0, len(lines), clients):
+                pipe.translate(lines[i:i + clients])
+            chunked.append(time.perf_counter() - start)
+        at_concurrency[clients] = len(lines) / statistics.median(chunked)
     verse = next((line for line in lines if 19 <= len(line.split()) <= 21), lines[0])
     lone = []
     for _ in range(20):
@@ -154,21 +165,24 @@ def main() -> None:
           f"{args.src}; beam {d.beam_size}, length penalty {d.length_penalty} ({d.length_penalty_kind})")
     print(f"offline Pipeline.translate: {offline_rate:.1f} lines/s (median of {args.repeats}); one "
           f"{len(verse.split())}-word verse alone: p50 {statistics.median(lone) * 1000:.0f} ms")
+    print("offline in consecutive chunks of C lines: " + ", ".join(
+        f"C={c}: {rate:.1f} lines/s" for c, rate in at_concurrency.items()))
     del pipe
     torch.set_num_threads(1)
-    print("\n| batching | clients | lines/s | vs offline | p50 ms | p95 ms | p99 ms | errors | differing outputs | "
-          "load generator CPU (of one core) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| batching | clients | lines/s | vs offline at C (chunks of C) | vs offline whole | p50 ms | p95 ms | "
+          "p99 ms | errors | differing outputs | load generator CPU (of one core) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     idle_rows = []
     for mode in args.batching:
-        idle = run_server(args, mode, lines, offline, offline_rate, verse, soak=mode == args.batching[0])
+        idle = run_server(args, mode, lines, offline, offline_rate, verse, soak=mode == args.batching[0],
+                          at_concurrency=at_concurrency)
         idle_rows.append(f"{mode}: p50 {statistics.median(idle) * 1000:.0f} ms "
                          f"({statistics.median(idle) / statistics.median(lone):.2f}x offline), "
                          f"min {min(idle) * 1000:.0f} ms")
     print(f"\nidle server, one {len(verse.split())}-word verse (20 requests): " + "; ".join(idle_rows))
 
 
-def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool) -> list[float]:
+def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool, at_concurrency) -> list[float]:
     """Start the server in this batching mode, print its table rows (and the soak); return the idle
     latencies of the lone verse."""
     port = free_port()
@@ -185,7 +199,8 @@ def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool)
             seconds, latencies, outputs, errors = asyncio.run(load(url, lines, clients))
             differ = sum(outputs.get(i) != offline[i] for i in range(len(lines)))
             rate = len(outputs) / seconds
-            print(f"| {mode} | {clients} | {rate:.1f} | {rate / offline_rate:.2f}x | "
+            print(f"| {mode} | {clients} | {rate:.1f} | {rate / at_concurrency[clients]:.2f}x | "
+                  f"{rate / offline_rate:.2f}x | "
                   f"{percentile(latencies, 50) * 1000:.0f} | {percentile(latencies, 95) * 1000:.0f} | "
                   f"{percentile(latencies, 99) * 1000:.0f} | {errors} | {differ} | {client_cpu():.0%} |", flush=True)
         idle = []
@@ -210,7 +225,7 @@ def run_server(args, mode: str, lines, offline, offline_rate, verse, soak: bool)
             seconds, latencies, outputs, errors = asyncio.run(load(url, lines, 16, deadline=end))
             done.set()
             after = rss_mb(server.pid)
-            late = f"; minute 3 -> end {(after - samples[2]) / samples[2]:+.1%}" if len(samples) > 2 else ""
+            late = f"; minute 2 -> end {(after - samples[1]) / samples[1]:+.1%}" if len(samples) > 1 else ""
             print(f"\nsoak ({mode}), 16 clients, {args.soak_minutes:g} min: {len(latencies)} requests, {errors} "
                   f"errors, p99 {percentile(latencies, 99) * 1000:.0f} ms; server RSS {before:.0f} MB -> "
                   f"{after:.0f} MB ({(after - before) / before:+.1%}{late}); each minute: "

@@ -28,14 +28,7 @@ import time
 
 from ..decoding.continuous import Lane, Sequence, lane_key, new_lane
 from ..decoding.pipeline import batches_by_tokens
-from ..runtime.allocator import release_freed_memory
 from .worker import BatchStats, Cancelled, Job, Worker
-
-TRIM_EVERY_S = 10.0
-"""Seconds between malloc_trim calls on the decoding loop. Every step allocates tensors of new
-shapes (KV lanes growing and shrinking, prefills of any length), and glibc keeps what is freed in
-its heap, fragmented: without trimming, a server's RSS creeps up for as long as it runs
-(benchmarks/serve_load.py --soak-minutes, docs/benchmarks.md). A trim costs a few milliseconds."""
 
 
 class Scheduler(Worker):
@@ -96,12 +89,8 @@ class Scheduler(Worker):
             return admit, other
 
     def _loop(self) -> None:
-        trimmed = time.monotonic()
         try:
             while True:
-                if time.monotonic() - trimmed > TRIM_EVERY_S:
-                    release_freed_memory()  # see TRIM_EVERY_S
-                    trimmed = time.monotonic()
                 taken = self._take()
                 if taken is None:
                     return
