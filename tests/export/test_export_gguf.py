@@ -4,7 +4,9 @@ The file is read back with the gguf package's own reader (names, shapes, types, 
 dequantized); where llama-cpp-python is installed, llama.cpp evaluates the same token ids (fed as
 ids, so a tokenizer difference cannot hide a model difference) and must give our logits and our
 greedy continuation token for token in f32; f16 and q8_0 are reported and loosely checked.
-Its tokenizer is checked separately against ours on a few strings.
+Its tokenizer is checked separately against ours on a few strings. A character tokenizer of ASCII
+text (shakespeare-char's) goes in as GPT-2 byte symbols without merges: llama.cpp must read text as
+the same ids, and a character model's greedy continuation must be ours.
 """
 
 import importlib.util
@@ -16,7 +18,7 @@ import torch
 
 import transformer
 from transformer.config import DecodeConfig, ModelConfig
-from transformer.data.tokenizer import train_bpe, train_char
+from transformer.data.tokenizer import train_bpe, train_char, train_word
 from transformer.export import ExportError, export_model
 
 gguf = pytest.importorskip("gguf")
@@ -162,13 +164,56 @@ def test_refusals_are_one_line(tmp_path, tokenizer):
         export_model(model_dir(tmp_path / "sin", tokenizer, "gpt2", positional="sinusoidal"), "gguf",
                      tmp_path / "c.gguf")
     one_line(e)
-    chars = train_char(TEXT, vocab_size=60)
-    cfg = ModelConfig(**{**BASE, **LAYOUTS["gpt2"], "vocab_size": chars.vocab_size})
-    char_dir = transformer.save_model(transformer.build_model(cfg), tmp_path / "char", tokenizer=chars)
-    with pytest.raises(ExportError, match='char tokenizer.*data.tokenizer = "bpe"') as e:
-        export_model(char_dir, "gguf", tmp_path / "d.gguf")
+    words = train_word(TEXT, vocab_size=60)
+    with pytest.raises(ExportError, match='word tokenizer.*data.tokenizer = "bpe"') as e:
+        export_model(model_dir(tmp_path / "word", words, "gpt2", vocab_size=60), "gguf", tmp_path / "d.gguf")
     one_line(e)
     assert sorted(p.name for p in tmp_path.glob("*.gguf*")) == ["taken.gguf"]  # nothing half-written
+
+
+# Character tokenizers (configs/shakespeare-char.toml): each ASCII character one GPT-2 byte symbol, no merges.
+CHAR_TEXT = ["First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n",
+             "Second Citizen:\n  One word, good citizens.\tWe are accounted poor (1234)!\r\n"] * 5
+CHAR_STRINGS = ["First Citizen:\nhear me speak.\n\n", "  One  word,\tgood (1234)!\r\nAll:"]
+
+
+def gpt2_byte_symbols() -> dict[int, str]:
+    """GPT-2's byte -> unicode table (bytes_to_unicode in openai/gpt-2's encoder.py)."""
+    shown = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    hidden = [b for b in range(256) if b not in shown]
+    return {b: chr(b) for b in shown} | {b: chr(256 + n) for n, b in enumerate(hidden)}
+
+
+@pytest.fixture(scope="module")
+def chars():
+    return train_char(CHAR_TEXT, vocab_size=60, min_frequency=1)
+
+
+def test_char_tokenizer_exports_as_byte_symbols_without_merges(tmp_path, chars):
+    size = chars.vocab_size
+    path = export_model(model_dir(tmp_path, chars, "gpt2", vocab_size=size + 3), "gguf", tmp_path / "c.gguf")
+    _, fields, _ = read(path)
+    assert fields["tokenizer.ggml.model"] == "gpt2" and fields["tokenizer.ggml.pre"] == "gpt-2"
+    assert fields["tokenizer.ggml.merges"] == []
+    symbols = gpt2_byte_symbols()
+    tokens = fields["tokenizer.ggml.tokens"]
+    assert tokens[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokens[4:size] == [symbols[ord(chars.id_to_token(i))] for i in range(4, size)]
+    assert {" ", "\n", "\t", "\r"} <= {chars.id_to_token(i) for i in range(4, size)}  # as Ġ Ċ ĉ č
+    assert {"Ġ", "Ċ", "ĉ", "č", "F", "("} <= set(tokens)
+    assert tokens[size:] == [f"[PAD{i}]" for i in range(size, size + 3)]
+    assert fields["tokenizer.ggml.token_type"] == [3] * 4 + [1] * (size - 4) + [5] * 3
+    assert {k: fields[f"tokenizer.ggml.{k}"] for k in ("bos_token_id", "eos_token_id", "padding_token_id",
+                                                       "unknown_token_id")} == {
+        "bos_token_id": 2, "eos_token_id": 3, "padding_token_id": 0, "unknown_token_id": 1}
+
+
+def test_non_ascii_char_vocabulary_is_refused_in_one_line(tmp_path):
+    accented = train_char(["the naïve cat sat"] * 3, vocab_size=60, min_frequency=1)
+    with pytest.raises(ExportError, match="token 'ï', which is 2 bytes in UTF-8.*shakespeare-bpe.toml") as e:
+        export_model(model_dir(tmp_path, accented, "gpt2", vocab_size=60), "gguf", tmp_path / "c.gguf")
+    one_line(e)
+    assert not list(tmp_path.glob("*.gguf*"))
 
 
 def test_export_command_prints_how_to_run_it(tmp_path, tokenizer, capsys):
@@ -253,6 +298,28 @@ def test_llama_cpp_tokenizes_as_we_do(tmp_path, tokenizer):
     for text in STRINGS:
         assert llm.tokenize(text.encode(), add_bos=False, special=False) == tokenizer.encode(text), text
     assert llm.tokenize(b"the cat")[0] == 2  # add_bos from decode.json
+
+
+def test_llama_cpp_tokenizes_chars_as_we_do(tmp_path, chars):
+    llm = open_llama(export_model(model_dir(tmp_path, chars, "gpt2", vocab_size=64), "gguf", tmp_path / "c.gguf"))
+    for text in CHAR_STRINGS:
+        assert llm.tokenize(text.encode(), add_bos=False, special=False) == chars.encode(text), text
+        assert llm.detokenize(chars.encode(text)) == text.encode()
+    # a character the vocabulary lacks: <unk> to us, no token to llama.cpp (its gpt2 tokenizer has no unknown)
+    ours = chars.encode("Zeal é!")
+    assert llm.tokenize("Zeal é!".encode(), add_bos=False, special=False) == [i for i in ours if i != 1]
+
+
+@pytest.mark.parametrize("layout", ["gpt2", "llama"])
+def test_llama_cpp_continues_a_char_model_as_we_do(tmp_path, chars, layout):
+    llama_cpp()
+    gelu = {"activation": "gelu"} if layout == "gpt2" else {}  # shakespeare-char's exact GELU
+    path = model_dir(tmp_path, chars, layout, vocab_size=64, **gelu)
+    model = transformer.load_model(path)
+    llm = open_llama(export_model(path, "gguf", tmp_path / "c.gguf"))
+    for text in ["First Citizen:\n", "All:\nSpeak, ", "We are"]:
+        prompt = [2, *chars.encode(text)]
+        assert llama_greedy(llm, prompt, 24, model.config.eos_id) == our_greedy(model, prompt, 24), text
 
 
 @pytest.mark.parametrize("quantization, logits_tolerance", [("f16", 0.05), ("q8_0", 0.2)])

@@ -24,9 +24,17 @@ How our decoder-only model maps onto llama.cpp's (the rules first; the functions
   "gpt2" with tokens, merges and token types (special -> control, other added tokens -> user
   defined, embedding rows past the vocabulary -> unused "[PADn]"), and the pre-tokenizer named
   by what it splits: GPT-2's regex -> "gpt-2", digits first -> "smollm", Llama 3's regex ->
-  "llama-bpe". Other kinds (unigram, word, char) and other pre-tokenizers are refused: llama.cpp
+  "llama-bpe". Other kinds (unigram, word) and other pre-tokenizers are refused: llama.cpp
   could not split text as we do. Our tokenizers NFC-normalise, llama.cpp does not: text that is
   already NFC (almost all) gets the same ids.
+- Character tokenizers whose every regular token is one ASCII character (configs/
+  shakespeare-char.toml's) are the same "gpt2" model with no merges (an empty array: llama.cpp
+  needs the key), each character written as GPT-2's byte symbol for it (space "Ġ", newline "Ċ",
+  printable characters as themselves): llama.cpp splits text into bytes, one byte one token, our
+  character's id. Any other token (a character of 2-4 bytes in UTF-8, or several characters) is
+  refused: llama.cpp would need byte tokens the model does not have. ASCII is its own NFC, so
+  ASCII text gets our ids; a character our vocabulary lacks is <unk> to us and dropped by
+  llama.cpp (its "gpt2" tokenizer has no unknown token).
 - bos/eos/pad/unk ids are the model's; tokenizer.ggml.add_bos_token is decode.json's add_bos (a
   prompt starts with <s> when the model was trained so). The chat template, when the model has
   one, is tokenizer.chat_template.
@@ -41,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import pre_tokenizers
 
 from ..config import ModelConfig
 from ..data.tokenizer import Tokenizer
@@ -194,24 +203,61 @@ def _pre_tokenizer(spec: dict | None) -> str | None:
     return None
 
 
+def _char_pieces(spec: dict, where: Path) -> dict[str, str]:
+    """Our character -> GPT-2's byte symbol for it, for each regular token of a character
+    tokenizer (see the rules), or one ExportError line naming the first token that is not one
+    ASCII character."""
+    split = spec.get("pre_tokenizer") or {}
+    every_char = dict(
+        type="Split", pattern={"Regex": "[\\s\\S]"}, behavior="Isolated", invert=False
+    )
+    if any(split.get(k) != v for k, v in every_char.items()):
+        raise ExportError(
+            f"{where} has a character tokenizer that does not split text into single "
+            "characters: llama.cpp would not read the same tokens; retrain it with "
+            'data.tokenizer = "char" or "bpe" (configs/shakespeare-bpe.toml)'
+        )
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    added = {a["content"] for a in spec.get("added_tokens", [])}
+    pieces = {}
+    for token, _ in sorted(spec["model"]["vocab"].items(), key=lambda item: item[1]):
+        if token in added:
+            continue
+        if len(token) != 1 or not token.isascii():
+            why = (
+                f"is {len(token)} characters"
+                if len(token) != 1
+                else f"is {len(token.encode())} bytes in UTF-8"
+            )
+            raise ExportError(
+                f"{where}'s character tokenizer has the token {token!r}, which {why}: llama.cpp "
+                "would split it into byte tokens the model does not have (only one-byte, ASCII, "
+                'characters export); train with data.tokenizer = "bpe" '
+                "(configs/shakespeare-bpe.toml)"
+            )
+        pieces[token] = byte_level.pre_tokenize_str(token)[0][0]
+    return pieces
+
+
 def vocabulary(tok: Tokenizer, size: int, where: Path) -> dict:
     """tokenizer.ggml.* values (model, pre, tokens, token_type, merges) of a byte-level BPE
-    tokenizer over `size` ids, or one ExportError line saying why llama.cpp cannot tokenize as
-    ours."""
+    tokenizer, or a character one of ASCII characters, over `size` ids, or one ExportError line
+    saying why llama.cpp cannot tokenize as ours."""
     gguf = _gguf()
     spec = json.loads(tok.tokenizer.to_str())
     model = spec["model"]
-    pre = _pre_tokenizer(spec.get("pre_tokenizer"))
-    if tok.kind != "bpe" or model.get("byte_fallback") or pre is None:
+    chars = _char_pieces(spec, where) if tok.kind == "char" else None
+    pre = "gpt-2" if chars is not None else _pre_tokenizer(spec.get("pre_tokenizer"))
+    if chars is None and (tok.kind != "bpe" or model.get("byte_fallback") or pre is None):
         what = (
             f"a {tok.kind} tokenizer"
             if tok.kind != "bpe"
             else "a BPE tokenizer whose pre-tokenizer llama.cpp does not have"
         )
         raise ExportError(
-            f"{where} has {what}: GGUF export writes byte-level BPE tokenizers (GPT-2's), which "
-            'llama.cpp tokenizes as we do; train with data.tokenizer = "bpe" '
-            "(configs/shakespeare-bpe.toml)"
+            f"{where} has {what}: GGUF export writes byte-level BPE tokenizers (GPT-2's) and "
+            "character ones of ASCII text, which llama.cpp tokenizes as we do; train with "
+            'data.tokenizer = "bpe" (configs/shakespeare-bpe.toml)'
         )
     normalizer = (spec.get("normalizer") or {}).get("type")
     if normalizer not in (None, "NFC"):
@@ -232,7 +278,7 @@ def vocabulary(tok: Tokenizer, size: int, where: Path) -> dict:
             tokens.append(f"[PAD{i}]")
             types.append(gguf.TokenType.UNUSED)
         else:
-            tokens.append(token)
+            tokens.append(chars.get(token, token) if chars is not None else token)
             types.append(
                 gguf.TokenType.NORMAL
                 if i not in added
@@ -257,6 +303,20 @@ def _arrays(tensors: dict[str, torch.Tensor], quantization: str, gguf):
             yield name, gguf.quants.quantize(a, q8), q8
         else:
             yield name, a.astype(np.float16), None
+
+
+def _writer(gguf, path: Path, arch: str):
+    """gguf's writer, able to write an empty array (the merges of a character vocabulary): the
+    format allows one, llama.cpp reads it, gguf's writer refuses it."""
+
+    class Writer(gguf.GGUFWriter):
+        def _pack_val(self, val, vtype, add_vtype, sub_type=None) -> bytes:
+            if vtype == gguf.GGUFValueType.ARRAY and sub_type is not None and len(val) == 0:
+                head = self._pack("I", vtype) if add_vtype else b""
+                return head + self._pack("I", sub_type) + self._pack("Q", 0)
+            return super()._pack_val(val, vtype, add_vtype, sub_type)
+
+    return Writer(path, arch)
 
 
 def export_gguf(
@@ -292,7 +352,7 @@ def export_gguf(
 
     tmp = out.with_name(out.name + ".tmp")
     out.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(tmp, arch)
+    w = _writer(gguf, tmp, arch)
     try:
         w.add_name(model_dir.resolve().name)
         w.add_file_type(
@@ -319,7 +379,12 @@ def export_gguf(
         w.add_tokenizer_pre(vocab["pre"])
         w.add_token_list(vocab["tokens"])
         w.add_token_types(vocab["types"])
-        w.add_token_merges(vocab["merges"])
+        w.add_key_value(  # add_token_merges would leave out a character vocabulary's empty list
+            gguf.Keys.Tokenizer.MERGES,
+            vocab["merges"],
+            gguf.GGUFValueType.ARRAY,
+            sub_type=gguf.GGUFValueType.STRING,
+        )
         w.add_bos_token_id(cfg.bos_id)
         w.add_eos_token_id(cfg.eos_id)
         w.add_pad_token_id(cfg.pad_id)
