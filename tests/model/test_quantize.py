@@ -10,6 +10,7 @@ import transformer
 import transformer.runtime.precision as precision_module
 from transformer.config import ConfigError, DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
+from transformer.decoding.beam import beam_search
 from transformer.decoding.pipeline import Pipeline, PipelineError
 from transformer.model import quantize
 from transformer.model.quantize import (
@@ -187,3 +188,8 @@ def test_fused_projections_give_what_the_separate_layers_give(precision, monkeyp
     got, want = (transformer.sample(m, prompts, max_new_tokens=12, temperature=0.0, min_new_tokens=12)
                  for m in (fused, separate))
     assert torch.equal(got, want)
+    # beam search: the beams' queries go through the prefix-tree cache's path
+    got, want = (beam_search(m, prompts, beam_size=3, max_len_a=0, max_len_b=10, n_best=3, return_scores=True)
+                 for m in (fused, separate))
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)

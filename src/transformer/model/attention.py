@@ -186,9 +186,6 @@ class MultiHeadAttention(nn.Module):
         """(B, S, C) -> keys (B, K, S, D), values (B, K, S, Dv); keys rotated when rotary is set.
         values (B, S, C): project the values from this instead of source (DETR's keys carry the
         positions, its values do not)."""
-        if self.qkv_proj is not None and values is None:
-            _, k, v = self.project_qkv(source, positions, queries=False)
-            return k, v
         k = self._split(linear(self.k_proj, source), self.n_kv_heads)
         v = self._split(linear(self.v_proj, source if values is None else values), self.n_kv_heads)
         if self.rotary is not None:
@@ -196,18 +193,17 @@ class MultiHeadAttention(nn.Module):
         return k, v
 
     def project_qkv(
-        self, x: torch.Tensor, positions: torch.Tensor | None = None, queries: bool = True
-    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """Self-attention's (B, T, C) -> queries (B, H, T, D) (None unless `queries`), keys and
-        values (B, K, T, D) from one product (qkv_proj, made by fuse_projections), rotated as
-        attend and project_kv rotate them."""
+        self, x: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's (B, T, C) -> queries (B, H, T, D), keys and values (B, K, T, D) from
+        one product (qkv_proj, made by fuse_projections), rotated as attend and project_kv rotate
+        them."""
         widths = (self.n_heads * self.qk_dim, self.n_kv_heads * self.qk_dim)
         q, k, v = linear(self.qkv_proj, x).split([*widths, self.n_kv_heads * self.head_dim], -1)
+        q = self._split(q, self.n_heads)
         k, v = self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
-        q = self._split(q, self.n_heads) if queries else None
         if self.rotary is not None:
-            k = self.rotary(k, positions)
-            q = None if q is None else self.rotary(q, positions)
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 
     def attend(

@@ -231,9 +231,9 @@ class DecoderLayer(nn.Module):
         tree: int = 1,
         bias=None,
     ):
-        q = None
-        if self.self_attn.qkv_proj is not None and tree == 1:
-            q, k, v = self.self_attn.project_qkv(h, positions)  # one product
+        q = None  # queries already projected (fused q/k/v: one product), else attend projects them
+        if self.self_attn.qkv_proj is not None:
+            q, k, v = self.self_attn.project_qkv(h, positions)
         else:
             k, v = self.self_attn.project_kv(h, positions)  # (B, K, T, D)
         if tree > 1:
@@ -241,6 +241,8 @@ class DecoderLayer(nn.Module):
             # the G queries attend together over the sentence's cells; the mask picks each path.
             b, _, c = h.shape  # one new token per beam
             n, heads = b // tree, k.shape[1]
+            if q is not None:  # (B, H, 1, D) -> (N, H, G, D), as attend would project h below
+                q = q.reshape(n, tree, q.shape[1], q.shape[3]).transpose(1, 2)
             k, v = cache.append(
                 k.reshape(n, tree, heads, k.shape[3]).transpose(1, 2),
                 v.reshape(n, tree, heads, v.shape[3]).transpose(1, 2),
@@ -253,6 +255,7 @@ class DecoderLayer(nn.Module):
                 positions=positions.reshape(n, tree),
                 need_weights=need_weights,
                 bias=bias,
+                q=q,
             )
             return out.reshape(b, 1, c), weights
         if cache is not None:

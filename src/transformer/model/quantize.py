@@ -188,10 +188,10 @@ def quantize_weights(model: nn.Module, bits: int) -> nn.Module:
 
 def fuse_projections(model: nn.Module, bits: int) -> None:
     """Products that read one input, made one (in place), so that a decoding step calls fewer
-    kernels: a gated feed-forward's W1 and W3 (they are replaced), and self-attention's
-    W^Q, W^K, W^V (qkv_proj, used by the decoder's self-attention; the three stay for the paths
-    that project queries and keys apart). Rows are stacked, so each output is what its own
-    layer would give: quantization is per row (8 bits) or per group of inputs (4 bits)."""
+    kernels: a gated feed-forward's W1 and W3 (they are replaced), and self-attention's W^Q,
+    W^K, W^V (qkv_proj, used by the decoder's self-attention at every step, beam trees included;
+    the three stay for the module's own forward). Rows are stacked, so each output is what its
+    own layer would give: quantization is per row (8 bits) or per group of inputs (4 bits)."""
     from .attention import MultiHeadAttention
     from .layers import DecoderLayer, FeedForward
 
