@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..interop.hf.common import bias_or_zeros
 from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
 from . import ExportError
 from .gguf_vocab import vocabulary
@@ -141,8 +142,7 @@ def _gpt2_tensors(w: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, tor
     """Our state dict -> llama.cpp's "gpt2" tensor names; missing biases as zeros."""
 
     def bias(name: str) -> torch.Tensor:
-        weight = w[f"{name}.weight"]
-        return w.get(f"{name}.bias", torch.zeros(weight.shape[0], dtype=weight.dtype))
+        return bias_or_zeros(w, name)
 
     t = {
         "token_embd.weight": w["decoder.embed.tokens.weight"],

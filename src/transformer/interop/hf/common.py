@@ -144,3 +144,10 @@ def bart_layer_pairs(
                 pairs.append((f"{ours}.feed_forward.w2.{p}", f"{theirs}.fc2.{p}"))
                 pairs.append((f"{ours}.{ffn_norm}.{p}", f"{theirs}.final_layer_norm.{p}"))
     return pairs
+
+
+def bias_or_zeros(weights: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+    """A layer's bias from a state dict; zeros where it has none (bias = false): the same outputs
+    in a target whose layers always have one (GPT-2's)."""
+    weight = weights[f"{name}.weight"]
+    return weights.get(f"{name}.bias", torch.zeros(weight.shape[0], dtype=weight.dtype))

@@ -16,6 +16,7 @@ from ...model.transformer import DecoderOnly
 from .common import (
     activation_from_hf,
     activation_to_hf,
+    bias_or_zeros,
     first_id,
     load_weights,
     require,
@@ -195,11 +196,7 @@ def to_hf(model: DecoderOnly):
     ours = weights_of(model)
 
     def bias(name: str) -> torch.Tensor:
-        """Our layer's bias; zeros where it has none (bias = false): the same outputs in GPT-2's
-        layers, which always have one."""
-        if f"{name}.bias" in ours:
-            return ours[f"{name}.bias"]
-        return torch.zeros(ours[f"{name}.weight"].shape[0], dtype=ours[f"{name}.weight"].dtype)
+        return bias_or_zeros(ours, name)
 
     t = {
         "transformer.wte.weight": ours["decoder.embed.tokens.weight"],
