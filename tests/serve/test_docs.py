@@ -4,8 +4,6 @@ API's operations."""
 
 import re
 import shutil
-import threading
-import time
 
 import pytest
 
@@ -50,26 +48,15 @@ def test_docs_render_the_operations_in_chromium_with_every_other_host_blocked():
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="playwright is not installed: pip install playwright"
     )
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip(
             "Debian's chromium is not installed (apt-get install -y chromium): the page test needs a browser"
         )
-    from tests.serve.test_serve import free_port
+    from tests.serve.test_serve import running
 
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(None, ServeConfig()), host="127.0.0.1", port=port, log_level="warning"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
+    with running(create_app(None, ServeConfig())) as port:
         own, blocked = f"http://127.0.0.1:{port}/", []
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(
@@ -95,6 +82,3 @@ def test_docs_render_the_operations_in_chromium_with_every_other_host_blocked():
             path in text for path in ("/v1/translate", "/v1/generate", "/v1/classify", "/health")
         ), text
         assert blocked == []  # it did not even try another host
-    finally:
-        server.should_exit = True
-        thread.join(10)

@@ -3,8 +3,6 @@ string or a list q, JSON or a form, html, auto + detectedLanguage, alternatives)
 ({"error"}: a pair not served, a missing field, the key), /languages, the same answers as
 /v1/translate in both batching modes, and libretranslatepy's client against a running server."""
 
-import threading
-import time
 from collections import Counter
 
 import pytest
@@ -229,18 +227,10 @@ def test_libretranslatepy_talks_to_the_server(mt):
     api = pytest.importorskip(
         "libretranslatepy", reason="libretranslatepy is not installed: pip install libretranslatepy"
     )
-    uvicorn = pytest.importorskip("uvicorn")
-    from tests.serve.test_serve import free_port
+    pytest.importorskip("uvicorn")
+    from tests.serve.test_serve import running
 
-    port = free_port()
-    app = create_app(mt, ServeConfig(api_key="k3y", **PAIR))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
+    with running(create_app(mt, ServeConfig(api_key="k3y", **PAIR))) as port:
         lt = api.LibreTranslateAPI(f"http://127.0.0.1:{port}", api_key="k3y")
         assert lt.languages() == [{"code": "es", "name": "Spanish", "targets": ["en"]},
                                   {"code": "en", "name": "English", "targets": []}]
@@ -254,6 +244,3 @@ def test_libretranslatepy_talks_to_the_server(mt):
         with pytest.raises(urllib.error.HTTPError) as refused:
             api.LibreTranslateAPI(f"http://127.0.0.1:{port}", api_key="no").translate("hola", "es", "en")
         assert refused.value.code == 403
-    finally:
-        server.should_exit = True
-        thread.join(10)

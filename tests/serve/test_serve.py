@@ -1,6 +1,7 @@
 """`transformer serve`: every endpoint, every error status, the API key, batching equality, streaming,
 cancellation and a graceful shutdown with a request in flight."""
 
+import contextlib
 import json
 import os
 import signal
@@ -364,6 +365,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def running(app):
+    """`app` served by uvicorn on a free loopback port, on a thread of its own; yields the port."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 def wait_healthy(port: int, process: subprocess.Popen, seconds: float = 60) -> None:
     import httpx
 
@@ -432,17 +452,9 @@ def test_cli_refuses_bad_flags_and_warns_on_a_public_address(dirs, tmp_path, cap
 
 def test_a_client_that_goes_away_stops_costing_work(mt):
     import httpx
-    import uvicorn
 
-    port = free_port()
     app = create_app(mt, ServeConfig())
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with running(app) as port:
         state = app.state.serve
         gate = threading.Event()
         state.worker.submit(Job("hold", run=gate.wait))
@@ -457,9 +469,6 @@ def test_a_client_that_goes_away_stops_costing_work(mt):
         assert 'endpoint="/v1/translate",status="499"' in metrics
         assert "transformer_lines_translated_total 0" in metrics  # ... and was never decoded
         assert "transformer_queue_wait_seconds_count 0" in metrics  # nothing joined a batch
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_metrics_count_every_endpoint_by_name(classifiers):
