@@ -18,6 +18,13 @@ reads it whole, `.write(path)` writes it (every file atomically, files.py). `sav
                          characters (data/pixels.py)
     README.md            a short note saying how the model was made (when its writer gave one)
 
+A model fine-tuned with LoRA adapters (train.lora) holds, in place of model.safetensors, only what
+it trained: adapter.safetensors (the adapters, and any new head) and adapter.json (the LoRA
+settings, the base model directory it adapts and the SHA-256 of that directory's
+model.safetensors; model/lora.py's Adapter). Reading it reads the base's weights first, checked
+against that SHA-256, then the adapters; `load_model` folds them into the weights (merge_lora)
+unless asked not to (a resumed run keeps training them).
+
 These file names are defined here and nowhere else. This module sits above `model/` and `data/`,
 so that neither imports the other: `model/io.py` knows config and weight files, and
 `data/tokenizer.py` tokenizer files, but neither knows a directory.
@@ -25,18 +32,29 @@ so that neither imports the other: `model/io.py` knows config and weight files, 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from .config import ConfigError, DecodeConfig, ModelConfig
 from .data.pixels import ImageTokens, PixelTokenError
 from .data.tokenizer import Tokenizer, TokenizerError
-from .files import atomic_write_text
-from .model.io import ModelFileError, read_config, read_weights, write_config, write_weights
+from .files import atomic_write, atomic_write_text
+from .model.io import (
+    ModelFileError,
+    read_config,
+    read_tensors,
+    read_weights,
+    unique_state_dict,
+    write_config,
+    write_weights,
+)
+from .model.lora import Adapter, add_lora, merge_lora
 from .model.transformer import Model
 
 CONFIG_FILE = "config.json"
@@ -54,8 +72,12 @@ SPEECH_FILE = "speech.json"
 SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
 PIXELS_FILE = "pixels.json"
 README_FILE = "README.md"
+ADAPTER_FILE = "adapter.json"
+ADAPTER_WEIGHTS_FILE = "adapter.safetensors"
 
 __all__ = [
+    "ADAPTER_FILE",
+    "ADAPTER_WEIGHTS_FILE",
     "CHAT_TEMPLATE_FILE",
     "CONFIG_FILE",
     "DECODE_FILE",
@@ -195,14 +217,80 @@ def save_model(
 
 
 def save_weights(model: Model, path: str | os.PathLike) -> Path:
-    """Write config.json and model.safetensors into the directory `path` (created if needed)."""
+    """Write config.json and model.safetensors into the directory `path` (created if needed); for
+    a model with LoRA adapters (model.adapter), adapter.json and adapter.safetensors instead of
+    model.safetensors."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ModelFileError(f"{path} is a file: pass a directory to write the model into")
     path.mkdir(parents=True, exist_ok=True)
-    write_weights(model, path / WEIGHTS_FILE)
+    adapter = getattr(model, "adapter", None)
+    if adapter is None:
+        write_weights(model, path / WEIGHTS_FILE)
+    else:
+        tensors = unique_state_dict(model)
+        trained = {name: tensors[name].cpu() for name in adapter.trained}
+        atomic_write(
+            path / ADAPTER_WEIGHTS_FILE,
+            lambda tmp: save_file(trained, tmp, metadata={"format": "pt"}),
+        )
+        _write_json(path / ADAPTER_FILE, adapter.to_dict(), indent=2)
     write_config(model.config, path / CONFIG_FILE)
     return path
+
+
+def weights_sha256(file: str | os.PathLike) -> str:
+    """The SHA-256 of a weights file (what names an adapter's base model)."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def base_weights(base: str | os.PathLike) -> Path:
+    """The model.safetensors of a base model directory for LoRA, or the error that says why it
+    cannot be one."""
+    path = Path(base)
+    if (path / ADAPTER_FILE).is_file():
+        raise ModelFileError(
+            f"{path} holds LoRA adapters itself: adapt a model with its weights whole; write one "
+            f"with transformer export {path} --to dir --out MERGED_DIR"
+        )
+    file = path / WEIGHTS_FILE
+    if not file.is_file():
+        raise ModelFileError(f"{file} not found: the base model of the adapters must be there")
+    return file
+
+
+def _read_adapted(path: Path, config: ModelConfig) -> Model:
+    """The model of a LoRA model directory (adapter.json, adapter.safetensors): the base's weights
+    (checked against the recorded SHA-256), the adapters added, the adapter's tensors loaded; only
+    the trained tensors require gradients."""
+    try:
+        adapter = Adapter.from_dict(_read_json(path / ADAPTER_FILE, "an adapter record"))
+    except (KeyError, TypeError, ConfigError) as e:
+        raise ModelFileError(f"{path / ADAPTER_FILE} is not a valid adapter record ({e})") from None
+    file = base_weights(adapter.base)
+    if weights_sha256(file) != adapter.base_sha256:
+        raise ModelFileError(
+            f"{file} has changed since the adapters in {path} were trained on it (its SHA-256 "
+            f"differs from {ADAPTER_FILE}'s): put the original base model back at {adapter.base}"
+        )
+    trained = read_tensors(path / ADAPTER_WEIGHTS_FILE)
+    tensors = {k: v for k, v in read_tensors(file).items() if k not in trained}
+    model = read_weights(
+        config,
+        path / ADAPTER_WEIGHTS_FILE,
+        path / CONFIG_FILE,
+        tensors=tensors | trained,
+        prepare=lambda m: add_lora(m, adapter.lora),
+        optional=set(tensors),  # the base may hold more: a head the task replaced
+    )
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name in adapter.trained)
+    model.adapter = adapter
+    return model
 
 
 def load_config(path: str | os.PathLike) -> ModelConfig:
@@ -232,22 +320,31 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
     return read_config(file)
 
 
-def load_weights(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+def load_weights(
+    path: str | os.PathLike, device: str | torch.device = "cpu", merge: bool = True
+) -> Model:
     """Build the model from config.json and load model.safetensors, checking every name and
-    shape (model/io.read_weights); in eval mode on `device`."""
+    shape (model/io.read_weights); in eval mode on `device`. A LoRA model directory reads its base
+    model's weights and its adapters, folded into the weights unless merge is false."""
     path = Path(path)
     config = load_config(path)
+    if (path / ADAPTER_FILE).is_file():
+        model = _read_adapted(path, config)
+        return (merge_lora(model) if merge else model).to(device).eval()
     file = path / WEIGHTS_FILE
     if not file.is_file():
         raise ModelFileError(f"{file} not found: the model directory has a config but no weights")
     return read_weights(config, file, path / CONFIG_FILE).to(device).eval()
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> Model:
+def load_model(
+    path: str | os.PathLike, device: str | torch.device = "cpu", merge: bool = True
+) -> Model:
     """The model of the model directory `path` (config.json + model.safetensors, every name and
     shape checked), in eval mode on `device`. Its tokenizers are load_tokenizers', its decoding
-    defaults load_decode_config's; ModelDir.read reads them all."""
-    return load_weights(path, device)
+    defaults load_decode_config's; ModelDir.read reads them all. LoRA adapters are folded into the
+    weights (merge=False: kept apart, as a resumed run trains them)."""
+    return load_weights(path, device, merge)
 
 
 def save_tokenizers(

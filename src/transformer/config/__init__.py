@@ -29,6 +29,7 @@ from .families import (
     RelativeBiasConfig,
     VisionConfig,
 )
+from .lora import LORA_TARGETS, LoraConfig
 from .model import ACTIVATIONS, ARCHS, ATTENTION_IMPLS, GATED_ACTIVATIONS, POSITIONALS, ModelConfig
 from .presets import PRESETS, cpu_small, cpu_tiny, paper_base, paper_big
 from .run import (
@@ -57,6 +58,8 @@ from .sizing import SizingConfig
 from .toml import build_run_config, load_config, parse_override, with_overrides
 
 __all__ = [
+    "LORA_TARGETS",
+    "LoraConfig",
     "ANSWER_SETTINGS",
     "ACTIVATIONS",
     "API_KEY_ENV",

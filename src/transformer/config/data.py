@@ -63,6 +63,7 @@ TRAINING_DATA = {
     "train_pairs": "text-to-text",
     "train_text": "language model, masked-LM, span corruption",
     "train_tsv": "text classification",
+    "train_chat": "chat fine-tuning",
     "train_images": "image classification",
     "train_squad": "question answering",
     "train_audio": "speech recognition",

@@ -8,9 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import ConfigError, check_settings, check_types, setting
+from .checks import ConfigError, check_settings, check_types, from_values, setting
 from .data import DataConfig
 from .decode import DecodeConfig
+from .lora import LoraConfig
 from .model import ModelConfig
 from .sizing import SizingConfig
 
@@ -33,6 +34,7 @@ OBJECTIVES = (
     "image_lm",
     "contrastive",
     "caption",
+    "chat",
 )
 OBJECTIVE_ARCHS = {
     "seq2seq": "encoder-decoder",
@@ -46,6 +48,7 @@ OBJECTIVE_ARCHS = {
     "image_lm": "decoder",
     "contrastive": "encoder",
     "caption": "encoder-decoder",
+    "chat": "decoder",
 }
 """The model family each objective trains."""
 OBJECTIVE_DATA = {
@@ -60,6 +63,7 @@ OBJECTIVE_DATA = {
     "image_lm": ("train_images",),
     "contrastive": ("train_images",),
     "caption": ("train_images",),
+    "chat": ("train_chat",),
 }
 """The [data] keys each objective trains on (one of them set; translation's train_src goes with
 train_tgt)."""
@@ -108,8 +112,9 @@ class TrainConfig:
     Image GPT: arch = "decoder", on train_images) or "contrastive" (a text-image dual encoder,
     CLIP: arch = "encoder" with model.vision and model.contrastive, on train_images, each image's
     text its label) or "caption" (image captioning: arch = "encoder-decoder" with model.vision, on
-    train_images, each image's text its label). None: from the data and arch (see
-    RunConfig.objective)."""
+    train_images, each image's text its label) or "chat" (supervised fine-tuning of a chat model,
+    train.init_from, on train_chat: the loss on the assistant's turns). None: from the data and
+    arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""
@@ -120,6 +125,10 @@ class TrainConfig:
     init_from: str | None = None
     """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
     takes only its head from [model]: pooling, pooler; the head is new)."""
+    lora: LoraConfig | None = None
+    """LoRA adapters ([train.lora], with init_from): the pretrained weights stay frozen and only
+    low-rank updates of the chosen products (and any new head) are trained and saved; the run's
+    model directories hold the adapters and name the base model (see transformer.model.lora)."""
     freeze_encoder: bool = False
     """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
     schedule: str = setting("inverse_sqrt", choices=SCHEDULES)
@@ -189,6 +198,12 @@ class TrainConfig:
     marks the shapes dynamic, spend time compiling. Measured per device in docs/benchmarks.md."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):  # from TOML / JSON
+            object.__setattr__(self, "lora", from_values(LoraConfig, self.lora, "train.lora"))
+        if self.lora is not None and not isinstance(self.lora, LoraConfig):
+            raise ConfigError(
+                f"train.lora={self.lora!r} is not valid: give a [train.lora] table or a LoraConfig"
+            )
         check_types(self, "train")
         check_settings(self, "train")
         if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
@@ -283,6 +298,11 @@ class RunConfig:
                 "train.pad_to_max is for objective speech with train.init_from (it overrides the "
                 "pretrained model's); a model trained from scratch sets model.audio.pad_to_max"
             )
+        if self.train.init_from is None and (self.train.lora is not None or objective == "chat"):
+            what = "train.lora adapts" if self.train.lora is not None else "objective chat tunes"
+            raise ConfigError(
+                f"{what} a pretrained model: set train.init_from to its model directory"
+            )
         if self.train.freeze_encoder and self.train.init_from is None:
             raise ConfigError(
                 'train.freeze_encoder is for objective = "classify" with train.init_from '
@@ -343,6 +363,8 @@ class RunConfig:
             return "classify"
         if self.data.train_squad is not None:
             return "qa"
+        if self.data.train_chat is not None:
+            return "chat"
         if self.data.train_audio is not None:
             return "speech"
         if self.data.train_detection is not None:

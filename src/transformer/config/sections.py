@@ -62,6 +62,13 @@ class TextData:
     mixture of tasks named by a prefix of the input, as `transformer data bible-t2t` writes)."""
     valid_pairs: str | None = None
     """Text-to-text validation pairs (optional), as train_pairs."""
+    train_chat: str | None = None
+    """Conversations to fine-tune a chat model on (objective chat, with train.init_from): JSONL, one
+    {"messages": [{"role": "system" | "user" | "assistant", "content": ...}, ...]} per line (the
+    OpenAI and Hugging Face format), rendered with the model's chat template; the loss is on the
+    assistant's turns only."""
+    valid_chat: str | None = None
+    """Validation conversations (optional), as train_chat."""
     pack: bool | None = None
     """Language models: read the text as one token stream (each document <s> ... </s>, see
     documents) cut into blocks of block_size tokens, as GPT-style trainers do, so context crosses
@@ -93,6 +100,7 @@ class TextData:
             (
                 ("train_text", "valid_text"),
                 ("train_tsv", "valid_tsv"),
+                ("train_chat", "valid_chat"),
                 ("train_pairs", "valid_pairs"),
             ),
         )

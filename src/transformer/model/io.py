@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -66,9 +67,30 @@ def read_config(file: Path) -> ModelConfig:
         raise ModelFileError(f"{file}: {e}") from None
 
 
-def read_weights(config: ModelConfig, file: Path, config_file: Path) -> Model:
-    """Build the model of `config` and load the safetensors `file` into it, checking every name
-    and shape (errors name `file` and `config_file`).
+def read_tensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors `file`, with an error that names it."""
+    try:
+        return load_file(file)
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise ModelFileError(
+            f"{file} cannot be read ({e}): the file is truncated or corrupted; "
+            "re-save or re-copy it"
+        ) from None
+
+
+def read_weights(
+    config: ModelConfig,
+    file: Path,
+    config_file: Path,
+    tensors: dict[str, torch.Tensor] | None = None,
+    prepare: Callable[[Model], None] | None = None,
+    optional: set[str] = frozenset(),
+) -> Model:
+    """Build the model of `config` and load the safetensors `file` into it (or `tensors`, read
+    from where `file` names), checking every name and shape (errors name `file` and
+    `config_file`); `prepare(model)` changes the built model before its names are checked (LoRA
+    adds its adapters); tensors named in `optional` are dropped when the model has no such
+    parameter.
 
     The model is built without random initialisation (its parameters are placeholders) and the
     loaded tensors become its parameters as they are, without a copy (weights stored in another
@@ -76,16 +98,14 @@ def read_weights(config: ModelConfig, file: Path, config_file: Path) -> Model:
     parameters are tied again. Buffers computed from the config (sinusoids, RoPE) are built as
     usual. The model is on the CPU, in training mode.
     """
-    try:
-        tensors = load_file(file)
-    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
-        raise ModelFileError(
-            f"{file} cannot be read ({e}): the file is truncated or corrupted; "
-            "re-save or re-copy it"
-        ) from None
+    if tensors is None:
+        tensors = read_tensors(file)
     with _SkipInit():
         model = build_model(config)
+        if prepare is not None:
+            prepare(model)
     expected = unique_state_dict(model)
+    tensors = {k: v for k, v in tensors.items() if k in expected or k not in optional}
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 
-from ..config import ConfigError, RunConfig
+from ..config import ConfigError, LoraConfig, RunConfig
 from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
 from ..model.io import ModelFileError
+from ..model.lora import Adapter, add_lora
 from ..model.transformer import Model
-from ..model_dir import load_model
+from ..model_dir import base_weights, load_model, weights_sha256
 from ..runtime.allocator import keep_freed_memory, release_freed_memory
 from ..runtime.precision import (
     AttentionChoice,
@@ -182,19 +184,38 @@ def _model(
     """The model to train, in training mode: the checkpoint's, or the objective's new (or
     init_from) one."""
     if checkpoint is not None:
-        try:
-            model = load_model(checkpoint, device=device)
+        try:  # LoRA adapters stay apart: the run trains them on
+            model = load_model(checkpoint, device=device, merge=False)
         except ModelFileError as e:  # a damaged checkpoint: the one before it can still be resumed
             raise ModelFileError(
                 f"{e}; or delete {checkpoint} to resume from the checkpoint before it"
             ) from None
     else:
         model = task.new_model().to(device)
+        if config.train.lora is not None:
+            adapt(model, config.train.lora, config.train.init_from)
     if config.train.freeze_encoder:  # a pretrained encoder under a new head: only the head learns
         model.encoder.requires_grad_(False)
     model.train()
     task.bind(model)
     return model
+
+
+def adapt(model: Model, lora: LoraConfig, base: str) -> None:
+    """Add LoRA adapters to a model fine-tuned from `base` (in place; model/lora.py): every weight
+    of the base is frozen, the adapters and any head the task added (a tensor the base does not
+    hold) are trained, and model.adapter names them and the base."""
+    file = base_weights(base)
+    with safe_open(file, "pt") as f:
+        pretrained = set(f.keys())
+    model.requires_grad_(False)
+    add_lora(model, lora)
+    trained = []
+    for name, parameter in model.named_parameters():
+        if "lora_" in name.rsplit(".", 1)[-1] or name not in pretrained:
+            parameter.requires_grad_(True)
+            trained.append(name)
+    model.adapter = Adapter(lora, str(Path(base).resolve()), weights_sha256(file), tuple(trained))
 
 
 def _precision(
