@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..data.chat import render_chat
 from .inputs import PipelineError
 
 
@@ -13,17 +14,4 @@ def apply_chat_template(chat: dict | None, messages: list[dict]) -> str:
             "this model has no chat template (chat_template.json): drop --chat, or import a "
             "chat model with transformer import-hf"
         )
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message):
-        raise TemplateError(message)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = raise_exception
-    return env.from_string(chat["chat_template"]).render(
-        messages=messages,
-        add_generation_prompt=True,
-        bos_token=chat.get("bos_token") or "",
-        eos_token=chat.get("eos_token") or "",
-    )
+    return render_chat(chat, messages, add_generation_prompt=True)

@@ -144,18 +144,22 @@ class DecoderOnly(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         last_only: bool = False,
+        positions: torch.Tensor | None = None,
     ):
         """ids (B, T), attention_mask (B, T) (None = no padding) -> logits (B, T, V).
 
         With a cache, ids are the new tokens only (a left-padded prompt first, then one token per
         step). last_only: logits (B, 1, V) of the last position only (a prompt's next token),
-        skipping the output layer for the others.
+        skipping the output layer for the others. positions (B, T) bool: logits (N, V) of the N
+        positions marked only (the ones a loss reads: a chat's assistant turns), in row order.
         """
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
         hidden = _output_scale(self.config, out[0] if need_weights else out)
         if last_only:
             hidden = hidden[:, -1:]
+        if positions is not None:
+            hidden = hidden[positions]  # (N, C)
         if need_weights:
             return linear(self.lm_head, hidden), out[1]
         return linear(self.lm_head, hidden)

@@ -1,5 +1,6 @@
 """Language modelling: a decoder trained on the next token, on packed text (GPT-style blocks) or
-one example per line; run by `generate` (and the OpenAI API), scored by perplexity
+one example per line, or a chat model fine-tuned on conversations (objective chat: the loss on the
+assistant's turns); run by `generate` (and the OpenAI API), scored by perplexity
 (`evaluate --text`)."""
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ def runs(model: ModelConfig, pixels: bool) -> bool:
 
 def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     from ..training.corpora import prepare_data
-    from ..training.objectives import PackedLM, Seq2Seq
+    from ..training.objectives import ChatSFT, PackedLM, Seq2Seq
 
+    if config.objective == "chat":
+        return ChatSFT(config, run_dir, dist, say, resume)
     if config.packed:
         return PackedLM(config, run_dir, dist, say, resume)
     return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
@@ -27,7 +30,7 @@ TASK = Task(
     name="language-modelling",
     summary="language modelling: continue a text, or chat with a chat template",
     described="a language model",
-    objectives=("lm",),
+    objectives=("lm", "chat"),
     family="decoder",
     runs=runs,
     prepare=prepare,

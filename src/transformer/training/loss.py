@@ -50,12 +50,15 @@ def _smoothed_sums(
     epsilon: float,
     pad_id: int,
     grad: torch.Tensor | None,
+    ignore_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """logits (N, V), target (N,) -> (summed smoothed loss, summed NLL) over non-padding rows, in
     float32.
 
     With grad (N, V) given, also writes d(smoothed sum)/d logits into it (zero on padding rows).
+    ignore_id: the target that marks a row as padding (None: pad_id; -1: none is).
     """
+    ignore_id = pad_id if ignore_id is None else ignore_id
     n, vocab = logits.shape
     other = epsilon / (vocab - 2) if epsilon > 0 else 0.0
     rows = n if logits.device.type != "cpu" else max(1, CHUNK_ELEMENTS // vocab)
@@ -66,7 +69,7 @@ def _smoothed_sums(
         # (R, V) worked on in place: the logits themselves when they are to become the gradient
         x = logits[a : a + rows] if in_place else logits[a : a + rows].to(torch.float32, copy=True)
         t = target[a : a + rows]  # (R,)
-        keep = (t != pad_id).float()  # (R,)
+        keep = (t != ignore_id).float()  # (R,)
         x_t = x.gather(1, t[:, None]).squeeze(1)  # (R,)
         peak = x.amax(dim=1)  # (R,)
         if epsilon > 0:
@@ -102,6 +105,7 @@ def _smoothed_rows(
     epsilon: float,
     pad_id: int,
     weight: torch.Tensor | None = None,
+    ignore_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """_smoothed_sums with its gradient, in whole-tensor operations only (no chunks, nothing in
     place), for torch.compile to fuse: on a GPU, where the chunked loop is about ten passes over
@@ -112,7 +116,7 @@ def _smoothed_rows(
     vocab = logits.size(1)
     other = epsilon / (vocab - 2) if epsilon > 0 else 0.0
     x = logits.float()  # (N, V)
-    keep = (target != pad_id).float()  # (N,)
+    keep = (target != (pad_id if ignore_id is None else ignore_id)).float()  # (N,)
     peak = x.amax(dim=1, keepdim=True)  # (N, 1)
     e = torch.exp(x - peak)
     total = e.sum(dim=1, keepdim=True)
@@ -135,14 +139,14 @@ def _smoothed_rows(
 _compiled_rows = None
 
 
-def _fused_rows(logits, target, epsilon, pad_id, weight=None):
+def _fused_rows(logits, target, epsilon, pad_id, weight=None, ignore_id=None):
     """_smoothed_rows through torch.compile (compiled once, for any number of rows)."""
     global _compiled_rows
     if _compiled_rows is None:
         _compiled_rows = torch.compile(_smoothed_rows, dynamic=True)
     if weight is None:
-        return _compiled_rows(logits, target, epsilon, pad_id)
-    return _compiled_rows(logits, target, epsilon, pad_id, weight)
+        return _compiled_rows(logits, target, epsilon, pad_id, None, ignore_id)
+    return _compiled_rows(logits, target, epsilon, pad_id, weight, ignore_id)
 
 
 FUSED_DEVICES = ("cuda",)
@@ -200,22 +204,28 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx, logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad_id: int, consume: bool
+        ctx,
+        logits: torch.Tensor,
+        target: torch.Tensor,
+        epsilon: float,
+        pad_id: int,
+        consume: bool,
+        ignore_id: int,
     ):
         ctx.folded, ctx.exact = None, False
         if logits.device.type in FUSED_DEVICES:
             scale, weight = _folded_scale[-1], None
             if scale is not None:  # (N,) the folded scale on real rows, 0 on padding
-                weight = (target != pad_id).float().mul_(scale)
+                weight = (target != ignore_id).float().mul_(scale)
                 ctx.folded = scale
-            loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id, weight)
+            loss, nll, ctx.grad = _fused_rows(logits, target, epsilon, pad_id, weight, ignore_id)
             ctx.mark_non_differentiable(nll)
             return loss, nll
         # (N, V) d loss / d logits, in the logits' dtype: written over the logits when the caller
         # consumes them (no second (N, V) buffer, no copy); an operation that saved the logits for
         # its own backward would then fail loudly there (autograd's version check), never silently
         ctx.grad = logits if consume else torch.empty_like(logits)
-        loss, nll = _smoothed_sums(logits, target, epsilon, pad_id, ctx.grad)
+        loss, nll = _smoothed_sums(logits, target, epsilon, pad_id, ctx.grad, ignore_id)
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
@@ -228,10 +238,10 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 "compute the loss again for a second backward pass"
             )
         if ctx.exact:  # backward_scaled: the folded scale is the whole factor
-            return grad, None, None, None, None
+            return grad, None, None, None, None, None
         if ctx.folded is not None:  # folded, then scaled otherwise: undo the fold in the factor
             grad_loss = grad_loss / ctx.folded
-        return grad.mul_(grad_loss), None, None, None, None
+        return grad.mul_(grad_loss), None, None, None, None, None
 
 
 def label_smoothed_cross_entropy(
@@ -241,6 +251,7 @@ def label_smoothed_cross_entropy(
     pad_id: int,
     n_tokens: int | None = None,
     consume_logits: bool = False,
+    ignore_id: int | None = None,
 ) -> LossSums:
     """logits (B, T, V) or (N, V), target (B, T) or (N,) -> summed losses over non-padding
     targets.
@@ -249,7 +260,11 @@ def label_smoothed_cross_entropy(
     the CPU); else it is counted here, which on a GPU waits for the forward pass to finish.
     consume_logits: the caller has no further use for the logits, so on the CPU the gradient is
     written over them (a training step's logits are tens of MB: no copy of them, no second
-    buffer); they then hold the gradient, not the logits."""
+    buffer); they then hold the gradient, not the logits.
+    ignore_id: the target that marks padding rows (None: pad_id; -1: no row is padding, as when the
+    caller has picked the rows and the padding id is a real token, a chat model's end of turn).
+    pad_id's column still takes no share of the smoothing."""
+    ignore_id = pad_id if ignore_id is None else ignore_id
     vocab = logits.size(-1)
     if epsilon > 0 and vocab <= 2:
         raise ValueError(f"label smoothing needs a vocabulary of more than 2 tokens, got {vocab}")
@@ -257,10 +272,10 @@ def label_smoothed_cross_entropy(
     flat = logits.reshape(-1, vocab)  # (N, V)
     if torch.is_grad_enabled() and logits.requires_grad:
         loss, nll = _SmoothedCrossEntropy.apply(
-            flat, target, float(epsilon), pad_id, consume_logits
+            flat, target, float(epsilon), pad_id, consume_logits, ignore_id
         )
     else:
-        loss, nll = _smoothed_sums(flat.detach(), target, float(epsilon), pad_id, None)
+        loss, nll = _smoothed_sums(flat.detach(), target, float(epsilon), pad_id, None, ignore_id)
     if n_tokens is None:
-        n_tokens = int((target != pad_id).sum().item())
+        n_tokens = int((target != ignore_id).sum().item())
     return LossSums(loss, nll, n_tokens)

@@ -13,6 +13,8 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - image_lm.py: image_lm, images generated pixel by pixel by a decoder (Image GPT); best/ by loss.
 - contrastive.py: contrastive, a text-image dual encoder on images and their names (CLIP); best/
   by validation zero-shot accuracy.
+- chat.py: chat, supervised fine-tuning of a chat model on conversations, the loss on the
+  assistant's turns; best/ by loss.
 - caption.py: caption, image captioning (model.vision under a text decoder), each image's name its
   caption; best/ by validation exact match.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from .base import Objective, StepSums
 from .caption import Caption
+from .chat import ChatSFT
 from .classify import Classify, ImageClassify
 from .contrastive import Contrastive
 from .detection import Detection
@@ -36,6 +39,7 @@ from .speech import Speech
 
 __all__ = [
     "Caption",
+    "ChatSFT",
     "Classify",
     "Contrastive",
     "Detection",
