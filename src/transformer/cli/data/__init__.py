@@ -126,6 +126,13 @@ DATASETS = (
         tasks.commentary_line("SQuAD JSON"),
     ),
     Dataset(
+        "chat",
+        "conversations (JSONL) for chat fine-tuning, from a dataset another builder wrote: "
+        "summaries, translation pairs or questions (--source DIR)",
+        tasks.chat,
+        tasks.chat_line,
+    ),
+    Dataset(
         "speech",
         "speech recognition: Bible clauses spoken by espeak-ng and flite, voices held out "
         "(apt-get install espeak-ng flite sword-text-kjv; pocketsphinx-testdata for real speech)",

@@ -118,6 +118,39 @@ def commentary_line(files: str):
     return line
 
 
+def chat(
+    out: OUT,
+    source: Annotated[
+        str,
+        Arg(
+            "a dataset directory another builder wrote: text-to-text pairs (wiki-summaries, "
+            "commentary-headings), translation (bible, ui-strings, manuals, phrases, ...) or "
+            "SQuAD JSON (commentary-qa)"
+        ),
+    ],
+    instruction: Annotated[
+        str | None,
+        Arg(
+            'what the user asks before each input (default by kind: "Summarize this text in one '
+            'sentence.", "Translate to English:", "Answer the question ...")'
+        ),
+    ] = None,
+    system: Annotated[str | None, Arg("a system turn to put first in every conversation")] = None,
+    reverse: Annotated[
+        bool, Arg("translation from English to Spanish (default: Spanish to English)")
+    ] = False,
+) -> dict:
+    """A task dataset as conversations (JSONL) for chat fine-tuning."""
+    from ...data.sources.chat_sets import build_chat_corpus
+
+    return build_chat_corpus(out, source, instruction, system, reverse)
+
+
+def chat_line(r: dict, out: str, **_) -> str:
+    counts = ", ".join(f"{split} {n:,}" for split, n in r["conversations"].items())
+    return f"wrote {out}: {counts} conversations ({r['kind']}) {provenance(out)}"
+
+
 def _count(what: str) -> Arg:
     return Arg(what, AT_LEAST_0, "a number of " + what.split()[-1])
 
