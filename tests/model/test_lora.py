@@ -191,3 +191,24 @@ def test_logits_equal_peft_on_the_same_weights_and_adapters():
     with torch.no_grad():
         expect = peft_model(input_ids=ids).logits
     torch.testing.assert_close(ours(ids), expect, rtol=1e-4, atol=1e-4)
+
+
+def test_export_to_a_plain_directory_and_info(tmp_path, capsys):
+    """`transformer export --to dir` merges the adapters into a directory that needs no base;
+    `transformer info` of the adapted directory names the adapters and what they add."""
+    from tests.cli.common import run
+
+    model, _ = adapted_dir(tmp_path)
+    rc, out, err = run(["export", tmp_path / "adapted", "--to", "dir", "--out", tmp_path / "m"],
+                       capsys)
+    assert rc == 0, err
+    assert (tmp_path / "m" / WEIGHTS_FILE).is_file() and not (tmp_path / "m" / ADAPTER_FILE).exists()
+    (tmp_path / "base" / WEIGHTS_FILE).unlink()  # the merged model stands alone
+    ids = torch.randint(0, 50, (2, 7))
+    torch.testing.assert_close(load_model(tmp_path / "m")(ids), model(ids), rtol=1e-5, atol=1e-5)
+    adapted_dir(tmp_path / "again")
+    rc, out, err = run(["info", tmp_path / "again" / "adapted"], capsys)
+    layers = lora_layers(load_model(tmp_path / "again" / "adapted", merge=False))
+    added = sum(lora_flops(m.in_features, m.out_features, 2) for m in layers)
+    assert rc == 0 and "rank 2, alpha 4 on 6 products (q_proj, v_proj, w2)" in out
+    assert f"add {added:,} forward FLOPs per token" in out

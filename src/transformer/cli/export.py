@@ -1,6 +1,6 @@
-"""`transformer export`: a model directory out to CTranslate2, Hugging Face or GGUF (LoRA
-adapters merged on the way out). The handler is `export`; its parser is derived from its signature
-(cli.args)."""
+"""`transformer export`: a model directory out to CTranslate2, Hugging Face, GGUF or a plain model
+directory (LoRA adapters merged on the way out). The handler is `export`; its parser is derived
+from its signature (cli.args)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from .common import MODEL_DIR
 def export(
     model_dir: MODEL_DIR,
     to: Annotated[
-        Literal["ct2", "hf", "gguf"],
+        Literal["ct2", "hf", "gguf", "dir"],
         Arg(
             "ct2: CTranslate2 (any encoder-decoder or decoder-only model we train); hf: Hugging "
             "Face transformers (Marian, GPT-2, Llama or BERT layouts); gguf: one file for "
-            "llama.cpp and Ollama (decoder-only Llama or GPT-2 layouts, byte-level BPE)"
+            "llama.cpp and Ollama (decoder-only Llama or GPT-2 layouts, byte-level BPE); dir: a "
+            "model directory with LoRA adapters merged into its weights (no base model needed)"
         ),
     ],
     out: Annotated[
@@ -37,7 +38,7 @@ def export(
     ] = None,
 ) -> None:
     """Write a model directory as a CTranslate2 (--to ct2), Hugging Face (--to hf) or GGUF
-    (--to gguf) model."""
+    (--to gguf) model, or as a model directory with its LoRA adapters merged (--to dir)."""
     from ..export import export_model, usage
 
     written = export_model(model_dir, to, out, quantization=quantization)
@@ -50,5 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "export",
         export,
-        help="write a model directory as a CTranslate2, Hugging Face or GGUF model",
+        help="write a model directory as a CTranslate2, Hugging Face or GGUF model, or merge its "
+        "LoRA adapters into a plain model directory",
     )

@@ -4,6 +4,7 @@ image, or per second of audio). The handler is `info`; its parser is derived fro
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Annotated
 
 from .args import Arg, command
@@ -60,6 +61,26 @@ def info(
         f"FLOPs per token at sequence length {seq_len}: "
         f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
         f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
+    )
+    _adapters(model_dir, total)
+
+
+def _adapters(model_dir: str, total: int) -> None:
+    """What a LoRA model directory adds to its base, before its adapters are merged."""
+    from ..model.lora import lora_flops, lora_layers
+    from ..model_dir import ADAPTER_FILE, load_model
+
+    if not (Path(model_dir) / ADAPTER_FILE).is_file():
+        return
+    model = load_model(model_dir, merge=False)
+    a, layers = model.adapter, lora_layers(model)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    added = sum(lora_flops(m.in_features, m.out_features, m.rank) for m in layers)
+    print(
+        f"LoRA adapters on {a.base}: rank {a.lora.rank}, alpha {a.lora.alpha:g} on "
+        f"{len(layers)} products ({', '.join(a.lora.targets)}); {trained:,} trained parameters "
+        f"({trained / total:.2%} of the model); unmerged they add {added:,} forward FLOPs per "
+        "token through all of them (merged, as the counts above: none)"
     )
 
 

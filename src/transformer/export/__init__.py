@@ -1,9 +1,14 @@
 """Model directory -> where models are deployed: CTranslate2 (`ct2`), Hugging Face (`hf`) or
-llama.cpp / Ollama (`gguf`).
+llama.cpp / Ollama (`gguf`), or a plain model directory (`dir`: a LoRA model's adapters folded into
+its weights, so that it no longer needs its base model).
 
     export_model("runs/demo/averaged", to="ct2", out="demo-ct2")  # transformer export ... --to ct2
     export_model("runs/demo/averaged", to="hf", out="demo-hf")    # transformer export ... --to hf
     export_model("runs/lm/averaged", to="gguf", out="lm.gguf")    # transformer export ... --to gguf
+    export_model("runs/chat-lora/best", to="dir", out="chat")     # transformer export ... --to dir
+
+A LoRA model directory (adapter.json beside its base) is read with its adapters merged into the
+weights (model_dir.load_model) whatever the target: every export is of the merged model.
 
 Rules shared by the targets:
 - The output must not exist yet (a directory may be empty): an export never mixes with older
@@ -25,7 +30,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-TARGETS = ("ct2", "hf", "gguf")
+TARGETS = ("ct2", "hf", "gguf", "dir")
 
 
 class ExportError(ValueError):
@@ -63,8 +68,29 @@ def export_model(
             from .gguf import export_gguf
 
             return export_gguf(model_dir, out, quantization=quantization)
+        case "dir":
+            if quantization is not None:
+                raise ExportError(
+                    "--quantization applies to --to ct2 and --to gguf only: a model directory "
+                    "keeps float32 weights (quantize when loading: --precision q8)"
+                )
+            return write_directory(out, lambda tmp: _merged(model_dir, tmp))
         case _:
             raise ExportError(f"unknown export target {to!r}: choose one of {', '.join(TARGETS)}")
+
+
+def _merged(model_dir: str | os.PathLike, out: Path) -> None:
+    """The model directory with its weights whole: LoRA adapters merged (load_model merges them),
+    every other file as it was."""
+    from ..model_dir import ADAPTER_FILE, ModelDir
+
+    record = ModelDir.read(model_dir)
+    adapter = Path(model_dir) / ADAPTER_FILE
+    if adapter.is_file():
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base")
+        note = f"LoRA adapters of {Path(model_dir).absolute()} merged into {base}"
+        record.readme = (record.readme or "") + f"\n{note}.\n"
+    record.write(out)
 
 
 def usage(to: str, written: Path) -> str:
@@ -74,6 +100,8 @@ def usage(to: str, written: Path) -> str:
         from .gguf import usage as gguf_usage
 
         return gguf_usage(written)
+    if to == "dir":
+        return f"a model directory: use it as any other (transformer info {written})"
     return f"see {written}/README.md for how to run it"
 
 
