@@ -312,8 +312,8 @@ def test_generate_odd_but_valid_prompts(m, capsys, prompt):
 
 @pytest.mark.parametrize("flags, phrase", [
     (["--text", "T", "--src", "T"], "give --src (BLEU and chrF against --ref) alone, without --text"),
-    ([], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text) or --text (perplexity)"),
-    (["--src", "T"], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text) or --text"),
+    ([], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text), --text (perplexity) or --chat (replies)"),
+    (["--src", "T"], "--tsv (classification), --src and --ref (BLEU, chrF), --pairs (text-to-text), --text (perplexity) or --chat"),
     (["--squad", "T", "--pairs", "T"], "give --squad (a question-answering model's exact match and F1) alone"),
     (["--beam", "0", "--src", "T", "--ref", "T"], "--beam 0: give a beam size of at least 1"),
     (["--pairs", "T", "--src", "T"], "give --src (BLEU and chrF against --ref) alone, without --pairs"),

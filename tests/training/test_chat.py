@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import transformer
+from tests.cli.common import run
 from transformer.config import ConfigError, DecodeConfig, build_run_config, cpu_tiny
 from transformer.data.chat import ChatDataError, chat_pieces, read_conversations, render_chat
 from transformer.data.tokenizer import train_bpe
@@ -99,7 +100,7 @@ def test_the_loss_is_on_the_assistant_tokens_only(chat_model, tmp_path):
 
 
 @pytest.mark.parametrize("lora", [None, {"rank": 4, "targets": ["q_proj", "v_proj"]}])
-def test_a_run_writes_a_chat_model(chat_model, tmp_path, lora):
+def test_a_run_writes_a_chat_model(chat_model, tmp_path, lora, capsys):
     said = []
     result = train(chat_config(chat_model, lora), tmp_path / "run", log=said.append)
     assert any("of them the assistant's" in line for line in said)
@@ -108,6 +109,14 @@ def test_a_run_writes_a_chat_model(chat_model, tmp_path, lora):
     assert load_chat_template(result.best_dir) == CHAT
     pipeline = Pipeline.load(result.best_dir)
     assert isinstance(pipeline.generate("gato", chat=True), str)
+    conversation = CONVERSATIONS[1]
+    reply = pipeline.generate(conversation[:-1], chat=True, temperature=0.0)
+    rc, out, err = run(["evaluate", result.best_dir, "--chat", chat_model / "valid.jsonl",
+                        "--metric", "rouge", "--output", tmp_path / "replies.txt"], capsys)
+    assert rc == 0, err
+    assert "ROUGE-L" in out and out.splitlines()[1].split()[1] == "3"  # three conversations
+    replies = (tmp_path / "replies.txt").read_text(encoding="utf-8").splitlines()
+    assert replies[1] == " ".join(reply.split())  # the conversation up to its last turn
 
 
 def test_bad_conversations_are_named_with_their_line(tmp_path, chat_model):

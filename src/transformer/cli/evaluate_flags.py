@@ -59,6 +59,13 @@ PAIRS = Annotated[
         "per task (the input's text before its first ': ')"
     ),
 ]
+CHAT = Annotated[
+    str | None,
+    Arg(
+        'conversations, JSONL of {"messages": [...]} ending with the assistant\'s turn: a chat '
+        "model's replies, greedy, scored against that turn (BLEU and chrF, or --metric rouge)"
+    ),
+]
 SQUAD = Annotated[
     str | None,
     Arg(
@@ -90,7 +97,7 @@ PER_QUERY = Annotated[
 METRIC = Annotated[
     Literal[PAIR_METRICS],
     Arg(
-        "with --pairs or --src/--ref: bleu (BLEU and chrF, default) or rouge (ROUGE-1/2/L "
+        "with --pairs, --chat or --src/--ref: bleu (BLEU and chrF, default) or rouge (ROUGE-1/2/L "
         "F1, for summaries)"
     ),
 ]

@@ -113,6 +113,7 @@ def _handler(task: str, flag: str):
         ("translation", "--src"): _evaluate_translations,
         ("translation", "--pairs"): _evaluate_pairs,
         ("language-modelling", "--text"): _evaluate_perplexity,
+        ("language-modelling", "--chat"): _evaluate_chat,
         ("text-classification", "--tsv"): evaluate_classifier,
         ("image-classification", "--images"): evaluate_classifier,
         ("captioning", "--images"): evaluate_captions,
@@ -213,6 +214,30 @@ def _evaluate_pairs(args: argparse.Namespace) -> None:
     print_pair_scores(scores)
 
 
+def _evaluate_chat(args: argparse.Namespace) -> None:
+    """A chat model's replies to conversations, scored against their last (assistant) turn."""
+    from ..data.chat import ChatDataError
+    from ..evaluation.scoring import score_chat
+
+    if args.output:
+        check_output(args.output)
+    pipeline = load_pipeline(args, "evaluate")
+    if not pipeline.chat:
+        raise UserError(
+            "--chat needs a chat model (its chat_template.json): this language model has none; "
+            "score it with --text"
+        )
+    search = decode_overrides(args, SEARCH)
+    beam = {"beam_size": search["beam_size"]} if search.get("beam_size") else {}
+    try:
+        scores, replies = score_chat(pipeline, args.chat, args.metric, **beam)
+    except (ChatDataError, DataError) as e:
+        raise UserError(str(e)) from None
+    if args.output:
+        write_text(args.output, [" ".join(r.split()) for r in replies])
+    print_pair_scores({"-": scores})
+
+
 def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
     """The table of score_pairs: a row per task, a column per score."""
     columns = [k for k in next(iter(scores.values())) if k not in ("lines", "exact")]
@@ -279,6 +304,7 @@ def evaluate(
     per_line: F.PER_LINE = False,
     tsv: F.TSV = None,
     pairs: F.PAIRS = None,
+    chat: F.CHAT = None,
     squad: F.SQUAD = None,
     audio: F.AUDIO = None,
     detection: F.DETECTION = None,

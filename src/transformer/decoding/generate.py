@@ -26,13 +26,12 @@ def sampling_settings(s: DecodeConfig) -> dict:
     )
 
 
-def prompt_ids(pipeline, prompt: str, chat: bool = False) -> list[int]:
-    """A prompt's token ids: the chat template applied when chat=True, <s> first when the
-    pipeline's defaults say so."""
+def prompt_ids(pipeline, prompt: str | list[dict], chat: bool = False) -> list[int]:
+    """A prompt's token ids: the chat template applied when chat=True (to one user turn, or to a
+    list of messages), <s> first when the pipeline's defaults say so."""
     if chat:
-        return pipeline.target_tokenizer.encode(
-            pipeline.apply_chat_template([{"role": "user", "content": prompt}])
-        )
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        return pipeline.target_tokenizer.encode(pipeline.apply_chat_template(messages))
     ids = pipeline.target_tokenizer.encode(prompt)
     return [pipeline.model.config.bos_id] + ids if pipeline.decode.add_bos else ids
 
@@ -59,7 +58,7 @@ def fit_prompt(pipeline, ids: list[int], max_new_tokens: int, truncate: bool = T
 
 def generate(
     pipeline,
-    prompt: str,
+    prompt: str | list[dict],
     chat: bool = False,
     seed: int | None = None,
     truncate: bool = True,
@@ -69,7 +68,7 @@ def generate(
 ) -> str:
     """Pipeline.generate's body: the new text continuing (or, chat=True, answering) a prompt."""
     pipeline.expect("generate")
-    if not isinstance(prompt, str):
+    if not isinstance(prompt, str) and not (chat and isinstance(prompt, list)):
         raise TypeError(
             f"the prompt is {type(prompt).__name__}, not str: generate continues one text; "
             "for several, call it once per prompt"

@@ -272,8 +272,9 @@ class Pipeline:
         speech holds prefix, suppress_tokens and begin_suppress_tokens."""
         return search(self.model, sources, s, return_attention, src_mask, **speech)
 
-    def prompt_ids(self, prompt: str, chat: bool = False) -> list[int]:
-        """A prompt's token ids: the chat template applied when chat=True, <s> first when the
+    def prompt_ids(self, prompt: str | list[dict], chat: bool = False) -> list[int]:
+        """A prompt's token ids: the chat template applied when chat=True (a prompt string is one
+        user turn; a list of {"role", "content"} is the conversation so far), <s> first when the
         defaults say so."""
         return prompt_ids(self, prompt, chat)
 
@@ -290,7 +291,7 @@ class Pipeline:
 
     def generate(
         self,
-        prompt: str,
+        prompt: str | list[dict],
         chat: bool = False,
         seed: int | None = None,
         truncate: bool = True,
@@ -298,7 +299,8 @@ class Pipeline:
         on_token: Callable[[int], None] | None = None,
         **decode,
     ) -> str:
-        """Continue a prompt (or answer it, with chat=True). `decode` overrides the defaults
+        """Continue a prompt (or answer it, with chat=True: a string is one user turn, a list of
+        {"role", "content"} messages the conversation to answer). `decode` overrides the defaults
         (max_new_tokens, temperature, top_k, top_p, no_repeat_ngram_size, repetition_penalty;
         beam_size > 1 uses beam search, temperature 0 is greedy: see transformer.decoding.sampling).
         Returns the new text only. An over-long prompt keeps its end (see the module's rules);

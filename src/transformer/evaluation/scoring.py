@@ -301,6 +301,30 @@ def pair_scores(hypotheses: list[str], references: list[str], metric: str) -> di
     return {**scores, "exact": 100.0 * exact / max(len(references), 1)}
 
 
+def score_chat(
+    pipeline, path: str, metric: str = "bleu", **decode
+) -> tuple[dict[str, float], list[str]]:
+    """A chat model's replies to held-out conversations (JSONL, data/chat.py), each conversation
+    answered up to its last turn (the assistant's: the reference), greedy unless `decode` says
+    otherwise; returns pair_scores (with "lines") and the replies."""
+    from ..data.chat import read_conversations
+    from ..data.text import DataError
+
+    conversations = read_conversations(path)
+    for number, messages in enumerate(conversations, 1):
+        if messages[-1]["role"] != "assistant":
+            raise DataError(
+                f"{path} conversation {number} does not end with the assistant's turn: the last "
+                "turn is the reference its reply is scored against"
+            )
+    decode = {"temperature": 0.0, **decode}
+    replies = [
+        pipeline.generate(messages[:-1], chat=True, **decode).strip() for messages in conversations
+    ]
+    references = [messages[-1]["content"] for messages in conversations]
+    return {"lines": len(replies), **pair_scores(replies, references, metric)}, replies
+
+
 @torch.no_grad()
 def greedy_scores(
     model: torch.nn.Module,

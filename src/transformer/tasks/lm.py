@@ -36,5 +36,8 @@ TASK = Task(
     prepare=prepare,
     command="generate",
     routes=("/v1/generate", "/v1/attention", "/v1/completions", "/v1/chat/completions"),
-    evaluate=(Scored("--text", "perplexity", "a language model's perplexity"),),
+    evaluate=(
+        Scored("--text", "perplexity", "a language model's perplexity"),
+        Scored("--chat", "replies", "a chat model's replies to conversations"),
+    ),
 )
