@@ -47,6 +47,7 @@ DECODE = {
     "threshold": ([0.0, 0.5, 1], [-0.1, 1.5, math.nan]),
     "batch_size": ([1, 64], [0, -1]),
     "keep_markup": ([True, False], ["yes", 1]),
+    "length_counts_eos": ([True, False], ["no", 0]),
 }
 COMPANIONS = {
     "n_best": {"beam_size": 4},
@@ -233,6 +234,7 @@ API_LESS = {
     "max_answer_tokens",
     "guidance_scale",
     "batch_size",
+    "length_counts_eos",
 }
 """Settings no request takes: a model directory's decode.json and the server's --precision set them
 (the server has no question-answering route, and does not serve image generators; it batches by its

@@ -249,6 +249,18 @@ def test_log_mel_matches_both_of_hugging_faces_paths_on_noise_and_a_sine(extract
         assert np.abs(ours - extractor._np_extract_fbank_features(padded, "cpu")[0]).max() < 1e-4
 
 
+@pytest.mark.parametrize("n", [401, 16037, 116800, CHUNK_SAMPLES - 1, CHUNK_SAMPLES])
+def test_log_mel_matches_whisper_feature_extractor_at_any_length(extractor, n):
+    # HF pads the samples to 30 s before the STFT (the tail reads silence, not the clip reflected)
+    # and floors the log at 8 under the maximum of the whole padded window: so does log_mel.
+    g = torch.Generator().manual_seed(n)
+    loud = torch.linspace(0, 1, n) ** 4  # a clip that swells: its loudest frame sets the floor
+    samples = torch.randn(n, generator=g) * (0.01 + 0.5 * loud)
+    ours = log_mel(samples)
+    assert ours.shape == (80, CHUNK_FRAMES)
+    assert np.abs(ours.numpy() - hf_features(extractor, samples)).max() < 1e-4
+
+
 def test_log_mel_unpadded_and_cut(extractor):
     # pad_to=None: the clip's own samples // 160 frames. With one clip, HF's padding="longest"
     # pads nothing (the longest clip is this one), so these are its features of exactly the clip.

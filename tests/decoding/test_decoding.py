@@ -11,7 +11,7 @@ import torch
 import transformer as T
 from tests.decoding.scripted import ScriptedModel
 from transformer.config import cpu_tiny
-from transformer.decoding.penalties import best_attainable, length_penalty
+from transformer.decoding.penalties import best_attainable, length_penalty, penalized_score
 from transformer.decoding.sampling import top_k_filter, top_p_filter
 
 PAD, EOS, START = 0, 3, 2
@@ -55,6 +55,12 @@ TABLE = {
     (2, ()): {EOS: 0.7, 4: 0.3},
     (2, (4,)): {EOS: 0.2, 4: 0.8},
     (2, (4, 4)): {EOS: 1.0},
+    # Sentence 3: "4 </s>" has P = .52*.95 = .494, "5 4 </s>" .48*.6 = .288, "5 5 </s>" .192.
+    (3, ()): {4: 0.52, 5: 0.48},
+    (3, (4,)): {EOS: 0.95, 4: 0.05},
+    (3, (5,)): {4: 0.6, 5: 0.4},
+    (3, (5, 4)): {EOS: 1.0},
+    (3, (5, 5)): {EOS: 1.0},
 }
 
 
@@ -87,6 +93,27 @@ def test_scripted_with_length_penalty_counts_eos():
         expect = sorted([(math.log(0.36) / lp(2), [4, 0]), (math.log(0.30) / lp(3), [5, 4])], reverse=True)
         assert ids[0].tolist() == [e[1] for e in expect]
         assert scores[0].tolist() == pytest.approx([e[0] for e in expect], abs=1e-6)
+
+
+def test_scripted_length_without_eos_ranks_as_ctranslate2():
+    # CTranslate2's Whisper divides log P (</s> included) by the tokens before </s>: "4" scores
+    # log .494 / 1, "5 4" log .288 / 2, and "5 4" wins; counting </s> (/ 2 and / 3), "4" wins.
+    model = Scripted(TABLE)
+    hyps = {True: [[4, 0], [5, 4], [5, 5]], False: [[5, 4], [4, 0], [5, 5]]}
+    for counts, lengths in ((True, (2, 3, 3)), (False, (1, 2, 2))):
+        ids, scores = T.beam_search(model, torch.tensor([[3]]), beam_size=2, length_penalty=1.0,
+                                    length_penalty_kind="power", length_counts_eos=counts, n_best=2,
+                                    max_len_b=10, return_scores=True)
+        raw = {(4, 0): math.log(0.494), (5, 4): math.log(0.288), (5, 5): math.log(0.192)}
+        expect = {h: raw[h] / n for h, n in zip(raw, lengths, strict=True)}
+        assert ids[0].tolist() == hyps[counts][:2]
+        assert scores[0].tolist() == pytest.approx([expect[tuple(h)] for h in hyps[counts][:2]], abs=1e-6)
+    # An empty output has |Y| = 0 without </s>: under |Y|^alpha it ranks last, not first.
+    ids, scores = T.beam_search(model, torch.tensor([[2]]), beam_size=2, length_penalty=1.0,
+                                length_penalty_kind="power", length_counts_eos=False, n_best=2,
+                                max_len_b=10, return_scores=True)
+    assert ids[0].tolist() == [[4], [0]]
+    assert scores[0, 0] == pytest.approx(math.log(0.3 * 0.2)) and scores[0, 1] == -math.inf
 
 
 def test_scripted_beams_finish_at_different_lengths_and_early_stopping():
@@ -124,6 +151,10 @@ def test_penalties_are_the_named_formulas():
     # the bound is reached at the longest length for alpha > 0 and at the next one for alpha < 0
     assert best_attainable(-2.0, 1, 5, 1.0, "power") == pytest.approx(-2.0 / 5)
     assert best_attainable(-2.0, 1, 5, -1.0, "power") == pytest.approx(-2.0 * 2)
+    # without </s> in |Y| a live hypothesis of 1 token can still finish at |Y| = 1
+    assert best_attainable(-2.0, 1, 5, -1.0, "power", counts_eos=False) == pytest.approx(-2.0)
+    assert penalized_score(-1.0, 0, 1.0, "power") == -math.inf
+    assert penalized_score(-1.0, 0, 0.0, "power") == -1.0
     with pytest.raises(ValueError, match="length_penalty_kind"):
         length_penalty(2, 0.6, "fairseq")
 
@@ -147,9 +178,11 @@ def _score_all(model, src, hyps):
     return out
 
 
-@pytest.mark.parametrize("kind,alpha,early", [("wu", 0.6, True), ("power", 1.0, "never"), ("wu", 0.0, True),
-                                              ("power", -0.5, "never")])
-def test_beam_equals_brute_force(kind, alpha, early):
+@pytest.mark.parametrize("kind,alpha,early,counts_eos", [("wu", 0.6, True, True), ("power", 1.0, "never", True),
+                                                         ("wu", 0.0, True, True), ("power", -0.5, "never", True),
+                                                         ("power", 1.0, "never", False),
+                                                         ("power", -0.5, "never", False)])
+def test_beam_equals_brute_force(kind, alpha, early, counts_eos):
     model = tiny(vocab=5, seed=3, d_model=16, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
                  output_bias=True, tie_embeddings=False)
     with torch.no_grad():  # peakier distributions and a rarer </s>: a narrow beam gets these wrong
@@ -161,10 +194,12 @@ def test_beam_equals_brute_force(kind, alpha, early):
     hyps = [list(w) + [EOS] for n in range(max_len) for w in itertools.product(words, repeat=n)]
     hyps += [list(w) for w in itertools.product(words, repeat=max_len)]  # open at the maximum length
     raw = _score_all(model, src, hyps)
-    scored = [(r / length_penalty(len(h), alpha, kind), h) for r, h in zip(raw, hyps, strict=True)]
+    size = [len(h) - (h[-1] == EOS and not counts_eos) for h in hyps]  # |Y|
+    scored = [(penalized_score(r, n, alpha, kind), h) for r, n, h in zip(raw, size, hyps, strict=True)]
     best_score, best = max(scored, key=lambda x: x[0])
     ids, score = T.beam_search(model, src, beam_size=400, length_penalty=alpha, length_penalty_kind=kind,
-                               max_len_a=0, max_len_b=max_len, early_stopping=early, return_scores=True)
+                               length_counts_eos=counts_eos, max_len_a=0, max_len_b=max_len,
+                               early_stopping=early, return_scores=True)
     out = ids[0].tolist()
     expect = [t for t in best if t != EOS]
     assert out[: len(expect)] == expect and all(t == PAD for t in out[len(expect) :])

@@ -40,6 +40,9 @@ class DecodeConfig:
     length_penalty_kind: str = setting("wu", choices=LENGTH_PENALTY_KINDS, flag="--lenpen-kind")
     """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's); power: |Y|^alpha (fairseq, Hugging
     Face)."""
+    length_counts_eos: bool = setting(True)
+    """Whether |Y| in the length penalty counts </s> (fairseq, Hugging Face); false: only the output
+    tokens, as CTranslate2's Whisper.generate (an imported Whisper's decode.json)."""
     max_len_a: float = setting(1.0, ge=0, finite=True, flag="--max-len-a", give="a number >= 0")
     """Maximum output length is max_len_a * source_length + max_len_b (the paper: input + 50)."""
     max_len_b: int = setting(50, ge=0, flag="--max-len-b", give="a number of tokens >= 0")

@@ -11,7 +11,8 @@ Conventions (also in docs):
   keeps the top 2G candidates, so the G next live beams never run short when some candidates
   are </s>. At the first step only one beam exists, so it alone expands.
 - A </s> candidate ranked within the top G becomes a finished hypothesis, scored
-  log P(Y | X) / lp(|Y|) with |Y| counting </s> (penalties.py). Live beams are ranked by the
+  log P(Y | X) / lp(|Y|) with |Y| counting </s>, or only the output tokens with
+  length_counts_eos false (CTranslate2's Whisper; penalties.py). Live beams are ranked by the
   raw log-probability; the length penalty applies to finished hypotheses only.
 - At a sentence's maximum length its top-G candidates are all finalised; those that are not
   </s> are finalised without it (|Y| = the maximum length).
@@ -37,7 +38,7 @@ import torch
 from .history import AttentionHistory
 from .lanes import Lane, Request
 from .one_row import attention_history, left_pad_paths
-from .penalties import best_attainable, length_penalty
+from .penalties import best_attainable, length_penalty, penalized_score
 from .step import blocked_tokens
 
 
@@ -65,16 +66,18 @@ def is_done(
     alpha: float,
     kind: str,
     early_stopping: bool | str,
+    counts_eos: bool = True,
 ) -> bool:
     """Whether a sentence stops (the early_stopping conventions), given its finished hypotheses and
-    its best live beam's log-probability after step_len tokens."""
+    its best live beam's log-probability after step_len tokens (counts_eos: whether |Y| counts
+    </s>)."""
     if len(finished) < k:
         return False
     if early_stopping is True:
         return True
     worst_kept = sorted(h.score for h in finished)[-k]  # the G-th best finished score
     if early_stopping == "never":
-        bound = best_attainable(best_live, step_len, max_len, alpha, kind)
+        bound = best_attainable(best_live, step_len, max_len, alpha, kind, counts_eos)
     else:  # False: Hugging Face's heuristic, the current length
         bound = best_live / length_penalty(step_len, alpha, kind)
     return not bound > worst_kept
@@ -88,6 +91,7 @@ class BeamLane(Lane):
         s = settings
         self.k, self.alpha, self.kind = s.beam_size, s.length_penalty, s.length_penalty_kind
         self.early_stopping, self.n_best = s.early_stopping, s.n_best
+        self.counts_eos = s.length_counts_eos
         self.scores: torch.Tensor | None = None  # (N, G) live beams' log-probabilities
         self.paths: torch.Tensor | None = None
         """(N, G, W): each live beam's tokens, right-aligned (request i's are the last steps_i)."""
@@ -194,7 +198,8 @@ class BeamLane(Lane):
             attention = (
                 None if self.history is None else self.history.take(i * beams + beam, len(tokens))
             )
-            score = raw / length_penalty(steps + 1, self.alpha, self.kind)
+            length = len(tokens) + (1 if eos and self.counts_eos else 0)  # |Y|
+            score = penalized_score(raw, length, self.alpha, self.kind)
             self.finished[i].append(Hypothesis(torch.tensor(tokens), score, raw, attention))
 
     def _stop(self, at_max: list[bool], best_live: list[float]) -> list[Request]:
@@ -217,6 +222,7 @@ class BeamLane(Lane):
                     self.alpha,
                     self.kind,
                     self.early_stopping,
+                    self.counts_eos,
                 )
             ):
                 # sorted is stable: on a tie, the hypothesis that finished first comes first

@@ -46,6 +46,7 @@ def lane_key(s: DecodeConfig) -> tuple:
             s.beam_size,
             s.length_penalty,
             s.length_penalty_kind,
+            s.length_counts_eos,
             s.early_stopping,
             s.n_best,
             *guards,

@@ -107,6 +107,7 @@ def generate(
             beam_size=beam_size,
             length_penalty=s.length_penalty,
             length_penalty_kind=s.length_penalty_kind,
+            length_counts_eos=s.length_counts_eos,
             max_len_a=0,
             max_len_b=s.max_new_tokens,
             no_repeat_ngram_size=s.no_repeat_ngram_size,

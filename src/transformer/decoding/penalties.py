@@ -4,7 +4,11 @@ Two different formulas go by the name "length penalty"; the config and output al
 - "wu":    lp(Y) = ((5 + |Y|) / 6)^alpha  (Wu et al. 2016, §7; the Transformer paper's alpha = 0.6,
 §6.1)
 - "power": lp(Y) = |Y|^alpha              (fairseq, Hugging Face `length_penalty`)
-A finished hypothesis scores log P(Y | X) / lp(Y); |Y| counts the `</s>` token when there is one.
+A finished hypothesis scores log P(Y | X) / lp(Y); log P includes `</s>`'s probability, and |Y|
+counts the `</s>` token when there is one (fairseq, Hugging Face) or, with decode.length_counts_eos
+false, only the output tokens (CTranslate2's Whisper.generate: `include_eos_in_hypotheses = false`,
+then its finalize_hypothesis_score divides by the hypothesis's size). An empty hypothesis then has
+|Y| = 0: under "power" with alpha != 0 it ranks last (-inf), rather than dividing by zero.
 """
 
 from __future__ import annotations
@@ -33,20 +37,30 @@ def length_penalty(
 def penalized_score(
     log_prob: torch.Tensor | float, length: torch.Tensor | int, alpha: float, kind: str = "wu"
 ):
-    """The score beam search ranks finished hypotheses by: log P(Y | X) / lp(|Y|)."""
+    """The score beam search ranks finished hypotheses by: log P(Y | X) / lp(|Y|); -inf for an
+    empty hypothesis (|Y| = 0) whose lp is 0 or undefined (power, alpha != 0)."""
+    if kind == "power" and alpha != 0 and isinstance(length, int) and length == 0:
+        return -float("inf")
     return log_prob / length_penalty(length, alpha, kind)
 
 
 def best_attainable(
-    log_prob: torch.Tensor, length: int, max_length: int, alpha: float, kind: str = "wu"
+    log_prob: torch.Tensor,
+    length: int,
+    max_length: int,
+    alpha: float,
+    kind: str = "wu",
+    counts_eos: bool = True,
 ) -> torch.Tensor:
-    """An upper bound on the final score of a live hypothesis with `length` tokens and log P =
-    log_prob.
+    """An upper bound on the final score of a live hypothesis with `length` tokens (length >= 1)
+    and log P = log_prob.
 
     Log-probabilities only fall as tokens are added, so with log_prob <= 0 the best a live
     hypothesis can do is keep log_prob and finish at the length in [length + 1, max_length]
-    with the largest penalty divisor; lp is monotonic, so that is one of the two ends.
+    ([length, max_length] when |Y| does not count </s>) with the largest penalty divisor; lp is
+    monotonic, so that is one of the two ends.
     """
-    lo = length_penalty(min(length + 1, max_length), alpha, kind)
+    shortest = length + 1 if counts_eos else length
+    lo = length_penalty(min(shortest, max_length), alpha, kind)
     hi = length_penalty(max_length, alpha, kind)
     return log_prob / max(lo, hi)

@@ -18,7 +18,8 @@ How our layout maps onto CTranslate2's (the rules first; `_layer` and `_stack` a
   strings, so users tokenize with our tokenizer (copied into the output) and map back to ids.
 - Decoding: the decoder starts from the token of `start_id` (<s>, or Marian's pad). Beam scores
   divide log P by |Y|^alpha, our length_penalty_kind="power"; with `return_end_token=True`
-  |Y| counts </s> as ours does. Our default, Wu's ((5+|Y|)/6)^alpha, has no CTranslate2
+  |Y| counts </s> as ours does (without it, as ours with length_counts_eos false; the README
+  passes the model's own). Our default, Wu's ((5+|Y|)/6)^alpha, has no CTranslate2
   equivalent: the output's README says so.
 """
 
@@ -353,7 +354,8 @@ def readme(cfg: ModelConfig, decode, quantization: str | None, shared: bool, out
             "batch = [source.encode(line, add_special_tokens=False).tokens for line in lines]",
             f"results = translator.translate_batch(batch, beam_size={decode.beam_size}, "
             f"length_penalty={decode.length_penalty},{note}",
-            "                                      return_end_token=True, "
+            "                                      "
+            f"return_end_token={decode.length_counts_eos}, "
             f"max_decoding_length={min(256, cfg.max_positions)})",
             "for r in results:",
             "    ids = [target.token_to_id(t) for t in r.hypotheses[0]]",

@@ -22,8 +22,9 @@ How our model directory maps onto transformers' (the rules first; the functions 
   the special ids, the decoder's start id, pad never generated (`suppress_tokens`, as our search
   blocks it), </s> never forced at the length limit (ours is not). Translation: num_beams,
   early_stopping, min_new_tokens, and length_penalty only for length_penalty_kind="power"
-  (|Y|^alpha, |Y| counting </s> in both); Wu's ((5+|Y|)/6)^alpha, our default, has none, so
-  transformers' default (1.0) stays and the README says so. Our length limit
+  with length_counts_eos (|Y|^alpha, |Y| counting </s> in both); Wu's ((5+|Y|)/6)^alpha, our
+  default, and |Y| without </s> have none, so transformers' default (1.0) stays and the README
+  says so. Our length limit
   floor(max_len_a * |source| + max_len_b) grows with the source; transformers' is one
   max_new_tokens: max_len_b when max_len_a is 0, else the limit for the longest source the model
   takes (capped by max_positions). Language models: max_new_tokens and sampling with temperature,
@@ -106,7 +107,7 @@ def generation_config(cfg: ModelConfig, decode: DecodeConfig):
             values["min_new_tokens"] = decode.min_len
         if decode.beam_size > 1:
             values["early_stopping"] = decode.early_stopping
-            if decode.length_penalty_kind == "power":
+            if decode.length_penalty_kind == "power" and decode.length_counts_eos:
                 values["length_penalty"] = decode.length_penalty
     else:
         values.update(
@@ -331,10 +332,17 @@ def _translation_differences(decode: DecodeConfig) -> list[str]:
         "  `max_new_tokens`, here the limit for the longest source: pass your own per call.",
         "- Our translate strips spaces around each output line; batch_decode does not.",
     ]
-    if decode.length_penalty_kind == "power":
+    if decode.length_penalty_kind == "power" and decode.length_counts_eos:
         return lines + [
             f"- Length penalty: none, both divide by |Y|^{decode.length_penalty} "
             "(`length_penalty`)."
+        ]
+    if decode.length_penalty_kind == "power":
+        return lines + [
+            f"- Length penalty: ours divides by |Y|^{decode.length_penalty} with |Y| not counting "
+            "</s> (CTranslate2's rule);",
+            "  transformers counts it. With beams the two may pick another hypothesis on some "
+            "lines; greedy output is the same.",
         ]
     return lines + [
         f"- Length penalty: ours is Wu et al.'s ((5+|Y|)/6)^{decode.length_penalty}, which "

@@ -15,6 +15,21 @@ Whisper's names, and ours (the rules `_layer` applies): self-attention's q/k/v a
 alone (`linear_0`), k and v fused (`linear_1`) and the output `linear_2`; each block's
 `layer_norm` is the norm before it (pre-norm); `ffn/linear_0` and `linear_1` are w1 and w2. The
 output projection is an alias of the token embeddings (tied). Weights are converted to float32.
+
+Decoding (the decode.json and speech.json written): CTranslate2's `Whisper.generate` with its
+defaults, so that the imported model's transcripts are CTranslate2's on the same features:
+- the prompt <|startoftranscript|> <|notimestamps|> (multilingual: <|en|> <|transcribe|> between);
+  config.json's suppress_ids never generated, its suppress_ids_begin (suppress_blank: " " and
+  <|endoftext|>) not as the first token; both are set to -inf before the softmax, as CTranslate2;
+- beam 5 with patience 1: a clip stops once 5 hypotheses have finished (early_stopping=True);
+- length_penalty 1: a finished hypothesis scores log P (<|endoftext|> included) divided by its
+  number of output tokens, <|endoftext|> not counted (`include_eos_in_hypotheses = false`;
+  length_counts_eos=False here). Counting it, as Hugging Face does, picks another of the beam's
+  hypotheses on some clips;
+- at most min(max_length // 2, max_length - (prompt - 1)) output tokens, <|endoftext|> included,
+  with its max_length = 448: 224 for tiny.en (the prompt's last token is the start token). A clip
+  that sends the decoder into a loop stops there, as in CTranslate2, not at the position table's
+  end.
 """
 
 from __future__ import annotations
@@ -274,13 +289,28 @@ def is_ct2_directory(path: str | os.PathLike) -> bool:
     return Path(path).is_dir() and (Path(path) / "model.bin").is_file()
 
 
+CT2_MAX_LENGTH = 448
+"""CTranslate2's Whisper.generate default max_length (the prompt and the output)."""
+
+
+def ct2_decode(prompt_length: int, max_length: int = CT2_MAX_LENGTH):
+    """A DecodeConfig with CTranslate2's Whisper.generate defaults, for a prompt of prompt_length
+    tokens and generate's max_length (see the module doc)."""
+    from ..config import DecodeConfig
+
+    max_tokens = min(max_length // 2, max_length - (prompt_length - 1))
+    return DecodeConfig(
+        beam_size=5, length_penalty=1.0, length_penalty_kind="power", length_counts_eos=False,
+        early_stopping=True, max_len_a=0.0, max_len_b=max_tokens, add_bos=False, add_eos=False,
+    )  # fmt: skip
+
+
 def import_ct2(path: str | os.PathLike, out: str | os.PathLike):
     """Convert a CTranslate2 Whisper directory into one of our model directories: config.json,
     model.safetensors, tokenizer.json (copied), decode.json, speech.json and a README.md.
     Returns the interop.hf ImportResult (model_type "whisper")."""
     import shutil
 
-    from ..config import DecodeConfig
     from ..files import atomic_write, atomic_write_text
     from ..model_dir import save_model
     from .hf.loading import ImportResult
@@ -289,19 +319,18 @@ def import_ct2(path: str | os.PathLike, out: str | os.PathLike):
     if out.exists() and not out.is_dir():
         raise CT2ReadError(f"--out {out} is a file: pass a directory to write the model into")
     whisper = read_whisper(path)
-    cfg = whisper.model.config
-    decode = DecodeConfig(
-        beam_size=5, length_penalty=1.0, length_penalty_kind="power", max_len_a=0.0,
-        max_len_b=cfg.max_positions, add_bos=False, add_eos=False,
-    )  # fmt: skip
+    decode = ct2_decode(len(whisper.speech["prompt"]))
     save_model(whisper.model, out, decode=decode, speech=whisper.speech)
     atomic_write(out / "tokenizer.json", lambda tmp: shutil.copyfile(whisper.tokenizer_file, tmp))
     atomic_write_text(
         out / "README.md",
         f"# Whisper, imported from CTranslate2\n\nConverted from `{path}` with `transformer "
-        "import-hf` (weights in float32). Its greedy transcripts equal CTranslate2's "
-        "`Whisper.generate` on the same log-mel features.\n\nThe decoder starts from the prompt "
-        "in speech.json and never generates the ids it suppresses, as CTranslate2 does.\n",
+        "import-hf` (weights in float32). Its transcripts equal CTranslate2's "
+        "`Whisper.generate` on the same log-mel features, greedy or beam: decode.json holds "
+        "generate's defaults (beam 5, length_penalty 1 over the output tokens without "
+        "<|endoftext|>, at most "
+        f"{decode.max_len_b} tokens).\n\nThe decoder starts from the prompt in speech.json and "
+        "never generates the ids it suppresses, as CTranslate2 does.\n",
     )
     files = [
         "config.json", "model.safetensors", "decode.json", "speech.json", "tokenizer.json",
