@@ -9,7 +9,12 @@ the precision probe and the final checkpoint are not counted). Variants run one 
 --runs times each, alternating; the median is reported.
 
     python benchmarks/lora_memory.py [--models smollm2 minilm] [--batch-tokens 1024 4096]
-        [--steps 8] [--skip 3] [--runs 1] [--json F]
+        [--steps 8] [--skip 3] [--runs 1] [--activation-checkpointing] [--json F]
+
+--activation-checkpointing trains every variant with train.activation_checkpointing (each layer
+recomputed in the backward pass): the activations, which at these batches are most of the memory,
+then shrink to a layer's input per layer, and what LoRA saves (the frozen weights' gradients and
+Adam's moments) is most of what is left.
 
 Needs models/smollm2 with data/wiki-chat (SmolLM2 as a chat model: objective chat) and
 models/all-MiniLM-L6-v2 with data/commentary-qa (MiniLM as a question answerer: objective qa);
@@ -41,7 +46,7 @@ import dataclasses, json, resource, sys
 from transformer.config import build_run_config, load_config
 from transformer.training.trainer import train
 
-path, out, lora, batch, steps, changes = json.loads(sys.argv[1])
+path, out, lora, batch, steps, changes, recompute = json.loads(sys.argv[1])
 values = load_config(path).to_dict()
 for key, value in changes.items():
     section, *names = key.split(".")
@@ -51,13 +56,13 @@ for key, value in changes.items():
     table[names[-1]] = value
 t = values["train"]
 t.update(batch_tokens=batch, max_steps=steps, max_minutes=0.0, precision="fp32", log_every=1,
-         valid_every=10**6, save_every=10**6, lora=lora)
+         valid_every=10**6, save_every=10**6, lora=lora, activation_checkpointing=recompute)
 train(build_run_config(values), out, log=lambda _: None)
 print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
 
-def run_variant(model: str, lora: bool, batch: int, steps: int, skip: int) -> dict:
+def run_variant(model: str, lora: bool, batch: int, steps: int, skip: int, recompute: bool) -> dict:
     config, changes = MODELS[model]
     if model == "smollm2":
         lora_cfg = {**LORA, "targets": [*LORA["targets"], "w3"]} if lora else None
@@ -65,7 +70,7 @@ def run_variant(model: str, lora: bool, batch: int, steps: int, skip: int) -> di
         lora_cfg = LORA if lora else None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        argument = json.dumps([config, str(out), lora_cfg, batch, steps, changes])
+        argument = json.dumps([config, str(out), lora_cfg, batch, steps, changes, recompute])
         done = subprocess.run([sys.executable, "-c", CHILD, argument], cwd=ROOT, check=True,
                               capture_output=True, text=True)
         rss = json.loads(done.stdout.strip().splitlines()[-1])["maxrss_kb"] / 1024
@@ -93,6 +98,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--skip", type=int, default=3, help="steps not timed (warm-up)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--activation-checkpointing", action="store_true",
+                        help="every variant with train.activation_checkpointing")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     rows = []
@@ -101,14 +108,16 @@ def main() -> None:
             results = {"full": [], "lora": []}
             for _ in range(args.runs):
                 for mode in ("full", "lora"):
-                    results[mode].append(run_variant(model, mode == "lora", batch, args.steps, args.skip))
+                    results[mode].append(run_variant(model, mode == "lora", batch, args.steps, args.skip,
+                                                     args.activation_checkpointing))
             row = {"model": model, "batch_tokens": batch}
             for mode, runs in results.items():
                 row[f"{mode}_rss_mb"] = statistics.median(r["peak_rss_mb"] for r in runs)
                 row[f"{mode}_tokens_per_s"] = statistics.median(r["tokens_per_s"] for r in runs)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print(f"\n{cpu_name()}, {args.steps} steps ({args.skip} not timed), fp32, median of {args.runs}\n")
+    recompute = ", activation checkpointing" if args.activation_checkpointing else ""
+    print(f"\n{cpu_name()}, {args.steps} steps ({args.skip} not timed), fp32{recompute}, median of {args.runs}\n")
     print("| model | batch tokens | peak RSS full | peak RSS LoRA | LoRA / full | tokens/s full | "
           "tokens/s LoRA | LoRA / full |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -74,3 +74,20 @@ def test_lora_needs_a_pretrained_model(texts):  # noqa: F811
     values["train"]["lora"] = {"rank": 4, "targets": ["query"]}
     with pytest.raises(ConfigError, match="train.lora.targets"):
         build_run_config(values)
+
+
+def test_precision_is_measured_at_the_pretrained_models_shapes(texts, base, tmp_path, monkeypatch):  # noqa: F811
+    """With init_from, bf16 is measured on the shapes of the model trained (the base's width,
+    feed-forward and vocabulary), not on the [model] section that init_from replaces."""
+    import transformer.runtime.precision as precision
+    from transformer.model_dir import load_config
+
+    shapes = []
+    monkeypatch.setenv("TRANSFORMER_PRECISION_CACHE", "0")
+    monkeypatch.setattr(precision, "measure_bf16_speedup", lambda *a: shapes.append(a[:3]) or 0.5)
+    cfg = lora_config(texts, base, precision="auto", max_steps=2)
+    values = cfg.to_dict()
+    values["model"].update(d_model=512, d_ff=2048)  # ignored with init_from
+    train(build_run_config(values), tmp_path / "run", log=lambda _: None)
+    m = load_config(base)
+    assert shapes == [(m.d_model, m.d_ff, m.vocab_size)]

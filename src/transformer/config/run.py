@@ -192,6 +192,11 @@ class TrainConfig:
     step)."""
     num_threads: int = setting(0, ge=0)
     """CPU threads for torch (0 = torch's default)."""
+    activation_checkpointing: bool = False
+    """Keep only each layer's input for the backward pass and compute the layer again there
+    (activation checkpointing: Hugging Face's gradient_checkpointing): a forward pass more, for a
+    fraction of the activation memory, which at long sequences or large batches is most of a
+    fine-tuning run's memory (with LoRA, nearly all of it). Measured in docs/benchmarks.md."""
     compile: bool = False
     """Run the training forward and backward through torch.compile (TorchInductor fuses the
     elementwise work into fewer kernels). The first steps, and each new batch shape until torch

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .audio import AudioFrontEnd
 from .cache import KVCache
@@ -18,6 +19,22 @@ from .layers import DecoderLayer, EncoderLayer, dropped
 from .masks import attention_mask, causal_mask, positions_from_mask
 from .patches import PatchEmbedding
 from .positional import RelativePositionBias, reads_back
+
+
+class Stack(nn.Module):
+    """What every stack shares: `recompute` (off unless training sets it: train.recompute) runs
+    each layer under activation checkpointing (Chen et al. 2016, "Training Deep Nets with Sublinear
+    Memory Cost"): in training, only each layer's input is kept for the backward pass and the
+    layer's inside is computed again there, a forward pass more for a fraction of the activation
+    memory. Dropout draws the same masks both times (torch saves and restores the RNG state)."""
+
+    recompute = False
+
+    def run(self, layer: nn.Module, *args):
+        """layer(*args), checkpointed when recompute is on and a gradient is being taken."""
+        if self.recompute and self.training and torch.is_grad_enabled():
+            return checkpoint(layer, *args, use_reentrant=False)
+        return layer(*args)
 
 
 class Embeddings(nn.Module):
@@ -97,7 +114,7 @@ def _relative_bias(
     return relative(key - query[:, :, None])
 
 
-class Encoder(nn.Module):
+class Encoder(Stack):
     """Embeddings, a stack of encoder layers, and an optional final norm; with `relative`, T5's
     relative position bias (bidirectional), computed once and added in every layer's
     self-attention."""
@@ -133,14 +150,14 @@ class Encoder(nn.Module):
             bias = _relative_bias(self.relative, positions, positions, _padded(mask, self.training))
         weights = []
         for layer in self.layers:
-            x, w = layer(x, attn_mask, positions, need_weights, bias)
+            x, w = self.run(layer, x, attn_mask, positions, need_weights, bias)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, weights) if need_weights else x
 
 
-class ImageEncoder(nn.Module):
+class ImageEncoder(Stack):
     """The encoder with a patch front end (ViT): PatchEmbedding, encoder layers, an optional final
     norm.
 
@@ -160,14 +177,14 @@ class ImageEncoder(nn.Module):
         x = self.patches(pixels)
         weights = []
         for layer in self.layers:
-            x, w = layer(x, None, None, need_weights)
+            x, w = self.run(layer, x, None, None, need_weights)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, weights) if need_weights else x
 
 
-class AudioEncoder(nn.Module):
+class AudioEncoder(Stack):
     """The encoder with a speech front end (Whisper): AudioFrontEnd, encoder layers, an optional
     final norm."""
 
@@ -188,14 +205,14 @@ class AudioEncoder(nn.Module):
         attn_mask = attention_mask(mask, x.size(1))  # (B, 1, 1, L) or None
         weights = []
         for layer in self.layers:
-            x, w = layer(x, attn_mask, None, need_weights)
+            x, w = self.run(layer, x, attn_mask, None, need_weights)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, mask, weights) if need_weights else (x, mask)
 
 
-class Decoder(nn.Module):
+class Decoder(Stack):
     """Embeddings, a stack of decoder layers (with or without cross-attention), and an optional
     final norm; with `relative`, T5's causal relative position bias on every layer's
     self-attention."""
@@ -252,7 +269,8 @@ class Decoder(nn.Module):
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, (sw, cw) = layer(
+            x, (sw, cw) = self.run(
+                layer,
                 x,
                 self_mask,
                 is_causal,

@@ -27,8 +27,9 @@ from ..files import atomic_write_text
 from ..model.attention import MultiHeadAttention
 from ..model.io import ModelFileError
 from ..model.lora import Adapter, add_lora
+from ..model.stacks import Stack
 from ..model.transformer import Model
-from ..model_dir import base_weights, load_model, weights_sha256
+from ..model_dir import base_weights, load_config, load_model, weights_sha256
 from ..runtime.allocator import keep_freed_memory, release_freed_memory
 from ..runtime.precision import (
     AttentionChoice,
@@ -194,6 +195,9 @@ def _model(
         model = task.new_model().to(device)
         if config.train.lora is not None:
             adapt(model, config.train.lora, config.train.init_from)
+    for module in model.modules():  # train.activation_checkpointing: layers recomputed backward
+        if isinstance(module, Stack):
+            module.recompute = config.train.activation_checkpointing
     if config.train.freeze_encoder:  # a pretrained encoder under a new head: only the head learns
         model.encoder.requires_grad_(False)
     model.train()
@@ -228,9 +232,11 @@ def _precision(
     if requested == "auto" and resumed is not None and resumed.get("precision"):
         return PrecisionChoice(resumed["precision"], "as the run recorded it")
     choice = None
-    if dist.is_main:
-        m = config.model
-        choice = resolve_precision(requested, device, m.d_model, m.d_ff, config.data.vocab_size)
+    if dist.is_main:  # the shapes of the model trained: init_from's when it gives the model
+        init = config.train.init_from
+        m = load_config(init) if init else config.model
+        vocab = m.vocab_size if init else config.data.vocab_size
+        choice = resolve_precision(requested, device, m.d_model, m.d_ff, vocab)
     return D.gather_objects(choice, dist)[0]
 
 

@@ -80,8 +80,8 @@ class ChatSFT(Objective):
             )
         self.tokenizer = load_tokenizers(base)[1]
         self.pad = load_config(base).pad_id
-        self.train_rows = self._read(d.train_chat, "training", say)
-        self.valid_rows = self._read(d.valid_chat, "validation", say) if d.valid_chat else []
+        self.train_rows = self._read(d.train_chat, "train_chat", say)
+        self.valid_rows = self._read(d.valid_chat, "valid_chat", say) if d.valid_chat else []
         self.sizes = np.fromiter((len(r[0]) for r in self.train_rows), np.int64)
         learned = sum(int(r[1].sum()) for r in self.train_rows)
         say(
@@ -90,9 +90,11 @@ class ChatSFT(Objective):
             f"assistant's ({learned / max(int(self.sizes.sum()), 1):.0%}: the loss is on those)"
         )
 
-    def _read(self, path: str, what: str, say) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(ids, learned) of each conversation of a JSONL file at most data.max_len tokens long."""
+    def _read(self, path: str, key: str, say) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(ids, learned) of each conversation of the JSONL file data.<key> at most data.max_len
+        tokens long."""
         limit = self.config.data.max_len
+        what = "training" if key == "train_chat" else "validation"
         rows, dropped = [], 0
         try:
             conversations = read_conversations(path)
@@ -103,7 +105,7 @@ class ChatSFT(Objective):
                     continue
                 rows.append((np.asarray(ids, np.int64), np.asarray(learned, bool)))
         except ChatDataError as e:
-            raise ConfigError(f"data.{what.replace('training', 'train')}_chat: {e}") from None
+            raise ConfigError(f"data.{key}: {e}") from None
         if dropped:
             say(
                 f"dropped {dropped:,} {what} conversation(s) longer than data.max_len={limit} "
