@@ -272,6 +272,28 @@ def test_fine_tuning_an_mlm_encoder_with_a_frozen_encoder(task, tmp_path):
     assert after.config.n_classes == 3 and after.mlm_head is None and after.config.d_model == 32
 
 
+def test_lora_on_a_pretrained_encoder_trains_the_new_head_whole(task, tmp_path):
+    """train.lora under a new classifier head: the encoder's weights stay, its adapters and the
+    head (which the base does not hold) learn, and the adapter file holds both."""
+    from safetensors.torch import load_file
+
+    from transformer.model_dir import ADAPTER_WEIGHTS_FILE
+
+    mlm = train(_config(task, "mlm", max_steps=4), tmp_path / "mlm", log=lambda _: None)
+    before = load_model(mlm.best_dir).encoder.state_dict()
+    config = _config(task, init_from=str(mlm.best_dir), max_steps=5, valid_every=5, save_every=5,
+                     lora={"rank": 2, "targets": ["q_proj", "v_proj"]})
+    result = train(config, tmp_path / "ft", log=lambda _: None)
+    saved = load_file(result.last_dir / ADAPTER_WEIGHTS_FILE)
+    assert any(n.startswith("pooler.classifier.") for n in saved)
+    assert all("lora_" in n or n.startswith("pooler.") for n in saved)
+    apart = load_model(result.last_dir, merge=False)
+    for name, tensor in apart.encoder.state_dict().items():
+        if "lora_" not in name:
+            assert torch.equal(tensor, before[name]), name  # frozen
+    assert apart.config.n_classes == 3
+
+
 def test_init_from_mismatches_are_refused(task, tmp_path):
     decoder = build_model(cpu_tiny(100, arch="decoder", n_encoder_layers=0))
     tok = train_tokenizer("word", [t for _, t in _texts(50, 0)], 100, 1, ENCODER_SPECIALS)
