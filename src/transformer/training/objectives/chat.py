@@ -133,13 +133,12 @@ class ChatSFT(Objective):
         rows = [(self.train_rows if rows is None else rows)[i] for i in indices]
         width = max(len(ids) for ids, _ in rows) - 1
         ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
+        nexts = torch.full_like(ids, self.pad)
         learned = torch.zeros((len(rows), width), dtype=torch.bool)
         for r, (row, learn) in enumerate(rows):
             ids[r, : len(row) - 1] = torch.from_numpy(row[:-1])
-            learned[r, : len(row) - 1] = torch.from_numpy(learn[1:])
-        nexts = torch.full_like(ids, self.pad)
-        for r, (row, _) in enumerate(rows):
             nexts[r, : len(row) - 1] = torch.from_numpy(row[1:])
+            learned[r, : len(row) - 1] = torch.from_numpy(learn[1:])
         targets = nexts[learned]  # (N,)
         return ChatBatch(ids, learned, targets, len(targets), sum(len(row) - 1 for row, _ in rows))
 
