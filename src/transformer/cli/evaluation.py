@@ -257,7 +257,7 @@ def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
 
 
 def _evaluate_squad(args: argparse.Namespace) -> None:
-    """Exact match and F1 (SQuAD's) of a span-head model's answers, and verse-level F1 where the
+    """Exact match and F1 (SQuAD's) of a question-answering model's answers, and verse-level F1 where the
     file gives verses."""
     from ..evaluation.scoring import score_squad
     from ..model.transformer import EncoderOnly
@@ -267,9 +267,11 @@ def _evaluate_squad(args: argparse.Namespace) -> None:
     if args.output:
         check_output(args.output)
     pipeline = load_pipeline(args, "evaluate")
-    if not isinstance(pipeline.model, EncoderOnly) or pipeline.model.span_head is None:
+    model = pipeline.model
+    if not isinstance(model, EncoderOnly) or not (model.span_head or model.config.sentence_head):
         raise UserError(
-            '--squad is for question answering: this model has no span head (objective = "qa")'
+            "--squad is for question answering: this model has no span or sentence head "
+            '(objective = "qa" or "qa_sentences")'
         )
     try:
         scores, answers = score_squad(

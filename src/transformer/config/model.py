@@ -126,6 +126,10 @@ class ModelConfig:
     span_head: bool = False
     """A span head on an encoder-only model (BERT for SQuAD): a start and an end logit per token,
     for extractive question answering."""
+    sentence_head: bool = False
+    """A sentence head on an encoder-only model: one logit from the pooled [CLS] question [SEP]
+    sentence [SEP], whether the sentence belongs to the answer (answer-sentence selection, for
+    answers that are whole sentences or verses)."""
     pad_id: int = setting(0, ge=0)
     """Padding token id; padding positions are never attended to on the source side."""
     bos_id: int = setting(2, ge=0)
@@ -271,10 +275,17 @@ class ModelConfig:
             raise ConfigError(
                 f"n_token_types={self.n_token_types} is only for arch='encoder' (BERT); set it to 0"
             )
-        if (self.mlm_head or self.pooler or self.span_head) and self.arch != "encoder":
+        if (
+            self.mlm_head or self.pooler or self.span_head or self.sentence_head
+        ) and self.arch != "encoder":
             raise ConfigError(
-                "mlm_head, pooler and span_head are heads of arch='encoder' models, not of "
-                f"arch={self.arch!r}"
+                "mlm_head, pooler, span_head and sentence_head are heads of arch='encoder' "
+                f"models, not of arch={self.arch!r}"
+            )
+        if self.sentence_head and (self.span_head or self.n_classes):
+            raise ConfigError(
+                "sentence_head is an answer head of its own: leave span_head at false and "
+                "n_classes at 0"
             )
         if self.vision is not None:
             if self.arch not in ("encoder", "encoder-decoder"):
@@ -286,10 +297,11 @@ class ModelConfig:
                 raise ConfigError(
                     "model.vision and model.audio are two front ends of one encoder: keep one"
                 )
-            if self.mlm_head or self.n_token_types or self.span_head:
+            if self.mlm_head or self.n_token_types or self.span_head or self.sentence_head:
                 raise ConfigError(
-                    "an image encoder (model.vision) has no masked-LM head, span head or token "
-                    "types: leave mlm_head, span_head and n_token_types at false and 0"
+                    "an image encoder (model.vision) has no masked-LM head, answer head or token "
+                    "types: leave mlm_head, span_head, sentence_head and n_token_types at false "
+                    "and 0"
                 )
             if self.arch == "encoder" and self.vision.n_patches + 1 > self.max_positions:
                 raise ConfigError(

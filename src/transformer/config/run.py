@@ -49,7 +49,8 @@ class TrainConfig:
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
-    encoder, on train_squad), "speech" (speech recognition, arch = "encoder-decoder" with
+    encoder, on train_squad), "qa_sentences" (answer-sentence selection on the same data: a
+    sentence head scores each sentence of the context), "speech" (speech recognition, arch = "encoder-decoder" with
     model.audio, on train_audio) or "detection" (object detection, DETR: arch = "encoder-decoder"
     with model.detection, on train_detection) or "image_lm" (images generated pixel by pixel,
     Image GPT: arch = "decoder", on train_images) or "contrastive" (a text-image dual encoder,

@@ -1,20 +1,24 @@
-"""Extractive question answering with an encoder's span head (BERT for SQuAD): what
-Pipeline.answer and `transformer answer` do. Each question is read with its context in windows
+"""Extractive question answering: what Pipeline.answer and `transformer answer` do.
+
+With a span head (BERT for SQuAD), each question is read with its context in windows
 (data.squad.question_windows), the model gives each window's start and end logits, and
 data.squad.Best keeps each question's best span over its windows (the rule is in data/squad.py).
+With a sentence head, each question is read with each sentence of its context and the answer is
+the best run of sentences (data/sentences.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..data.batching import pad_rows
+from ..data.batching import batch_indices, pad_rows
+from ..data.sentences import selected, sentence_bounds, sentence_rows
 from ..data.squad import Answer, Best, Window, question_windows
 from ..data.tokenizer import EncoderTokens, Tokenizer
 from ..model.transformer import EncoderOnly
 from .step import inference
 
-__all__ = ["Answer", "answer_questions", "answer_windows"]
+__all__ = ["Answer", "answer_questions", "answer_sentences", "answer_windows"]
 
 
 def answer_windows(
@@ -57,15 +61,52 @@ def answer_questions(
     return answer_windows(model, tokens, rows, [c for _, c in pairs], max_answer_tokens)
 
 
-def answer(pipeline, questions, contexts, **decode):
+def answer_sentences(
+    model: EncoderOnly,
+    tokenizer: Tokenizer,
+    tokens: EncoderTokens,
+    questions: Sequence[str],
+    contexts: Sequence[str],
+    starts: Sequence[Sequence[int] | None],
+    max_len: int,
+    batch_tokens: int = 8192,
+) -> list[Answer]:
+    """The best run of sentences of each question's context; starts: each context's sentence
+    starts (character offsets), or None to cut it at sentence ends; rows of at most max_len
+    tokens."""
+    device = next(model.parameters()).device
+    typed = bool(model.config.n_token_types)
+    bounds = [sentence_bounds(c, s) for c, s in zip(contexts, starts, strict=True)]
+    rows = sentence_rows(tokenizer, tokens, questions, bounds, contexts, max_len)
+    logits = [[0.0] * len(b) for b in bounds]
+    for indices in batch_indices([len(r.ids) for r in rows], batch_tokens, 0, 0, shuffle=False):
+        batch = [rows[i] for i in indices]
+        ids, mask = pad_rows([r.ids for r in batch], tokens.pad)
+        types = pad_rows([r.types for r in batch], 0)[0].to(device) if typed else None
+        with inference(model):
+            out = model.sentence_logits(ids.to(device), mask.to(device), types)
+        for row, value in zip(batch, out.float().tolist(), strict=True):
+            logits[row.question][row.sentence] = value
+    return [selected(*args) for args in zip(contexts, bounds, logits, strict=True)]
+
+
+def answer(pipeline, questions, contexts, sentences=None, **decode):
     """What Pipeline.answer does: the answer span (an Answer) of each question in its context, one
-    or a list, under the model's answer settings with `decode` overrides."""
+    or a list, under the model's answer settings with `decode` overrides; sentences: a sentence-head
+    model's sentence starts, one list of character offsets for every context or one each (default:
+    cut at sentence ends)."""
     from .inputs import PipelineError
 
     model = pipeline.model
-    if not isinstance(model, EncoderOnly) or model.span_head is None:
+    if not isinstance(model, EncoderOnly) or not (model.span_head or model.config.sentence_head):
         raise PipelineError(
-            'this model has no span head: answer needs an encoder trained with objective = "qa"'
+            "this model has no answer head: answer needs an encoder trained with objective = "
+            '"qa" or "qa_sentences"'
+        )
+    if sentences is not None and not model.config.sentence_head:
+        raise PipelineError(
+            "sentences are for a sentence-head model (objective qa_sentences): this one answers "
+            "with spans; leave sentences out"
         )
     one = isinstance(questions, str)
     questions = [questions] if one else list(questions)
@@ -80,6 +121,18 @@ def answer(pipeline, questions, contexts, **decode):
     if model.config.positional in ("sinusoidal", "learned"):
         window = min(window, model.config.max_positions)
     tokens = EncoderTokens(pipeline.source_tokenizer, pipeline.special_tokens)
+    if model.config.sentence_head:
+        if sentences is None or (sentences and isinstance(sentences[0], int)):
+            sentences = [sentences] * len(contexts)
+        if len(sentences) != len(contexts):
+            raise PipelineError(
+                f"{len(contexts)} contexts but {len(sentences)} lists of sentence starts: give "
+                "one list for all or one each"
+            )
+        answers = answer_sentences(
+            model, pipeline.source_tokenizer, tokens, questions, contexts, sentences, window
+        )
+        return answers[0] if one else answers
     answers = answer_questions(
         model,
         pipeline.source_tokenizer,

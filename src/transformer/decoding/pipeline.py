@@ -231,14 +231,17 @@ class Pipeline:
         s = self.settings(**{k: v for k, v in given.items() if v is not None})
         return detect_images(self, images, s.threshold, s.batch_size or self.task.batch_size)
 
-    def answer(self, questions, contexts, **decode) -> list:
+    def answer(self, questions, contexts, sentences=None, **decode) -> list:
         """The answer span of each question in its context (extractive question answering with a
-        span head): a question and a context (strings), or lists of them (one context for all the
-        questions, or one each). decode: answer_window, answer_stride, max_answer_tokens. Returns
-        an Answer (text, start, end, score) or a list of them. See transformer.decoding.answer."""
+        span head, or the best run of sentences with a sentence head): a question and a context
+        (strings), or lists of them (one context for all the questions, or one each). sentences:
+        a sentence-head model's sentence starts (character offsets; one list for all contexts or
+        one each; default: cut at sentence ends). decode: answer_window (a sentence head's row
+        length), answer_stride, max_answer_tokens. Returns an Answer (text, start, end, score) or
+        a list of them. See transformer.decoding.answer."""
         from .answer import answer
 
-        return answer(self, questions, contexts, **decode)
+        return answer(self, questions, contexts, sentences, **decode)
 
     def caption(self, images, batch_size: int | None = None, **decode) -> list[str]:
         """The caption of each image of an image captioner (objective caption): images are uint8

@@ -372,8 +372,10 @@ def score_squad(pipeline, path, **decode) -> tuple[dict[str, float], list]:
     from .overlap import set_f1, squad_scores
 
     questions = read_squad(path)
+    # a sentence head reads the file's verses as its sentences, where it gives them
+    starts = [q.verse_starts for q in questions] if pipeline.model.config.sentence_head else None
     answers = pipeline.answer(
-        [q.question for q in questions], [q.context for q in questions], **decode
+        [q.question for q in questions], [q.context for q in questions], starts, **decode
     )
     scores = {
         "questions": len(questions),

@@ -66,9 +66,10 @@ def build_model(cfg: ModelConfig) -> Model:
             )
         case "encoder":
             pooler = None
-            if cfg.pooler or cfg.n_classes:
+            if cfg.pooler or cfg.n_classes or cfg.sentence_head:
+                outputs = 1 if cfg.sentence_head else cfg.n_classes
                 pooler = PooledClassifier(
-                    cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler
+                    cfg.d_model, outputs, cfg.dropout, cfg.pooling, dense=cfg.pooler
                 )
             if cfg.vision is not None:
                 model = EncoderOnly(cfg, _image_encoder(cfg), None, pooler)

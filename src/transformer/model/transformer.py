@@ -217,6 +217,22 @@ class EncoderOnly(nn.Module):
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.pooler(self.encoder(ids, mask), mask)
 
+    def sentence_logits(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """ids (B, L) of [CLS] question [SEP] sentence [SEP] rows, attention_mask and
+        token_type_ids (B, L) -> (B,) logits: is the sentence part of the answer."""
+        if not self.config.sentence_head:
+            raise ValueError(
+                "this encoder has no sentence head: train one with objective = \"qa_sentences\" "
+                "(SQuAD data)"
+            )
+        mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
+        return self.pooler(self.encoder(ids, mask, token_type_ids), mask)[:, 0]
+
     def spans(
         self,
         ids: torch.Tensor,

@@ -163,7 +163,7 @@ def config_to_hf(cfg: ModelConfig):
         cfg.pooling == "first", "pooling", cfg.pooling, family, "BERT pools the first token ([CLS])"
     )
     require(
-        cfg.pooler or not cfg.n_classes,
+        cfg.pooler or not (cfg.n_classes or cfg.sentence_head),
         "pooler",
         cfg.pooler,
         family,
@@ -200,7 +200,7 @@ def config_to_hf(cfg: ModelConfig):
         layer_norm_eps=cfg.norm_eps,
         pad_token_id=cfg.pad_id,
         tie_word_embeddings=cfg.tie_embeddings,
-        num_labels=2 if cfg.span_head else max(cfg.n_classes, 1),
+        num_labels=2 if cfg.span_head else max(cfg.n_classes, 1),  # a sentence head: 1
     )
 
 
@@ -230,7 +230,7 @@ def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, st
             pairs += [(f"{ours}.{mine}.{p}", f"{theirs}.{name}.{p}") for p in ("weight", "bias")]
     if cfg.pooler:
         pairs += [(f"pooler.dense.{p}", f"{prefix}pooler.dense.{p}") for p in ("weight", "bias")]
-        if cfg.n_classes:
+        if cfg.n_classes or cfg.sentence_head:
             pairs += [(f"pooler.classifier.{p}", f"{classifier}.{p}") for p in ("weight", "bias")]
     if cfg.mlm_head:
         pairs += [
@@ -266,7 +266,8 @@ def from_hf(hf_model) -> EncoderOnly:
 
 def to_hf(model: EncoderOnly):
     """Our EncoderOnly (BERT shaped) -> BertModel / BertForMaskedLM / BertForSequenceClassification
-    / BertForPreTraining."""
+    (num_labels 1 for a sentence head: the cross-encoder shape) / BertForPreTraining /
+    BertForQuestionAnswering."""
     import transformers
 
     cfg = model.config
@@ -277,7 +278,7 @@ def to_hf(model: EncoderOnly):
         hf_model = transformers.BertForPreTraining(hf_config)
     elif cfg.mlm_head:
         hf_model = transformers.BertForMaskedLM(hf_config)
-    elif cfg.n_classes:
+    elif cfg.n_classes or cfg.sentence_head:  # a sentence head: a cross-encoder of one logit
         hf_model = transformers.BertForSequenceClassification(hf_config)
     else:
         hf_model = transformers.BertModel(hf_config, add_pooling_layer=cfg.pooler)

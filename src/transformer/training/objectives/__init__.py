@@ -7,6 +7,8 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.
 - qa.py: qa, extractive question answering (a span head, SQuAD's data); best/ by validation F1.
+- sentences.py: qa_sentences, answer-sentence selection on the same data (a sentence head: which
+  sentences answer); best/ by validation F1.
 - speech.py: speech, speech recognition (model.audio, Whisper's shape); best/ by validation WER.
 - detection.py: detection, object detection as set prediction (model.detection, DETR); best/ by
   validation mAP.
@@ -34,6 +36,7 @@ from .encoder import MaskedLM, encoder_model
 from .image_lm import ImageLM
 from .lm import PackedLM
 from .qa import SpanQA
+from .sentences import SentenceQA
 from .seq2seq import Seq2Seq, SpanCorruption
 from .speech import Speech
 
@@ -48,6 +51,7 @@ __all__ = [
     "MaskedLM",
     "Objective",
     "PackedLM",
+    "SentenceQA",
     "Seq2Seq",
     "SpanCorruption",
     "SpanQA",
