@@ -257,8 +257,8 @@ def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
 
 
 def _evaluate_squad(args: argparse.Namespace) -> None:
-    """Exact match and F1 (SQuAD's) of a question-answering model's answers, and verse-level F1 where the
-    file gives verses."""
+    """Exact match and F1 (SQuAD's) of a question-answering model's answers, and verse-level F1
+    where the file gives verses."""
     from ..evaluation.scoring import score_squad
     from ..model.transformer import EncoderOnly
 

@@ -49,16 +49,16 @@ class TrainConfig:
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
     "encoder-decoder", on train_text) or "qa" (extractive question answering: a span head on an
-    encoder, on train_squad), "qa_sentences" (answer-sentence selection on the same data: a
-    sentence head scores each sentence of the context), "speech" (speech recognition, arch = "encoder-decoder" with
-    model.audio, on train_audio) or "detection" (object detection, DETR: arch = "encoder-decoder"
-    with model.detection, on train_detection) or "image_lm" (images generated pixel by pixel,
-    Image GPT: arch = "decoder", on train_images) or "contrastive" (a text-image dual encoder,
-    CLIP: arch = "encoder" with model.vision and model.contrastive, on train_images, each image's
-    text its label) or "caption" (image captioning: arch = "encoder-decoder" with model.vision, on
-    train_images, each image's text its label) or "chat" (supervised fine-tuning of a chat model,
-    train.init_from, on train_chat: the loss on the assistant's turns). None: from the data and
-    arch (see RunConfig.objective)."""
+    encoder, on train_squad), "qa_sentences" (answer-sentence selection on the same data: a sentence
+    head scores each sentence of the context), "speech" (speech recognition, arch =
+    "encoder-decoder" with model.audio, on train_audio) or "detection" (object detection, DETR: arch
+    = "encoder-decoder" with model.detection, on train_detection) or "image_lm" (images generated
+    pixel by pixel, Image GPT: arch = "decoder", on train_images) or "contrastive" (a text-image
+    dual encoder, CLIP: arch = "encoder" with model.vision and model.contrastive, on train_images,
+    each image's text its label) or "caption" (image captioning: arch = "encoder-decoder" with
+    model.vision, on train_images, each image's text its label) or "chat" (supervised fine-tuning of
+    a chat model, train.init_from, on train_chat: the loss on the assistant's turns). None: from the
+    data and arch (see RunConfig.objective)."""
     mlm_probability: float = setting(0.15, gt=0, lt=1)
     """mlm: share of tokens chosen for prediction; of those 80% become [MASK], 10% a random token,
     10% stay."""

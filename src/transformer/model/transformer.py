@@ -227,7 +227,7 @@ class EncoderOnly(nn.Module):
         token_type_ids (B, L) -> (B,) logits: is the sentence part of the answer."""
         if not self.config.sentence_head:
             raise ValueError(
-                "this encoder has no sentence head: train one with objective = \"qa_sentences\" "
+                'this encoder has no sentence head: train one with objective = "qa_sentences" '
                 "(SQuAD data)"
             )
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")

@@ -48,7 +48,11 @@ def special_tokens(config: RunConfig) -> tuple[str, ...]:
     objectives, ours followed by T5's sentinels for span corruption."""
     if config.objective == "span_corruption":
         return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
-    return ENCODER_SPECIALS if config.objective in ("mlm", "classify", "qa", "qa_sentences") else SPECIAL_TOKENS
+    return (
+        ENCODER_SPECIALS
+        if config.objective in ("mlm", "classify", "qa", "qa_sentences")
+        else SPECIAL_TOKENS
+    )
 
 
 def tokenizer_cache_key(config: RunConfig) -> dict:

@@ -80,7 +80,9 @@ class SentenceQA(TextRows, EncoderObjective):
         if d.valid_squad:
             limit = config.train.valid_questions or None
             self.valid_questions = read_squad(d.valid_squad)[:limit]
-        self.valid_bounds = [sentence_bounds(q.context, q.verse_starts) for q in self.valid_questions]
+        self.valid_bounds = [
+            sentence_bounds(q.context, q.verse_starts) for q in self.valid_questions
+        ]
         self.valid_rows = self._rows(self.valid_questions, self.valid_bounds)
         inside = sum(r.label > 0 for r in self.train_rows)
         say(
@@ -113,9 +115,7 @@ class SentenceQA(TextRows, EncoderObjective):
         ids, mask = pad_rows([r.ids for r in chosen], self.tokens.pad)  # (B, L) each
         types = pad_rows([r.types for r in chosen], 0)[0]  # (B, L)
         labels = torch.tensor([r.label for r in chosen])
-        return SentenceBatch(
-            ids, mask, types, labels, len(chosen), int(mask.sum()), list(indices)
-        )
+        return SentenceBatch(ids, mask, types, labels, len(chosen), int(mask.sum()), list(indices))
 
     @property
     def has_valid(self):
