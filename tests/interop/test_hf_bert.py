@@ -85,19 +85,9 @@ def test_bert_unsupported_fields_are_named():
         from_hf(bert_model("BertForTokenClassification"))
 
 
-def test_a_sentence_head_exports_as_a_one_logit_cross_encoder():
+def test_a_sentence_head_is_refused_in_one_line():
     from transformer.model.build import build_model
 
-    bert = from_hf(bert_model("BertForSequenceClassification", num_labels=1)).config
-    cfg = bert.replace(n_classes=0, sentence_head=True)
-    torch.manual_seed(0)
-    model = build_model(cfg).eval()
-    hf_model = to_hf(model)
-    assert type(hf_model).__name__ == "BertForSequenceClassification" and hf_model.config.num_labels == 1
-    ids, mask, types = bert_batch()
-    with torch.no_grad():
-        theirs = hf_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).logits[:, 0]
-        ours = model.sentence_logits(ids, mask, types)
-    assert_rel_close(ours, theirs)
-    with pytest.raises(HFConversionError, match="pooler"):
-        to_hf(build_model(cfg.replace(pooler=False)))
+    bert = from_hf(bert_model("BertModel")).config
+    with pytest.raises(HFConversionError, match="sentence_head=True cannot be exported as BERT: a sentence head"):
+        to_hf(build_model(bert.replace(sentence_head=True, pooler=False)))

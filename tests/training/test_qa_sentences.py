@@ -1,6 +1,7 @@
-"""Answer-sentence selection (objective qa_sentences): sentences cut and labelled, the best run of
-sentences against a search of every run, a small run that learns, its answers through padded
-batches against each pair scored alone, and the answer / evaluate commands."""
+"""Answer-sentence selection (objective qa_sentences): sentences cut, grouped by context and
+labelled, the sentence head against its definition, the best run of sentences against a search of
+every run, a small run that learns, its answers through padded batches against each text embedded
+alone, and the answer / evaluate commands."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import torch
 
 from transformer.cli import main
 from transformer.config import ConfigError, ModelConfig, build_run_config
-from transformer.data.sentences import best_run, selected, sentence_bounds, sentence_rows
+from transformer.data.sentences import best_run, context_rows, selected, sentence_bounds
 from transformer.data.squad import read_squad
 from transformer.data.text import DataError
 from transformer.data.tokenizer import EncoderTokens
 from transformer.decoding.pipeline import Pipeline
+from transformer.model.heads import SentenceHead
 from transformer.training.trainer import train
 
 WORDS = "sun moon star rain snow wind fire leaf rock tree lake hill road door bird fish".split()
@@ -61,26 +63,41 @@ def test_sentences_are_cut_at_given_starts_or_at_sentence_ends():
             sentence_bounds(text, bad)
 
 
-def test_a_sentence_is_in_the_answer_when_most_of_it_is():
-    class Words:  # one id per character: a row's length shows what was kept
+def test_questions_are_grouped_by_context_and_a_sentence_is_in_the_answer_when_most_of_it_is():
+    class Chars:  # one id per character: a row's length shows what was kept
         def encode(self, text):
             return [ord(c) % 50 + 10 for c in text]
 
     tokens = type("T", (), {"cls": 1, "sep": 2})()
-    context = "aaaa. bbbb. cccc."
-    bounds = sentence_bounds(context)
-    # the answer covers "bbbb." whole and 2 of the 5 characters of "cccc."
-    rows = sentence_rows(Words(), tokens, ["q"], [bounds], [context], 12, [(6, 14)])
-    assert [r.label for r in rows] == [0.0, 1.0, 0.0]
-    rows = sentence_rows(Words(), tokens, ["q"], [bounds], [context], 12, [(5, 15)])
-    assert [r.label for r in rows] == [0.0, 1.0, 1.0]
-    row = rows[0]
-    assert row.ids[:3] == [1, Words().encode("q")[0], 2] and row.ids[-1] == 2
-    assert row.types == [0, 0, 0] + [1] * 6  # 5 characters and [SEP]
-    cut = sentence_rows(Words(), tokens, ["q"], [bounds], [context], 6, None)[0]
-    assert len(cut.ids) == 6 and cut.label == 0.0  # [CLS] q [SEP] + 2 characters + [SEP]
+    context, other = "aaaa. bbbb. cccc.", "dd. ee."
+    bounds, other_bounds = sentence_bounds(context), sentence_bounds(other)
+    # question 0 covers "bbbb." whole and 2 of the 5 characters of "cccc."; question 2 one more
+    items = context_rows(Chars(), tokens, ["q", "r", "st"], [bounds, other_bounds, bounds],
+                         [context, other, context], 12, [(6, 14), (0, 3), (5, 15)])
+    assert [c.numbers for c in items] == [[0, 2], [1]]
+    first, second = items
+    assert first.labels == [[0.0, 1.0, 0.0], [0.0, 1.0, 1.0]] and second.labels == [[1.0, 0.0]]
+    assert first.sentences[0] == [1, *Chars().encode("aaaa."), 2] and first.questions[1] == [1, *Chars().encode("st"), 2]
+    assert first.tokens == 3 * 7 + 3 + 4
+    cut = context_rows(Chars(), tokens, ["q"], [bounds], [context], 5)[0]
+    assert cut.labels is None and [len(r) for r in cut.sentences] == [5, 5, 5]  # [CLS] + 3 + [SEP]
     with pytest.raises(DataError, match="raise data.max_len"):
-        sentence_rows(Words(), tokens, ["q"], [bounds], [context], 4, None)
+        context_rows(Chars(), tokens, ["q"], [bounds], [context], 2)
+
+
+def test_the_sentence_head_is_the_scaled_standardized_cosine():
+    torch.manual_seed(0)
+    head = SentenceHead()
+    questions, sentences = torch.randn(3, 8), torch.randn(5, 8)
+    with torch.no_grad():
+        head.scale.fill_(2.0)
+        head.bias.fill_(-0.5)
+        out = head(questions, sentences)
+    for i in range(3):  # the plain computation, one pair at a time
+        cos = torch.tensor([float(torch.cosine_similarity(questions[i], s, dim=0)) for s in sentences])
+        expected = 2.0 * (cos - cos.mean()) / cos.std(correction=0) - 0.5
+        torch.testing.assert_close(out[i], expected, atol=1e-5, rtol=1e-5)
+    assert float(head(questions, sentences[:1]).detach()[0, 0]) == pytest.approx(-0.5)  # one sentence: the bias
 
 
 def test_best_run_is_the_highest_sum_of_consecutive_logits():
@@ -96,6 +113,9 @@ def test_best_run_is_the_highest_sum_of_consecutive_logits():
     context = "one. two. three."
     answer = selected(context, sentence_bounds(context), [-1.0, 2.0, 0.5])
     assert (answer.text, answer.start, answer.end) == ("two. three.", 5, 16)
+    # a lower threshold counts less likely sentences in: log-odds -1 beat log(0.2 / 0.8) = -1.39
+    assert selected(context, sentence_bounds(context), [-1.0, 2.0, -1.0]).text == "two."
+    assert selected(context, sentence_bounds(context), [-1.0, 2.0, -1.0], 0.2).text == context
 
 
 def test_a_sentence_head_is_an_answer_head_of_its_own():
@@ -130,26 +150,31 @@ def sentence_run(tmp_path_factory):
 
 def test_a_sentence_run_learns_which_sentences_answer(sentence_run):
     root, lines = sentence_run
-    assert any("(question, sentence) rows" in line for line in lines)
+    assert any("(question, sentence) pairs" in line for line in lines)
     metrics = [json.loads(x) for x in (root / "run" / "metrics.jsonl").read_text().splitlines()]
     valid = [m for m in metrics if m.get("split") == "valid"][-1]
     # the first 2 sentences of each context (a guess of the answer's length) score F1 ~ 30
     assert valid["valid_f1"] > 90 and valid["valid_exact_match"] > 70
 
 
-def test_answers_through_padded_batches_equal_each_pair_scored_alone(sentence_run):
+def test_answers_through_padded_batches_equal_each_text_embedded_alone(sentence_run):
     root, _ = sentence_run
     pipe = Pipeline.load(root / "run" / "best")
-    tokens = EncoderTokens(pipe.source_tokenizer, pipe.special_tokens)
+    model, tokenizer = pipe.model, pipe.source_tokenizer
+    tokens = EncoderTokens(tokenizer, pipe.special_tokens)
     questions = read_squad(root / "valid.json")[:10]
     answers = pipe.answer([q.question for q in questions], [q.context for q in questions])
+
+    def alone(text):  # the plain computation: one row, no padding, the mean of its states
+        with torch.no_grad():
+            return model(torch.tensor([[tokens.cls, *tokenizer.encode(text), tokens.sep]]))[0].mean(0)
+
     for q, answer in zip(questions, answers, strict=True):
         bounds = sentence_bounds(q.context)  # cut at the full stops: the file's verses
         assert bounds == sentence_bounds(q.context, q.verse_starts)
-        rows = sentence_rows(pipe.source_tokenizer, tokens, [q.question], [bounds], [q.context], 32)
-        with torch.no_grad():  # the plain computation: one pair at a time, no padding
-            logits = [float(pipe.model.sentence_logits(torch.tensor([r.ids]), None, torch.tensor([r.types])))
-                      for r in rows]
+        with torch.no_grad():
+            logits = model.sentence_head(alone(q.question)[None], torch.stack([alone(q.context[a:b]) for a, b in bounds]))
+        logits = logits[0].tolist()
         runs = [(sum(logits[i : j + 1]), i, j) for i in range(len(logits)) for j in range(i, len(logits))]
         score, first, last = max(runs)
         assert answer.score == pytest.approx(score, abs=1e-4)
@@ -171,3 +196,17 @@ def test_the_answer_and_evaluate_commands_with_a_sentence_head(sentence_run, cap
     out = capsys.readouterr().out
     f1 = float(out.split("  F1 ")[1].split()[0])
     assert out.startswith("exact match ") and "verse F1" in out and f1 > 90
+
+
+def test_rows_are_read_in_runs_of_similar_length_and_put_back_in_order():
+    from transformer.training.objectives.sentences import LENGTH_SPREAD, length_runs
+
+    r = random.Random(3)
+    rows = [[7] * r.randint(3, 60) for _ in range(50)]
+    blocks, restore = length_runs(rows, pad=0)
+    stacked = [row for ids, mask in blocks for row, keep in zip(ids.tolist(), mask.tolist(), strict=True)
+               for row in [[t for t, k in zip(row, keep, strict=True) if k]]]
+    assert [stacked[i] for i in restore.tolist()] == rows
+    for ids, mask in blocks:
+        lengths = mask.sum(1)
+        assert int(lengths.max()) <= LENGTH_SPREAD * int(lengths.min()) and ids.shape[1] == int(lengths.max())

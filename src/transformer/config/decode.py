@@ -95,6 +95,12 @@ class DecodeConfig:
         30, gt=0, flag="--max-answer-tokens", give="a number of tokens > 0"
     )
     """Extractive question answering: the longest answer span, in tokens (SQuAD's script: 30)."""
+    sentence_threshold: float = setting(
+        0.5, gt=0, lt=1, flag="--sentence-threshold", give="a probability between 0 and 1"
+    )
+    """Answer-sentence selection: the probability above which a sentence counts for the answer;
+    the answer is the run of sentences with the highest sum of log-odds above it (lower: longer
+    answers)."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow
     their tokenizer."""
@@ -170,7 +176,7 @@ TRANSCRIBE_SETTINGS = (
 """The settings of transcribing speech: transcribe's flags, /v1/transcribe's fields."""
 CAPTION_SETTINGS = TRANSCRIBE_SETTINGS[:-2]
 """The settings of captioning images (the same as transcribing): caption's flags."""
-ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens")
+ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens", "sentence_threshold")
 DETECT_SETTINGS = ("threshold", "batch_size")
 """The settings of detecting objects: detect's flags, /v1/detect's fields (threshold)."""
 """The settings of extractive question answering: answer's flags."""

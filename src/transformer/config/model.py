@@ -127,9 +127,10 @@ class ModelConfig:
     """A span head on an encoder-only model (BERT for SQuAD): a start and an end logit per token,
     for extractive question answering."""
     sentence_head: bool = False
-    """A sentence head on an encoder-only model: one logit from the pooled [CLS] question [SEP]
-    sentence [SEP], whether the sentence belongs to the answer (answer-sentence selection, for
-    answers that are whole sentences or verses)."""
+    """A sentence head on an encoder-only model, for answers made of whole sentences (answer-
+    sentence selection): the question and each sentence of the context are embedded alone (the
+    mean of their hidden states), and each sentence's cosine with the question, standardized over
+    the context, times a learned scale plus a learned bias is its logit of being in the answer."""
     pad_id: int = setting(0, ge=0)
     """Padding token id; padding positions are never attended to on the source side."""
     bos_id: int = setting(2, ge=0)

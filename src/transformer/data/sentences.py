@@ -2,25 +2,28 @@
 
 Each context is cut into sentences: the verses a file gives (`verse_starts`, as `transformer data
 commentary-qa` writes), else at each sentence end (., ! or ?, any closing quotes or brackets, then
-white space). An encoder with a sentence head reads each (question, sentence) pair as [CLS]
-question [SEP] sentence [SEP] (token types 0, then 1) and gives one logit: is this sentence part
-of the answer. In training, a sentence's target is 1 when more than half of its characters lie in
+white space). An encoder with a sentence head (model.heads.SentenceHead) embeds each sentence and
+each question alone, [CLS] text [SEP], and gives each (question, sentence) pair a logit: is this
+sentence part of the answer. The sentences of a context are read once for all its questions
+(ContextRows). In training, a sentence's target is 1 when more than half of its characters lie in
 the gold answer.
 
-A question's answer is the run of consecutive sentences whose logits sum highest (the maximum
-subarray, Kadane's rule): a sentence whose log-odds are negative still joins the run when the
-sentences on both sides outweigh it, so answers stay contiguous as gold answers are; when every
-logit is negative, the single most likely sentence. Its text runs from the run's first character
-to its last sentence's end, so the verse-level and word-level scores of extractive QA apply
-unchanged (evaluation.scoring.score_squad).
+A question's answer is the run of consecutive sentences whose log-odds above a threshold
+(decode.sentence_threshold, a probability: 0.5 by default) sum highest (the maximum subarray,
+Kadane's rule): a sentence below the threshold still joins the run when the sentences on both
+sides outweigh it, so answers stay contiguous as gold answers are; when every sentence is below
+it, the single most likely sentence. A lower threshold gives longer answers. The answer's text
+runs from the run's first character to its last sentence's end, so the verse-level and word-level
+scores of extractive QA apply unchanged (evaluation.scoring.score_squad).
 
-For answers that are whole passages (a commentary heading's 7 verses) this reads every sentence
-once per question with its question, where a span head reads 512-token windows and learns only
-from the windows that hold the whole answer.
+For answers that are whole passages (a commentary heading's 7 verses) this reads each sentence
+once, where a span head reads 512-token windows and learns only from the windows that hold the
+whole answer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,19 +60,31 @@ def sentence_bounds(context: str, starts: Sequence[int] | None = None) -> list[t
 
 
 @dataclass
-class SentenceRow:
-    """One (question, sentence) pair the encoder reads."""
+class ContextRows:
+    """One context's sentences and the questions asked of it, as the encoder reads them."""
 
-    question: int
-    sentence: int
-    """The sentence's number in its context's sentence_bounds."""
-    ids: list[int]
-    types: list[int]
-    label: float = 0.0
-    """Training target: 1.0 when more than half of the sentence lies in the gold answer."""
+    sentences: list[list[int]]
+    """[CLS] sentence [SEP] ids of each sentence, in order."""
+    questions: list[list[int]]
+    """[CLS] question [SEP] ids of each question."""
+    numbers: list[int]
+    """Each question's number in the list it came from."""
+    labels: list[list[float]] | None = None
+    """Training targets, (question, sentence): 1.0 when more than half of the sentence lies in the
+    question's gold answer."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(map(len, self.sentences)) + sum(map(len, self.questions))
 
 
-def sentence_rows(
+def inside(bounds: list[tuple[int, int]], answer: tuple[int, int]) -> list[float]:
+    """1.0 for each sentence (its characters [a, b)) more than half inside answer [start, end)."""
+    start, end = answer
+    return [float(2 * max(0, min(b, end) - max(a, start)) > b - a) for a, b in bounds]
+
+
+def context_rows(
     tokenizer: Tokenizer,
     tokens: EncoderTokens,
     questions: Sequence[str],
@@ -77,34 +92,29 @@ def sentence_rows(
     contexts: Sequence[str],
     max_len: int,
     answers: Sequence[tuple[int, int]] | None = None,
-) -> list[SentenceRow]:
-    """The rows of each question (its sentences in order); bounds: each question's sentence
-    bounds in its context; a sentence is cut to the max_len tokens a row may hold; answers: each
-    question's gold character span [start, end), for the targets."""
-    encoded: dict[str, list[int]] = {}
-    rows = []
-    for n, (question, sentences, context) in enumerate(
-        zip(questions, bounds, contexts, strict=True)
-    ):
-        head = [tokens.cls, *tokenizer.encode(question)[:QUESTION_TOKENS], tokens.sep]
-        room = max_len - len(head) - 1
-        if room < 1:
-            raise DataError(
-                f"rows of {max_len} tokens leave no room for a sentence after a question of "
-                f"{len(head) - 2} tokens: raise data.max_len"
-            )
-        for k, (a, b) in enumerate(sentences):
-            text = context[a:b]
-            if text not in encoded:
-                encoded[text] = tokenizer.encode(text)
-            body = encoded[text][:room] + [tokens.sep]
-            row = SentenceRow(n, k, head + body, [0] * len(head) + [1] * len(body))
+) -> list[ContextRows]:
+    """The questions grouped by context (the same text cut the same way), in order of first
+    appearance; bounds: each question's sentence bounds in its context; rows are cut to max_len
+    tokens; answers: each question's gold character span [start, end), for the targets."""
+    if max_len < 3:
+        raise DataError(f"rows of {max_len} tokens hold no text: raise data.max_len")
+
+    def row(text: str, limit: int) -> list[int]:
+        return [tokens.cls, *tokenizer.encode(text)[: min(limit, max_len - 2)], tokens.sep]
+
+    groups: dict[tuple[str, tuple], ContextRows] = {}
+    for n, (question, cuts, context) in enumerate(zip(questions, bounds, contexts, strict=True)):
+        key = (context, tuple(cuts))
+        if key not in groups:
+            groups[key] = ContextRows([row(context[a:b], max_len) for a, b in cuts], [], [])
             if answers is not None:
-                start, end = answers[n]
-                inside = max(0, min(b, end) - max(a, start))
-                row.label = float(2 * inside > b - a)
-            rows.append(row)
-    return rows
+                groups[key].labels = []
+        group = groups[key]
+        group.questions.append(row(question, QUESTION_TOKENS))
+        group.numbers.append(n)
+        if answers is not None:
+            group.labels.append(inside(cuts, answers[n]))
+    return list(groups.values())
 
 
 def best_run(logits: Sequence[float]) -> tuple[int, int, float]:
@@ -123,10 +133,14 @@ def best_run(logits: Sequence[float]) -> tuple[int, int, float]:
     return best
 
 
-def selected(context: str, bounds: list[tuple[int, int]], logits: Sequence[float]) -> Answer:
-    """The answer of one question: its sentences' logits (in order) -> the best run's text."""
+def selected(
+    context: str, bounds: list[tuple[int, int]], logits: Sequence[float], threshold: float = 0.5
+) -> Answer:
+    """The answer of one question: its sentences' logits (in order) -> the text of the best run of
+    log-odds above threshold's."""
     if not bounds:
         return Answer("", 0, 0, float("-inf"))
-    first, last, score = best_run(logits)
+    bias = math.log(threshold / (1 - threshold))
+    first, last, score = best_run([z - bias for z in logits])
     start, end = bounds[first][0], bounds[last][1]
     return Answer(context[start:end], start, end, score)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from ..data.batching import batch_indices, pad_rows
-from ..data.sentences import selected, sentence_bounds, sentence_rows
+from ..data.sentences import context_rows, selected, sentence_bounds
 from ..data.squad import Answer, Best, Window, question_windows
 from ..data.tokenizer import EncoderTokens, Tokenizer
 from ..model.transformer import EncoderOnly
@@ -61,6 +63,19 @@ def answer_questions(
     return answer_windows(model, tokens, rows, [c for _, c in pairs], max_answer_tokens)
 
 
+def embed_rows(model: EncoderOnly, rows: list[list[int]], pad: int, batch_tokens: int):
+    """The sentence embeddings (N, C) of [CLS] text [SEP] rows, read batch_tokens at a time."""
+    device = next(model.parameters()).device
+    out = [None] * len(rows)
+    for indices in batch_indices([len(r) for r in rows], batch_tokens, 0, 0, shuffle=False):
+        ids, mask = pad_rows([rows[i] for i in indices], pad)
+        with inference(model):
+            embedded = model.sentence_embeddings(ids.to(device), mask.to(device))
+        for i, vector in zip(indices, embedded, strict=True):
+            out[i] = vector
+    return torch.stack(out) if out else torch.zeros(0, model.config.d_model)
+
+
 def answer_sentences(
     model: EncoderOnly,
     tokenizer: Tokenizer,
@@ -69,25 +84,27 @@ def answer_sentences(
     contexts: Sequence[str],
     starts: Sequence[Sequence[int] | None],
     max_len: int,
+    threshold: float = 0.5,
     batch_tokens: int = 8192,
 ) -> list[Answer]:
     """The best run of sentences of each question's context; starts: each context's sentence
     starts (character offsets), or None to cut it at sentence ends; rows of at most max_len
-    tokens."""
-    device = next(model.parameters()).device
-    typed = bool(model.config.n_token_types)
+    tokens; threshold: the probability a sentence counts for the answer above. Each context's
+    sentences are embedded once for all the questions asked of it."""
     bounds = [sentence_bounds(c, s) for c, s in zip(contexts, starts, strict=True)]
-    rows = sentence_rows(tokenizer, tokens, questions, bounds, contexts, max_len)
-    logits = [[0.0] * len(b) for b in bounds]
-    for indices in batch_indices([len(r.ids) for r in rows], batch_tokens, 0, 0, shuffle=False):
-        batch = [rows[i] for i in indices]
-        ids, mask = pad_rows([r.ids for r in batch], tokens.pad)
-        types = pad_rows([r.types for r in batch], 0)[0].to(device) if typed else None
+    items = context_rows(tokenizer, tokens, questions, bounds, contexts, max_len)
+    sentences = embed_rows(model, [r for c in items for r in c.sentences], tokens.pad, batch_tokens)
+    asked = embed_rows(model, [r for c in items for r in c.questions], tokens.pad, batch_tokens)
+    answers: list[Answer | None] = [None] * len(questions)
+    s = q = 0
+    for item in items:
+        width, n = len(item.sentences), len(item.questions)
         with inference(model):
-            out = model.sentence_logits(ids.to(device), mask.to(device), types)
-        for row, value in zip(batch, out.float().tolist(), strict=True):
-            logits[row.question][row.sentence] = value
-    return [selected(*args) for args in zip(contexts, bounds, logits, strict=True)]
+            logits = model.sentence_head(asked[q : q + n], sentences[s : s + width])  # (n, width)
+        for number, row in zip(item.numbers, logits.float().tolist(), strict=True):
+            answers[number] = selected(contexts[number], bounds[number], row, threshold)
+        s, q = s + width, q + n
+    return answers
 
 
 def answer(pipeline, questions, contexts, sentences=None, **decode):
@@ -130,7 +147,14 @@ def answer(pipeline, questions, contexts, sentences=None, **decode):
                 "one list for all or one each"
             )
         answers = answer_sentences(
-            model, pipeline.source_tokenizer, tokens, questions, contexts, sentences, window
+            model,
+            pipeline.source_tokenizer,
+            tokens,
+            questions,
+            contexts,
+            sentences,
+            window,
+            s.sentence_threshold,
         )
         return answers[0] if one else answers
     answers = answer_questions(

@@ -13,7 +13,7 @@ from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
 from .contrastive import DualEncoder
 from .detection import ConvBackbone, DenseHead, DetectionTransformer, PatchBackbone
-from .heads import MaskedLMHead, PooledClassifier, SpanHead
+from .heads import MaskedLMHead, PooledClassifier, SentenceHead, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding
 from .positional import LearnedPositions, RelativePositionBias, RotaryEmbedding, SinusoidalPositions
@@ -66,10 +66,9 @@ def build_model(cfg: ModelConfig) -> Model:
             )
         case "encoder":
             pooler = None
-            if cfg.pooler or cfg.n_classes or cfg.sentence_head:
-                outputs = 1 if cfg.sentence_head else cfg.n_classes
+            if cfg.pooler or cfg.n_classes:
                 pooler = PooledClassifier(
-                    cfg.d_model, outputs, cfg.dropout, cfg.pooling, dense=cfg.pooler
+                    cfg.d_model, cfg.n_classes, cfg.dropout, cfg.pooling, dense=cfg.pooler
                 )
             if cfg.vision is not None:
                 model = EncoderOnly(cfg, _image_encoder(cfg), None, pooler)
@@ -79,7 +78,8 @@ def build_model(cfg: ModelConfig) -> Model:
                 if cfg.mlm_head:
                     mlm = MaskedLMHead(cfg.d_model, cfg.vocab_size, cfg.activation, cfg.norm_eps)
                 spans = SpanHead(cfg.d_model) if cfg.span_head else None
-                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler, spans)
+                sentences = SentenceHead() if cfg.sentence_head else None
+                model = EncoderOnly(cfg, _encoder(cfg, tokens), mlm, pooler, spans, sentences)
         case _:
             raise ValueError(f"unknown arch {cfg.arch!r}")
     init_weights(model, cfg)

@@ -16,7 +16,7 @@ from torch import nn
 from ..config import ModelConfig
 from .cache import KVCache
 from .detection import DetectionTransformer
-from .heads import MaskedLMHead, PooledClassifier, SpanHead
+from .heads import MaskedLMHead, PooledClassifier, SentenceHead, SpanHead, mean_pooled
 from .linear import linear
 from .masks import as_token_mask, padding_mask
 from .stacks import AudioEncoder, Decoder, Encoder, ImageEncoder
@@ -175,6 +175,7 @@ class EncoderOnly(nn.Module):
         mlm_head: MaskedLMHead | None = None,
         pooler: PooledClassifier | None = None,
         span_head: SpanHead | None = None,
+        sentence_head: SentenceHead | None = None,
     ):
         super().__init__()
         self.config = config
@@ -182,6 +183,7 @@ class EncoderOnly(nn.Module):
         self.mlm_head = mlm_head
         self.pooler = pooler
         self.span_head = span_head
+        self.sentence_head = sentence_head
 
     def forward(
         self,
@@ -217,21 +219,31 @@ class EncoderOnly(nn.Module):
         mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         return self.pooler(self.encoder(ids, mask), mask)
 
+    def sentence_embeddings(
+        self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """ids (B, L) of [CLS] text [SEP] rows, attention_mask (B, L) -> the mean of each row's
+        hidden states over its real tokens (B, C): what the sentence head compares."""
+        mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
+        return mean_pooled(self.encoder(ids, mask), mask)
+
     def sentence_logits(
         self,
-        ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
+        question_ids: torch.Tensor,
+        question_mask: torch.Tensor | None,
+        sentence_ids: torch.Tensor,
+        sentence_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """ids (B, L) of [CLS] question [SEP] sentence [SEP] rows, attention_mask and
-        token_type_ids (B, L) -> (B,) logits: is the sentence part of the answer."""
-        if not self.config.sentence_head:
+        """Q questions and the S sentences of one context, each a [CLS] text [SEP] row ((Q, L) and
+        (S, L') ids with their masks) -> (Q, S) logits: is the sentence part of the question's
+        answer (see heads.SentenceHead)."""
+        if self.sentence_head is None:
             raise ValueError(
                 'this encoder has no sentence head: train one with objective = "qa_sentences" '
                 "(SQuAD data)"
             )
-        mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
-        return self.pooler(self.encoder(ids, mask, token_type_ids), mask)[:, 0]
+        questions = self.sentence_embeddings(question_ids, question_mask)
+        return self.sentence_head(questions, self.sentence_embeddings(sentence_ids, sentence_mask))
 
     def spans(
         self,

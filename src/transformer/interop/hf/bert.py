@@ -160,10 +160,18 @@ def config_to_hf(cfg: ModelConfig):
         "BERT has no grouped-query attention",
     )
     require(
+        not cfg.sentence_head,
+        "sentence_head",
+        cfg.sentence_head,
+        family,
+        "a sentence head (a learned scale and bias on cosines of mean-pooled embeddings) has no "
+        "transformers class",
+    )
+    require(
         cfg.pooling == "first", "pooling", cfg.pooling, family, "BERT pools the first token ([CLS])"
     )
     require(
-        cfg.pooler or not (cfg.n_classes or cfg.sentence_head),
+        cfg.pooler or not cfg.n_classes,
         "pooler",
         cfg.pooler,
         family,
@@ -200,7 +208,7 @@ def config_to_hf(cfg: ModelConfig):
         layer_norm_eps=cfg.norm_eps,
         pad_token_id=cfg.pad_id,
         tie_word_embeddings=cfg.tie_embeddings,
-        num_labels=2 if cfg.span_head else max(cfg.n_classes, 1),  # a sentence head: 1
+        num_labels=2 if cfg.span_head else max(cfg.n_classes, 1),
     )
 
 
@@ -230,7 +238,7 @@ def _pairs(cfg: ModelConfig, prefix: str, classifier: str) -> list[tuple[str, st
             pairs += [(f"{ours}.{mine}.{p}", f"{theirs}.{name}.{p}") for p in ("weight", "bias")]
     if cfg.pooler:
         pairs += [(f"pooler.dense.{p}", f"{prefix}pooler.dense.{p}") for p in ("weight", "bias")]
-        if cfg.n_classes or cfg.sentence_head:
+        if cfg.n_classes:
             pairs += [(f"pooler.classifier.{p}", f"{classifier}.{p}") for p in ("weight", "bias")]
     if cfg.mlm_head:
         pairs += [
@@ -266,8 +274,7 @@ def from_hf(hf_model) -> EncoderOnly:
 
 def to_hf(model: EncoderOnly):
     """Our EncoderOnly (BERT shaped) -> BertModel / BertForMaskedLM / BertForSequenceClassification
-    (num_labels 1 for a sentence head: the cross-encoder shape) / BertForPreTraining /
-    BertForQuestionAnswering."""
+    / BertForPreTraining / BertForQuestionAnswering."""
     import transformers
 
     cfg = model.config
@@ -278,7 +285,7 @@ def to_hf(model: EncoderOnly):
         hf_model = transformers.BertForPreTraining(hf_config)
     elif cfg.mlm_head:
         hf_model = transformers.BertForMaskedLM(hf_config)
-    elif cfg.n_classes or cfg.sentence_head:  # a sentence head: a cross-encoder of one logit
+    elif cfg.n_classes:
         hf_model = transformers.BertForSequenceClassification(hf_config)
     else:
         hf_model = transformers.BertModel(hf_config, add_pooling_layer=cfg.pooler)
