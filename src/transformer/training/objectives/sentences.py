@@ -1,12 +1,12 @@
 """qa_sentences: answer-sentence selection, extractive question answering whose answers are whole
 sentences (data.sentences has the rule, model.heads.SentenceHead the head).
 
-The questions of data.train_squad (each its first gold answer) are grouped by context; a unit is
-a (question, sentence) pair, each question read with every sentence of its context: the encoder embeds each sentence and each
-question alone ([CLS] text [SEP], rows of at most data.max_len tokens; a context's sentences once
-for all its questions), the sentence head gives a logit per (question, sentence), and the loss is
-the binary cross entropy against "more than half of the sentence lies in the answer". Batches
-hold whole contexts, train.batch_tokens tokens of them at most (one larger context alone).
+The questions of data.train_squad (each its first gold answer) are grouped by context. The encoder
+embeds each sentence and each question alone ([CLS] text [SEP], rows of at most data.max_len
+tokens; a context's sentences once for all its questions), the sentence head gives a logit per
+(question, sentence) pair, and the loss is the binary cross entropy against "more than half of
+the sentence lies in the answer"; a unit is a pair. Batches hold whole contexts, train.batch_tokens
+tokens of them at most (one larger context alone), their sentences read in runs of similar length.
 
 Validation, on the first train.valid_questions questions of data.valid_squad: the loss and, from
 the same logits, each question's answer (the best run of sentences), scored with SQuAD's exact
