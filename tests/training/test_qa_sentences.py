@@ -6,6 +6,7 @@ alone, and the answer / evaluate commands."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -151,8 +152,11 @@ def sentence_run(tmp_path_factory):
 def test_a_sentence_run_learns_which_sentences_answer(sentence_run):
     root, lines = sentence_run
     assert any("(question, sentence) pairs" in line for line in lines)
+    assert any(line.startswith("sentence head fitted to the untrained embeddings") for line in lines)
     metrics = [json.loads(x) for x in (root / "run" / "metrics.jsonl").read_text().splitlines()]
     valid = [m for m in metrics if m.get("split") == "valid"][-1]
+    decode = json.loads((root / "run" / "best" / "decode.json").read_text())
+    assert decode["sentence_threshold"] == valid["valid_threshold"]  # validation's choice is kept
     # the first 2 sentences of each context (a guess of the answer's length) score F1 ~ 30
     assert valid["valid_f1"] > 90 and valid["valid_exact_match"] > 70
 
@@ -174,7 +178,8 @@ def test_answers_through_padded_batches_equal_each_text_embedded_alone(sentence_
         assert bounds == sentence_bounds(q.context, q.verse_starts)
         with torch.no_grad():
             logits = model.sentence_head(alone(q.question)[None], torch.stack([alone(q.context[a:b]) for a, b in bounds]))
-        logits = logits[0].tolist()
+        threshold = pipe.settings().sentence_threshold  # validation's choice, saved in decode.json
+        logits = (logits[0] - math.log(threshold / (1 - threshold))).tolist()
         runs = [(sum(logits[i : j + 1]), i, j) for i in range(len(logits)) for j in range(i, len(logits))]
         score, first, last = max(runs)
         assert answer.score == pytest.approx(score, abs=1e-4)
@@ -210,3 +215,35 @@ def test_rows_are_read_in_runs_of_similar_length_and_put_back_in_order():
     for ids, mask in blocks:
         lengths = mask.sum(1)
         assert int(lengths.max()) <= LENGTH_SPREAD * int(lengths.min()) and ids.shape[1] == int(lengths.max())
+
+
+def test_the_head_is_fitted_to_the_untrained_encoder_before_training():
+    from transformer.config import ModelConfig
+    from transformer.data.sentences import ContextRows
+    from transformer.decoding.answer import embed_rows
+    from transformer.model.build import build_model
+    from transformer.training.objectives.sentences import fit_head
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch="encoder", vocab_size=50, d_model=32, n_heads=4, n_encoder_layers=1,
+                                    d_ff=64, max_positions=32, sentence_head=True)).eval()
+    r = random.Random(0)
+    items = []
+    for _ in range(6):
+        sentences = [[1, *(r.randrange(5, 50) for _ in range(r.randint(2, 9))), 2] for _ in range(7)]
+        questions = [[1, *(r.randrange(5, 50) for _ in range(3)), 2] for _ in range(2)]
+        labels = [[float(r.random() < 0.3) for _ in range(7)] for _ in range(2)]
+        items.append(ContextRows(sentences, questions, [0, 1], labels))
+    said = []
+    fit_head(model, items, 0, said.append)
+    assert said[0].startswith("sentence head fitted to the untrained embeddings (84 pairs of 6 contexts)")
+    head = model.sentence_head
+    logits, targets = [], []  # the plain computation: each context alone, then the loss's gradient
+    for c in items:
+        with torch.no_grad():
+            q, s = embed_rows(model, c.questions, 0, 512), embed_rows(model, c.sentences, 0, 512)
+        logits.append(head(q, s).flatten())
+        targets += [v for row in c.labels for v in row]
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.cat(logits), torch.tensor(targets))
+    scale, bias = torch.autograd.grad(loss, [head.scale, head.bias])
+    assert abs(float(scale)) < 1e-5 and abs(float(bias)) < 1e-5  # the logistic regression's optimum

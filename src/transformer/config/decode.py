@@ -100,7 +100,7 @@ class DecodeConfig:
     )
     """Answer-sentence selection: the probability above which a sentence counts for the answer;
     the answer is the run of sentences with the highest sum of log-odds above it (lower: longer
-    answers)."""
+    answers). Training with validation questions saves the F1-best threshold with the model."""
     add_bos: bool = True
     """Start a prompt with <s> (bos_id), as our language models are trained; imported models follow
     their tokenizer."""

@@ -3,8 +3,9 @@
 With a span head (BERT for SQuAD), each question is read with its context in windows
 (data.squad.question_windows), the model gives each window's start and end logits, and
 data.squad.Best keeps each question's best span over its windows (the rule is in data/squad.py).
-With a sentence head, each question is read with each sentence of its context and the answer is
-the best run of sentences (data/sentences.py).
+With a sentence head, each question and each sentence of its context are embedded alone (a
+context's sentences once for all its questions), and the answer is the best run of sentences
+(data/sentences.py).
 """
 
 from __future__ import annotations
