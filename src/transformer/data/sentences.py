@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import torch
+
+from .batching import batch_indices, pad_rows
 from .squad import QUESTION_TOKENS, Answer
 from .text import DataError
 from .tokenizer import EncoderTokens, Tokenizer
@@ -115,6 +118,22 @@ def context_rows(
         if answers is not None:
             group.labels.append(inside(cuts, answers[n]))
     return list(groups.values())
+
+
+def embedded(
+    rows: list[list[int]],
+    pad: int,
+    batch_tokens: int,
+    embed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """embed(ids (B, L), mask (B, L)) -> (B, C), applied to rows padded in batches of similar
+    length (batch_tokens padded tokens at most): the (N, C) embeddings in the rows' order."""
+    out: list[torch.Tensor | None] = [None] * len(rows)
+    for indices in batch_indices([len(r) for r in rows], batch_tokens, 0, 0, shuffle=False):
+        ids, mask = pad_rows([rows[i] for i in indices], pad)
+        for i, vector in zip(indices, embed(ids, mask), strict=True):
+            out[i] = vector
+    return torch.stack(out) if out else torch.zeros(0, 0)
 
 
 def best_run(logits: Sequence[float]) -> tuple[int, int, float]:

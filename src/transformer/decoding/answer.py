@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
-from ..data.batching import batch_indices, pad_rows
-from ..data.sentences import context_rows, selected, sentence_bounds
+from ..data.batching import pad_rows
+from ..data.sentences import context_rows, embedded, selected, sentence_bounds
 from ..data.squad import Answer, Best, Window, question_windows
 from ..data.tokenizer import EncoderTokens, Tokenizer
 from ..model.transformer import EncoderOnly
@@ -67,14 +65,13 @@ def answer_questions(
 def embed_rows(model: EncoderOnly, rows: list[list[int]], pad: int, batch_tokens: int):
     """The sentence embeddings (N, C) of [CLS] text [SEP] rows, read batch_tokens at a time."""
     device = next(model.parameters()).device
-    out = [None] * len(rows)
-    for indices in batch_indices([len(r) for r in rows], batch_tokens, 0, 0, shuffle=False):
-        ids, mask = pad_rows([rows[i] for i in indices], pad)
-        with inference(model):
-            embedded = model.sentence_embeddings(ids.to(device), mask.to(device))
-        for i, vector in zip(indices, embedded, strict=True):
-            out[i] = vector
-    return torch.stack(out) if out else torch.zeros(0, model.config.d_model)
+    with inference(model):
+        return embedded(
+            rows,
+            pad,
+            batch_tokens,
+            lambda ids, mask: model.sentence_embeddings(ids.to(device), mask.to(device)),
+        )
 
 
 def answer_sentences(

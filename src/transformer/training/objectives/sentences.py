@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from ...config import RunConfig
 from ...data.batching import batch_indices, pad_rows, to_device
-from ...data.sentences import ContextRows, context_rows, selected, sentence_bounds
+from ...data.sentences import ContextRows, context_rows, embedded, selected, sentence_bounds
 from ...data.squad import Question, read_squad
 from ...data.text import DataError
 from ...evaluation.overlap import squad_scores
@@ -80,16 +80,19 @@ def fit_head(model, items: list[ContextRows], pad: int, say: Callable[[str], Non
     verses are in an answer), and at the encoder's learning rate its two numbers move ~1e-4 a
     step, so for hundreds of steps its errors pull the embeddings about instead (fitting the head
     first, then fine-tuning all of it: Kumar et al. 2022, "LP-FT")."""
-    from ...decoding.answer import embed_rows
-
     every = max(1, round(sum(len(c.sentences) for c in items) / FIT_SENTENCES))
     chosen = items[::every]
-    head = model.sentence_head
+    head, was_training = model.sentence_head, model.training
+    model.eval()  # no dropout: the encoder as it will answer
     with torch.no_grad():
         head.scale.fill_(1.0)
         head.bias.fill_(0.0)
-        sentences = embed_rows(model, [r for c in chosen for r in c.sentences], pad, 8192)
-        questions = embed_rows(model, [r for c in chosen for r in c.questions], pad, 8192)
+        sentences = embedded(
+            [r for c in chosen for r in c.sentences], pad, 8192, model.sentence_embeddings
+        )
+        questions = embedded(
+            [r for c in chosen for r in c.questions], pad, 8192, model.sentence_embeddings
+        )
         z, y, s, q = [], [], 0, 0
         for c in chosen:
             width, n = len(c.sentences), len(c.questions)
@@ -99,10 +102,11 @@ def fit_head(model, items: list[ContextRows], pad: int, say: Callable[[str], Non
     x = torch.stack([torch.cat(z).double(), torch.ones(len(y), dtype=torch.float64)], dim=1)
     target = torch.tensor(y, dtype=torch.float64)
     w = torch.zeros(2, dtype=torch.float64)
+    ridge = 1e-4  # keeps the fit finite where the untrained cosines already separate the targets
     for _ in range(50):
         p = torch.sigmoid(x @ w)
-        hessian = x.T @ (x * (p * (1 - p))[:, None]) + 1e-9 * torch.eye(2, dtype=torch.float64)
-        step = torch.linalg.solve(hessian, x.T @ (p - target))
+        hessian = x.T @ (x * (p * (1 - p))[:, None]) + ridge * torch.eye(2, dtype=torch.float64)
+        step = torch.linalg.solve(hessian, x.T @ (p - target) + ridge * w)
         w -= step
         if float(step.abs().max()) < 1e-9:
             break
@@ -111,6 +115,7 @@ def fit_head(model, items: list[ContextRows], pad: int, say: Callable[[str], Non
     with torch.no_grad():
         head.scale.fill_(float(w[0]))
         head.bias.fill_(float(w[1]))
+    model.train(was_training)
     say(
         f"sentence head fitted to the untrained embeddings ({len(y):,} pairs of {len(chosen)} "
         f"contexts): scale {float(w[0]):.3f}, bias {float(w[1]):.3f}, loss {float(before):.4f} -> "
