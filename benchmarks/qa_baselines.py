@@ -7,10 +7,14 @@ trained span head must beat, in SQuAD's exact match and F1 and in verse-level F1
    train.json;
 3. word overlap (lexical): of every run of k consecutive verses, the one holding the most distinct
    words of the heading (lowercased words of three or more letters, STOPWORDS left out; the
-   earliest on a tie).
+   earliest on a tie);
+4. with --encoder MODEL (a sentence-embedding model such as all-MiniLM-L6-v2, imported): that
+   encoder untrained under a fresh sentence head, the start of objective qa_sentences: each verse's
+   cosine with the heading, standardized over the chapter, and the best run of verses above the
+   chapter's mean (transformer.data.sentences).
 
     python -m transformer data commentary-qa --out data/commentary-qa
-    python benchmarks/qa_baselines.py [--data data/commentary-qa] [--json F]
+    python benchmarks/qa_baselines.py [--data data/commentary-qa] [--encoder MODEL] [--json F]
 """
 
 from __future__ import annotations
@@ -62,9 +66,31 @@ def score(name: str, questions: list[Question], picks: list[tuple[str, set[int]]
     return {"name": name, **result, "verse_f1": 100 * sum(f1) / len(f1)}
 
 
+def untrained_sentence_head(encoder: str, questions: list[Question]) -> list[tuple[str, set[int]]]:
+    """Each question's answer from encoder's embeddings under a fresh sentence head."""
+    from transformer.data.tokenizer import EncoderTokens
+    from transformer.decoding.answer import answer_sentences
+    from transformer.decoding.pipeline import Pipeline
+    from transformer.evaluation.scoring import covered_verses
+    from transformer.training.objectives.encoder import pretrained_under
+    from transformer.training.objectives.sentences import HEADS
+
+    pipe = Pipeline.load(encoder)
+    model = pretrained_under(pipe.model, HEADS, encoder).eval()
+    tokens = EncoderTokens(pipe.source_tokenizer, pipe.special_tokens)
+    answers = answer_sentences(
+        model, pipe.source_tokenizer, tokens, [q.question for q in questions],
+        [q.context for q in questions], [q.verse_starts for q in questions], 192,
+    )
+    return [(a.text, covered_verses(a.start, a.end, q.verse_starts, len(q.context)))
+            for a, q in zip(answers, questions, strict=True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data/commentary-qa", help="directory with {train,test}.json")
+    parser.add_argument("--encoder", help="a sentence-embedding model directory, scored untrained under a "
+                        "sentence head (e.g. models/all-MiniLM-L6-v2)")
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args()
     data = Path(args.data)
@@ -79,6 +105,9 @@ def main() -> None:
         score(f"word overlap: the {k} verses with most heading words", test,
               [overlap_window(q, k) for q in test]),
     ]
+    if args.encoder:
+        results.append(score(f"{Path(args.encoder).name} untrained, sentence head", test,
+                             untrained_sentence_head(args.encoder, test)))
     print(f"Test split of {data}: {len(test):,} questions (median answer in train: {k} verses)\n")
     print("| baseline | exact match | F1 | verse F1 |")
     print("|---|---:|---:|---:|")
