@@ -127,10 +127,8 @@ class ModelConfig:
     """A span head on an encoder-only model (BERT for SQuAD): a start and an end logit per token,
     for extractive question answering."""
     sentence_head: bool = False
-    """A sentence head on an encoder-only model, for answers made of whole sentences (answer-
-    sentence selection): the question and each sentence of the context are embedded alone (the
-    mean of their hidden states), and each sentence's cosine with the question, standardized over
-    the context, times a learned scale plus a learned bias is its logit of being in the answer."""
+    """A sentence head on an encoder-only model (answer-sentence selection, heads.SentenceHead): a
+    logit per sentence of the context from its embedding's cosine with the question's."""
     pad_id: int = setting(0, ge=0)
     """Padding token id; padding positions are never attended to on the source side."""
     bos_id: int = setting(2, ge=0)

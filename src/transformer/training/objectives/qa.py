@@ -32,6 +32,15 @@ from .. import distributed as D
 from .base import StepSums, autocast, validation_sums
 from .encoder import EncoderObjective, TextRows, encoder_model, init_dir, run_tokenizer
 
+
+def describe_answers(result: dict) -> str:
+    """A question-answering validation in one line: loss, exact match and F1."""
+    return (
+        f"valid loss {result['valid_loss']:.4f}  exact match "
+        f"{result['valid_exact_match']:.1f}  F1 {result['valid_f1']:.1f}"
+    )
+
+
 HEADS = dict(span_head=True, mlm_head=False, pooler=False, n_classes=0)
 
 
@@ -160,7 +169,4 @@ class SpanQA(TextRows, EncoderObjective):
         return {**result, "valid_exact_match": scores["exact_match"], "valid_f1": scores["f1"]}
 
     def describe(self, result):
-        return (
-            f"valid loss {result['valid_loss']:.4f}  exact match "
-            f"{result['valid_exact_match']:.1f}  F1 {result['valid_f1']:.1f}"
-        )
+        return describe_answers(result)

@@ -35,6 +35,7 @@ from ...model.heads import mean_pooled
 from .. import distributed as D
 from .base import StepSums, autocast, typical_shape, validation_sums
 from .encoder import EncoderObjective, encoder_model, init_dir, run_tokenizer
+from .qa import describe_answers
 
 HEADS = dict(sentence_head=True, span_head=False, mlm_head=False, n_classes=0, pooler=False)
 
@@ -346,8 +347,4 @@ class SentenceQA(EncoderObjective):
         return files
 
     def describe(self, result):
-        return (
-            f"valid loss {result['valid_loss']:.4f}  exact match "
-            f"{result['valid_exact_match']:.1f}  F1 {result['valid_f1']:.1f} (sentence threshold "
-            f"{result['valid_threshold']:.2f})"
-        )
+        return f"{describe_answers(result)} (sentence threshold {result['valid_threshold']:.2f})"
