@@ -129,12 +129,16 @@ class ModelDir:
     readme: str | None = None
 
     @classmethod
-    def read(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> ModelDir:
-        """Read the model directory `path` whole: the model (in eval mode on `device`) and every
-        file present, each checked (ModelFileError, TokenizerError name the file and the fix)."""
+    def read(
+        cls, path: str | os.PathLike, device: str | torch.device = "cpu", lora_scale: float = 1.0
+    ) -> ModelDir:
+        """Read the model directory `path` whole: the model (in eval mode on `device`; LoRA
+        adapters merged, their updates times lora_scale) and every file present, each checked
+        (ModelFileError, TokenizerError name the file and the fix)."""
         readme = Path(path) / README_FILE
+        model = load_model(path, device, merge=lora_scale == 1.0)
         return cls(
-            load_model(path, device),
+            model if lora_scale == 1.0 else merge_lora(model, lora_scale),
             load_tokenizers(path) if has_tokenizer(path) else None,
             readme=readme.read_text(encoding="utf-8") if readme.is_file() else None,
             **model_files(path),

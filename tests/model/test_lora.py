@@ -212,3 +212,37 @@ def test_export_to_a_plain_directory_and_info(tmp_path, capsys):
     added = sum(lora_flops(m.in_features, m.out_features, 2) for m in layers)
     assert rc == 0 and "rank 2, alpha 4 on 6 products (q_proj, v_proj, w2)" in out
     assert f"add {added:,} forward FLOPs per token" in out
+
+
+def test_export_with_a_lora_scale_merges_that_share_of_the_update(tmp_path, capsys):
+    """--lora-scale s writes W + s (alpha / r) B A for every adapted product: 0 is the base model
+    exactly, 1 the trained one, 0.5 the weights half way (each merged weight checked against its
+    arithmetic); it applies to --to dir and to a directory with adapters only."""
+    from safetensors.torch import load_file
+
+    from tests.cli.common import run
+
+    model, _ = adapted_dir(tmp_path)
+    base = load_file(tmp_path / "base" / WEIGHTS_FILE)
+    deltas = {f"{name}.weight": m.delta() for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+    assert len(deltas) == 6
+    for scale in (0.0, 0.5, 1.0):
+        out = tmp_path / f"scaled-{scale}"
+        rc, printed, err = run(["export", tmp_path / "adapted", "--to", "dir", "--out", out, "--lora-scale", str(scale)], capsys)
+        assert rc == 0, err
+        merged = load_file(out / WEIGHTS_FILE)
+        assert set(merged) == set(base)
+        for name, weight in base.items():
+            expect = weight + scale * deltas[name] if name in deltas else weight
+            torch.testing.assert_close(merged[name], expect, rtol=0, atol=1e-6)
+            assert scale != 0.0 or torch.equal(merged[name], weight)  # the base, bit for bit
+        assert f"(their updates times {scale:g}) merged into" in (out / "README.md").read_text()
+    for args, message in (
+        (["--to", "hf", "--out", tmp_path / "hf"], "--lora-scale applies to --to dir"),
+        (["--to", "dir", "--out", tmp_path / "neg"], "--lora-scale -1.0: give a number >= 0"),
+    ):
+        scale = "-1" if "neg" in str(args[-1]) else "0.5"
+        rc, _, err = run(["export", tmp_path / "adapted", *args, "--lora-scale", scale], capsys)
+        assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run(["export", tmp_path / "base", "--to", "dir", "--out", tmp_path / "b", "--lora-scale", "0.5"], capsys)
+    assert rc == 2 and "--lora-scale scales LoRA adapters" in err and len(err.strip().splitlines()) == 1

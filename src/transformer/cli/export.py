@@ -36,12 +36,19 @@ def export(
             "float32); gguf: f32 (default), f16 or q8_0"
         ),
     ] = None,
+    lora_scale: Annotated[
+        float | None,
+        Arg(
+            "dir: multiply the LoRA adapters' updates by this before merging them (0: the base "
+            "model, 1: as trained, between: a model between the two, as WiSE-FT interpolates)"
+        ),
+    ] = None,
 ) -> None:
     """Write a model directory as a CTranslate2 (--to ct2), Hugging Face (--to hf) or GGUF
     (--to gguf) model, or as a model directory with its LoRA adapters merged (--to dir)."""
     from ..export import export_model, usage
 
-    written = export_model(model_dir, to, out, quantization=quantization)
+    written = export_model(model_dir, to, out, quantization=quantization, lora_scale=lora_scale)
     print(f"wrote {written} ({to}): {usage(to, written)}")
 
 

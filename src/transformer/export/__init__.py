@@ -24,6 +24,7 @@ Rules shared by the targets:
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -38,11 +39,32 @@ class ExportError(ValueError):
 
 
 def export_model(
-    model_dir: str | os.PathLike, to: str, out: str | os.PathLike, quantization: str | None = None
+    model_dir: str | os.PathLike,
+    to: str,
+    out: str | os.PathLike,
+    quantization: str | None = None,
+    lora_scale: float | None = None,
 ) -> Path:
     """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2"), Hugging Face
-    ("hf") or GGUF ("gguf": `out` is the file) model."""
-    from ..model_dir import PIXELS_FILE
+    ("hf") or GGUF ("gguf": `out` is the file) model, or as a model directory ("dir") with its
+    LoRA adapters merged, their updates times `lora_scale` (None: 1, as trained)."""
+    from ..model_dir import ADAPTER_FILE, PIXELS_FILE
+
+    if lora_scale is not None:
+        if to != "dir":
+            raise ExportError(
+                f"--lora-scale applies to --to dir: write the scaled model directory first, then "
+                f"export that one --to {to}"
+            )
+        if not (Path(model_dir) / ADAPTER_FILE).is_file():
+            raise ExportError(
+                f"--lora-scale scales LoRA adapters, and {model_dir} has none ({ADAPTER_FILE}): "
+                "leave it out"
+            )
+        if not (math.isfinite(lora_scale) and lora_scale >= 0):
+            raise ExportError(
+                f"--lora-scale {lora_scale}: give a number >= 0 (0: the base model, 1: as trained)"
+            )
 
     if (Path(model_dir) / PIXELS_FILE).is_file():
         raise ExportError(
@@ -74,21 +96,22 @@ def export_model(
                     "--quantization applies to --to ct2 and --to gguf only: a model directory "
                     "keeps float32 weights (quantize when loading: --precision q8)"
                 )
-            return write_directory(out, lambda tmp: _merged(model_dir, tmp))
+            return write_directory(out, lambda tmp: _merged(model_dir, tmp, lora_scale))
         case _:
             raise ExportError(f"unknown export target {to!r}: choose one of {', '.join(TARGETS)}")
 
 
-def _merged(model_dir: str | os.PathLike, out: Path) -> None:
-    """The model directory with its weights whole: LoRA adapters merged (load_model merges them),
-    every other file as it was."""
+def _merged(model_dir: str | os.PathLike, out: Path, lora_scale: float | None) -> None:
+    """The model directory with its weights whole: LoRA adapters merged (load_model merges them;
+    times lora_scale when given), every other file as it was."""
     from ..model_dir import ADAPTER_FILE, ModelDir
 
-    record = ModelDir.read(model_dir)
+    record = ModelDir.read(model_dir, lora_scale=1.0 if lora_scale is None else lora_scale)
     adapter = Path(model_dir) / ADAPTER_FILE
     if adapter.is_file():
         base = json.loads(adapter.read_text(encoding="utf-8")).get("base")
-        note = f"LoRA adapters of {Path(model_dir).absolute()} merged into {base}"
+        scaled = "" if lora_scale is None else f" (their updates times {lora_scale:g})"
+        note = f"LoRA adapters of {Path(model_dir).absolute()}{scaled} merged into {base}"
         record.readme = (record.readme or "") + f"\n{note}.\n"
     record.write(out)
 

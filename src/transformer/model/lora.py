@@ -92,11 +92,11 @@ class LoRALinear(nn.Linear):
         """The update of the weight, (alpha / r) B A: (out, in)."""
         return (self.lora_B @ self.lora_A) * self.scaling
 
-    def merged(self) -> nn.Linear:
-        """A plain nn.Linear with the update folded into the weight."""
+    def merged(self, scale: float = 1.0) -> nn.Linear:
+        """A plain nn.Linear with the update (times `scale`) folded into the weight."""
         out = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
         with torch.no_grad():
-            weight = self.weight.detach() + self.delta().detach()
+            weight = self.weight.detach() + scale * self.delta().detach()
         out.weight = nn.Parameter(weight, requires_grad=self.weight.requires_grad)
         if self.bias is not None:
             out.bias = self.bias
@@ -142,13 +142,15 @@ def add_lora(model: nn.Module, config: LoraConfig) -> list[str]:
     return wrapped
 
 
-def merge_lora(model: nn.Module) -> nn.Module:
+def merge_lora(model: nn.Module, scale: float = 1.0) -> nn.Module:
     """Fold every LoRALinear of `model` into a plain nn.Linear (in place) and drop
-    `model.adapter`; returns the model."""
+    `model.adapter`; returns the model. `scale` multiplies every update: 1 as trained, 0 the base
+    model, between them a point on the line from the base to the fine-tuned weights (the weight
+    interpolation of WiSE-FT, Wortsman et al. 2022; diffusers' lora_scale)."""
     for parent in list(model.modules()):
         for attribute, child in list(parent.named_children()):
             if isinstance(child, LoRALinear):
-                setattr(parent, attribute, child.merged())
+                setattr(parent, attribute, child.merged(scale))
     if getattr(model, "adapter", None) is not None:
         model.adapter = None
     return model
