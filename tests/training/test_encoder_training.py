@@ -304,7 +304,7 @@ def test_init_from_mismatches_are_refused(task, tmp_path):
     save_model(small, tmp_path / "small", tokenizer=tok)  # a tokenizer of more ids than the model embeds
     with pytest.raises(ConfigError, match="its tokenizer has .* tokens but the model's vocab_size is 10"):
         train(_config(task, init_from=str(tmp_path / "small")), tmp_path / "r2", log=lambda _: None)
-    with pytest.raises(ConfigError, match="freeze_encoder is for objective"):
+    with pytest.raises(ConfigError, match="freeze_encoder is for a pretrained model"):
         _config(task, freeze_encoder=True)
 
 

@@ -285,3 +285,24 @@ def test_train_pad_to_max_overrides_a_pretrained_models_windows(speech_run, tmp_
     values["train"]["pad_to_max"] = False
     with pytest.raises(ConfigError, match="train.pad_to_max is for objective speech with train.init_from"):
         build_run_config(values)
+
+
+def test_freeze_encoder_fine_tunes_a_speech_models_decoder_alone(speech_run, tmp_path):
+    """train.freeze_encoder on a speech model: the audio encoder's weights come out as they went
+    in, every decoder weight moves; and it is refused beside train.lora (which freezes them all)."""
+    from safetensors.torch import load_file
+
+    root, _ = speech_run
+    values = _config(root, 4)
+    values["train"].update(init_from=str(root / "run" / "best"), freeze_encoder=True, valid_questions=4)
+    train(build_run_config(values), tmp_path / "frozen", log=lambda _: None)
+    before = load_file(root / "run" / "best" / "model.safetensors")
+    after = load_file(tmp_path / "frozen" / "last" / "model.safetensors")
+    encoder = [n for n in before if n.startswith("encoder.")]
+    decoder = [n for n in before if n.startswith("decoder.") and not n.endswith("k_proj.bias")]  # its gradient is 0
+    assert encoder and decoder
+    assert all(torch.equal(before[n], after[n]) for n in encoder)
+    assert all(not torch.equal(before[n], after[n]) for n in decoder)
+    values["train"]["lora"] = {"rank": 2}
+    with pytest.raises(ConfigError, match="train.freeze_encoder and train.lora both choose"):
+        build_run_config(values)

@@ -62,6 +62,6 @@ APPLIES = {
     "data.spec_augment": (("speech",), "remove it"),
     "data.pack": (("lm",), "remove it"),
     "data.bpe_dropout": (("seq2seq", "lm"), "set data.bpe_dropout = 0"),
-    "train.freeze_encoder": (("classify",), "remove it"),
+    "train.freeze_encoder": (("classify", "speech"), "remove it"),
 }
 """Settings only some objectives read -> (those objectives, the fix for the others)."""

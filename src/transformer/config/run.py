@@ -69,12 +69,20 @@ class TrainConfig:
     init_from: str | None = None
     """A model directory to fine-tune from: its tokenizer and model config are used (a classifier
     takes only its head from [model]: pooling, pooler; the head is new)."""
+    init_parts: dict | None = None
+    """Parts of the model loaded from other model directories before the first step, a table of
+    part = "MODEL_DIR" (that model's part of the same name) or part = {from = "MODEL_DIR", part =
+    "ITS_PART"}; a part is a module path: image_encoder, text_encoder (a dual encoder), encoder,
+    decoder. Shapes must match ([model] gives the source's sizes); a part that embeds tokens needs
+    the source's tokenizer. With init_from, they replace those parts of its model
+    (transformer.training.parts)."""
     lora: LoraConfig | None = None
     """LoRA adapters ([train.lora], with init_from): the pretrained weights stay frozen and only
     low-rank updates of the chosen products (and any new head) are trained and saved; the run's
     model directories hold the adapters and name the base model (see transformer.model.lora)."""
     freeze_encoder: bool = False
-    """classify with init_from: train the new head only, the pretrained encoder stays as it is."""
+    """With init_from, the pretrained encoder stays as it is: a classifier trains its new head only,
+    a speech model its decoder only."""
     schedule: str = setting("inverse_sqrt", choices=SCHEDULES)
     """inverse_sqrt: the paper's warmup then step^-0.5 decay (§5.3); cosine: linear warmup then
     cosine to min_lr, reached at max_steps or at the end of max_minutes, whichever comes first
@@ -153,6 +161,8 @@ class TrainConfig:
             raise ConfigError(
                 f"train.lora={self.lora!r} is not valid: give a [train.lora] table or a LoraConfig"
             )
+        if self.init_parts is not None:
+            object.__setattr__(self, "init_parts", _init_parts(self.init_parts))
         check_types(self, "train")
         check_settings(self, "train")
         if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
@@ -254,8 +264,13 @@ class RunConfig:
             )
         if self.train.freeze_encoder and self.train.init_from is None:
             raise ConfigError(
-                'train.freeze_encoder is for objective = "classify" with train.init_from '
-                "(a pretrained encoder under a new head)"
+                "train.freeze_encoder is for a pretrained model (train.init_from): a classifier's "
+                "encoder under a new head, or a speech model's audio encoder"
+            )
+        if self.train.freeze_encoder and self.train.lora is not None:
+            raise ConfigError(
+                "train.freeze_encoder and train.lora both choose what is trained: keep one "
+                "(with train.lora every pretrained weight is frozen already)"
             )
 
     def _check_lengths(self, objective: str) -> None:
@@ -351,6 +366,26 @@ class RunConfig:
                     )
                 lines.append("")
         return "\n".join(lines)
+
+
+def _init_parts(value: Any) -> dict[str, dict[str, str]]:
+    """train.init_parts as {part: {"from": MODEL_DIR, "part": its part}}, or the one-line error."""
+    fix = 'give a table of part = "MODEL_DIR" or part = {from = "MODEL_DIR", part = "ITS_PART"}'
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(f"train.init_parts={value!r} is not valid: {fix}")
+    parts = {}
+    for name, source in value.items():
+        if isinstance(source, str):
+            source = {"from": source}
+        if not (
+            isinstance(source, dict)
+            and set(source) <= {"from", "part"}
+            and isinstance(source.get("from"), str)
+            and isinstance(source.get("part", name), str)
+        ):
+            raise ConfigError(f"train.init_parts.{name}={source!r} is not valid: {fix}")
+        parts[name] = {"from": source["from"], "part": source.get("part", name)}
+    return parts
 
 
 def _toml_value(value: Any) -> str:

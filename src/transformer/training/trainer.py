@@ -42,6 +42,7 @@ from . import distributed as D
 from .checkpoint import load_training_state, step_dirs
 from .loop import Loop, TrainError
 from .objectives import Objective
+from .parts import load_parts
 from .schedule import learning_rate
 from .sizing import resolve_size
 
@@ -126,7 +127,7 @@ def _train(
 
     task = prepare_objective(config, run_dir, dist, say, resume=resume)
     torch.manual_seed(config.train.seed)  # the same model on every rank (DDP broadcasts rank 0's)
-    model = _model(config, task, device, checkpoints[-1] if resume else None)
+    model = _model(config, task, device, checkpoints[-1] if resume else None, say)
     attention = _attention(config, model.config, device, task, resumed, dist)
     for (
         module
@@ -180,10 +181,10 @@ def _checkpoints(
 
 
 def _model(
-    config: RunConfig, task: Objective, device: torch.device, checkpoint: Path | None
+    config: RunConfig, task: Objective, device: torch.device, checkpoint: Path | None, say
 ) -> Model:
     """The model to train, in training mode: the checkpoint's, or the objective's new (or
-    init_from) one."""
+    init_from) one with train.init_parts' parts loaded into it (each named by `say`)."""
     if checkpoint is not None:
         try:  # LoRA adapters stay apart: the run trains them on
             model = load_model(checkpoint, device=device, merge=False)
@@ -192,13 +193,18 @@ def _model(
                 f"{e}; or delete {checkpoint} to resume from the checkpoint before it"
             ) from None
     else:
-        model = task.new_model().to(device)
+        model = task.new_model()
+        if config.train.init_parts:  # before the adapters, which freeze what is loaded
+            tokenizers = task.save_files().get("tokenizer")
+            for line in load_parts(model, config.train.init_parts, tokenizers):
+                say(f"init_parts: {line}")
+        model = model.to(device)
         if config.train.lora is not None:
             adapt(model, config.train.lora, config.train.init_from)
     for module in model.modules():  # train.activation_checkpointing: layers recomputed backward
         if isinstance(module, Stack):
             module.recompute = config.train.activation_checkpointing
-    if config.train.freeze_encoder:  # a pretrained encoder under a new head: only the head learns
+    if config.train.freeze_encoder:  # a classifier's head alone learns; a speech model's decoder
         model.encoder.requires_grad_(False)
     model.train()
     task.bind(model)
