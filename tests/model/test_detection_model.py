@@ -350,11 +350,11 @@ def test_flops_of_dense_queries_count_the_dense_head_in_inference():
 
 def test_ranked_pairs_are_the_most_probable_query_class_pairs():
     """Against sorting every (query, class) pair by its softmax probability, no object left out."""
-    from transformer.model.detection import ranked_pairs
+    from transformer.model.detection import class_probabilities, ranked_pairs
 
     torch.manual_seed(8)
     logits, boxes = torch.randn(3, 5, 4) * 3, torch.rand(3, 5, 4)
-    scores, labels, chosen = ranked_pairs(logits, boxes, 7)
+    scores, labels, chosen = ranked_pairs(class_probabilities(logits, "softmax"), boxes, 7)
     probs = logits.softmax(-1)
     for b in range(3):
         pairs = sorted(
@@ -363,4 +363,26 @@ def test_ranked_pairs_are_the_most_probable_query_class_pairs():
         torch.testing.assert_close(scores[b], torch.tensor([p for p, _, _ in pairs]))
         assert labels[b].tolist() == [c for _, _, c in pairs]
         assert torch.equal(chosen[b], boxes[b, [q for _, q, _ in pairs]])
-    assert ranked_pairs(logits, boxes, 100)[0].shape == (3, 15)  # at most Q * n_classes
+    assert ranked_pairs(class_probabilities(logits, "softmax"), boxes, 100)[0].shape == (3, 15)  # at most Q * n_classes
+    torch.testing.assert_close(class_probabilities(logits, "focal"), logits.sigmoid())  # no "no object"
+
+
+def test_a_focal_detector_scores_each_class_by_its_sigmoid():
+    """class_loss = "focal": no "no object" output (n_classes logits), each class's probability
+    its sigmoid, in detect and in the ranked pairs; the head's FLOPs one output fewer a query."""
+    from transformer.model.detection import ranked_pairs
+
+    torch.manual_seed(0)
+    model = build_model(detector_config(class_loss="focal")).eval()
+    pixels = torch.rand(3, 1, 32, 32) * 2 - 1
+    logits, boxes = model(pixels)
+    assert logits.shape == (3, 5, 3)
+    scores, labels, _ = model.detect(pixels)
+    torch.testing.assert_close(scores, logits.sigmoid().max(-1).values)
+    assert torch.equal(labels, logits.argmax(-1))
+    pairs = model.detect(pixels, pairs=4)
+    expect = ranked_pairs(logits.sigmoid(), boxes, 4)
+    for got, want in zip(pairs, expect, strict=True):
+        torch.testing.assert_close(got, want)
+    softmax = flops_per_image(detector_config())["head"]
+    assert softmax - flops_per_image(detector_config(class_loss="focal"))["head"] == 5 * 2 * 32

@@ -67,10 +67,12 @@ def data(tmp_path_factory):
     return root
 
 
-def test_resume_repeats_the_uninterrupted_run_exactly(data, tmp_path, runs):
-    """Flips drawn per batch, dropout, the Hungarian matching, the dense head: a run stopped after
-    step 6 and resumed from step 4 logs the full run's losses and ends with its weights."""
-    cfg = build_run_config(config(data, 8))
+@pytest.mark.parametrize("detection", [{}, {"denoise_groups": 2, "class_loss": "focal"}], ids=["detr", "denoising-focal"])
+def test_resume_repeats_the_uninterrupted_run_exactly(data, tmp_path, runs, detection):
+    """Flips drawn per batch, dropout, the Hungarian matching, the dense head, the denoising
+    queries' noise (with the focal class loss): a run stopped after step 6 and resumed from step 4
+    logs the full run's losses and ends with its weights."""
+    cfg = build_run_config(config(data, 8, **detection))
     assert cfg.objective == "detection"
     said = []
     train(cfg, tmp_path / "full", log=said.append)

@@ -5,13 +5,14 @@ n_boxes is F.cross_entropy with the no-object weight); aux sums the layers."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.training.set_loss import detr_loss, hungarian_match, set_loss
+from transformer.training.set_loss import detr_loss, hungarian_match, set_loss, sigmoid_focal_loss
 
 pytest.importorskip("scipy")
 
@@ -23,9 +24,15 @@ def random_boxes(n, generator):
     return torch.cat([centre, wh], dim=-1)
 
 
-def pair_cost(logits, box, label, target_box, cost_class, cost_box, cost_giou):
-    """DETR's matching cost of one query and one target, written out in Python floats."""
-    prob = torch.softmax(logits, -1)[label].item()
+def pair_cost(logits, box, label, target_box, cost_class, cost_box, cost_giou, focal=False):
+    """DETR's matching cost of one query and one target, written out in Python floats; with
+    focal, the class cost is Deformable DETR's: the focal loss of the class as a yes less its loss
+    as a no."""
+    if focal:
+        p = 1 / (1 + math.exp(-logits[label].item()))
+        class_cost = 0.25 * (1 - p) ** 2 * -math.log(p + 1e-8) - 0.75 * p**2 * -math.log(1 - p + 1e-8)
+    else:
+        class_cost = -torch.softmax(logits, -1)[label].item()
     l1 = sum(abs(p - t) for p, t in zip(box.tolist(), target_box.tolist(), strict=True))
 
     def xyxy(b):
@@ -37,10 +44,11 @@ def pair_cost(logits, box, label, target_box, cost_class, cost_box, cost_giou):
     union = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter
     hull = (max(ax1, bx1) - min(ax0, bx0)) * (max(ay1, by1) - min(ay0, by0))
     giou = inter / union - (hull - union) / hull
-    return -cost_class * prob + cost_box * l1 - cost_giou * giou
+    return cost_class * class_cost + cost_box * l1 - cost_giou * giou
 
 
-def test_matching_equals_brute_force_on_small_random_cases():
+@pytest.mark.parametrize("focal", [False, True], ids=["softmax", "focal"])
+def test_matching_equals_brute_force_on_small_random_cases(focal):
     rng = random.Random(0)
     g = torch.Generator().manual_seed(0)
     n_classes = 4
@@ -52,10 +60,11 @@ def test_matching_equals_brute_force_on_small_random_cases():
             "cost_box": rng.choice([0.0, 5.0, 1.0]),
             "cost_giou": rng.choice([2.0, 0.5]),
         }
-        logits = 3 * torch.randn(2, n_queries, n_classes + 1, generator=g, dtype=torch.float64)
+        outputs = n_classes if focal else n_classes + 1  # focal: no "no object" output
+        logits = 3 * torch.randn(2, n_queries, outputs, generator=g, dtype=torch.float64)
         boxes = random_boxes(2 * n_queries, g).view(2, n_queries, 4)
         targets = [(torch.randint(n_classes, (n,), generator=g), random_boxes(n, g)) for n in sizes]
-        matches = hungarian_match(logits, boxes, targets, **costs)
+        matches = hungarian_match(logits, boxes, targets, **costs, focal=focal)
         for b, ((labels, target_boxes), (query_idx, target_idx)) in enumerate(
             zip(targets, matches, strict=True)
         ):
@@ -65,7 +74,7 @@ def test_matching_equals_brute_force_on_small_random_cases():
             assert len(set(query_idx.tolist())) == n  # to distinct queries
             cost = [
                 [
-                    pair_cost(logits[b, i], boxes[b, i], labels[j], target_boxes[j], **costs)
+                    pair_cost(logits[b, i], boxes[b, i], labels[j], target_boxes[j], **costs, focal=focal)
                     for j in range(n)
                 ]
                 for i in range(n_queries)
@@ -218,3 +227,45 @@ def test_user_errors_say_what_to_do():
         hungarian_match(logits, boxes, [three, three])
     with pytest.raises(ValueError, match="not finite"):
         hungarian_match(logits, boxes * float("nan"), [(torch.tensor([0]), torch.rand(1, 4))])
+
+
+def test_the_focal_loss_is_retinanets_formula_and_torchvisions():
+    """alpha_t (1 - p_t)^gamma BCE per element (alpha 0.25, gamma 2), in Python floats; and
+    torchvision's sigmoid_focal_loss where it is installed."""
+    g = torch.Generator().manual_seed(6)
+    logits = torch.randn(3, 5, generator=g, dtype=torch.float64) * 3
+    targets = (torch.rand(3, 5, generator=g) < 0.3).double()
+    got = sigmoid_focal_loss(logits, targets)
+    for x, t, value in zip(logits.flatten().tolist(), targets.flatten().tolist(), got.flatten().tolist(), strict=True):
+        p = 1 / (1 + math.exp(-x))
+        p_t, alpha_t = (p, 0.25) if t else (1 - p, 0.75)
+        assert value == pytest.approx(alpha_t * (1 - p_t) ** 2 * -math.log(p_t), rel=1e-9)
+    try:
+        from torchvision.ops import sigmoid_focal_loss as reference
+    except ImportError:
+        return
+    torch.testing.assert_close(got, reference(logits, targets, alpha=0.25, gamma=2.0, reduction="none"))
+
+
+def test_the_focal_class_term_sums_every_query_and_class():
+    """With focal, the class term is the focal loss of every (query, class) against yes for a
+    matched query's class and no elsewhere, summed; detr_loss weights it 2."""
+    g = torch.Generator().manual_seed(7)
+    logits = torch.randn(2, 4, 3, generator=g, dtype=torch.float64)  # 3 classes, no "no object"
+    boxes = random_boxes(8, g).view(2, 4, 4)
+    targets = [(torch.tensor([2, 0]), random_boxes(2, g)), (torch.tensor([1]), random_boxes(1, g))]
+    matches = [(torch.tensor([1, 3]), torch.tensor([0, 1])), (torch.tensor([0]), torch.tensor([0]))]
+    parts = set_loss(logits, boxes, targets, matches, box_weight=0, giou_weight=0, focal=True)
+    yes = {(0, 1, 2), (0, 3, 0), (1, 0, 1)}
+    want = 0.0
+    for b in range(2):
+        for q in range(4):
+            for c in range(3):
+                p = 1 / (1 + math.exp(-logits[b, q, c].item()))
+                p_t, alpha_t = (p, 0.25) if (b, q, c) in yes else (1 - p, 0.75)
+                want += alpha_t * (1 - p_t) ** 2 * -math.log(p_t)
+    assert parts.class_nll.item() == pytest.approx(want, rel=1e-9)
+    whole = detr_loss([(logits, boxes)], targets, focal=True, box_weight=0, giou_weight=0)
+    assert whole.loss.item() == pytest.approx(2 * (whole.class_nll.item()), rel=1e-9)
+    with pytest.raises(ValueError, match=r"the model has 3 classes \(0 to 2\): number"):
+        hungarian_match(logits, boxes, [(torch.tensor([3]), random_boxes(1, g)), targets[1]], focal=True)

@@ -16,6 +16,8 @@ DETECTION_BACKBONES = ("cnn", "patches")
 """What turns an image into a detector's feature map (transformer.model.detection)."""
 DETECTION_QUERIES = ("learned", "anchors", "dense")
 """What a detector's object queries are (transformer.model.detection)."""
+DETECTION_CLASS_LOSSES = ("softmax", "focal")
+"""How a detector scores classes (transformer.training.set_loss)."""
 POOLINGS = ("first", "mean")
 """What a pooled embedding reads: the first ([CLS]) state or the mean over real tokens."""
 
@@ -130,15 +132,29 @@ class DetectionConfig:
     aux_loss: bool = True
     """Training: the set loss at every decoder layer's output, not only the last (DETR's
     auxiliary decoding losses)."""
+    class_loss: str = setting("softmax", choices=DETECTION_CLASS_LOSSES)
+    """softmax: DETR's, a softmax over the classes and "no object", cross entropy; focal: a sigmoid
+    per class and no "no object" output, the focal loss (alpha 0.25, gamma 2) over every query
+    and class, and the matching cost made of it, weighted 2 (Deformable DETR, DINO)."""
     no_object_weight: float = setting(0.1, ge=0, le=1)
     """Training: weight of the "no object" class in the class loss (DETR's eos_coef), against 1
-    for the object classes."""
+    for the object classes (class_loss softmax)."""
     dense_aux: bool = False
     """Training: Co-DETR's auxiliary dense head on the encoder's output (a class heatmap and a box
     per feature-map position, CenterNet's targets and focal loss), weighted by dense_weight;
     inference uses it only to choose dense queries."""
     dense_weight: float = setting(1.0, ge=0)
     """Training: weight of the dense head's loss (per object, as the set loss) when dense_aux."""
+    denoise_groups: int = setting(0, ge=0)
+    """Training: groups of denoising queries beside the matching ones (DN-DETR, DINO): each group
+    holds a noised copy of every object of the image, starting from its label's embedding at its
+    noised box, and learns to give back the object, no matching needed; 0: none. Attention masks
+    keep the matching queries from seeing them (transformer.model.denoise)."""
+    denoise_box_noise: float = setting(0.4, ge=0, le=1)
+    """Training: how far a denoising query's box is moved (its centre by up to this / 2 of its
+    side) and scaled (by 1 +- up to this); DN-DETR's lambda."""
+    denoise_label_noise: float = setting(0.2, ge=0, le=1)
+    """Training: the chance a denoising query starts from a label drawn at random (DN-DETR: 0.2)."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.detection")

@@ -162,7 +162,8 @@ def _detector_flops(config: ModelConfig) -> dict[str, int]:
         * (attention(d.n_queries) + attention(positions) + ffn)
     )
     box_head = 2 * 2 * c * c + 2 * 4 * c
-    head = d.n_queries * (2 * c * (config.n_classes + 1) + config.n_decoder_layers * box_head)
+    outputs = config.n_classes + (d.class_loss == "softmax")  # "no object": softmax's only
+    head = d.n_queries * (2 * c * outputs + config.n_decoder_layers * box_head)
     # Co-DETR's dense head: two 3 x 3 convolutions and the 1 x 1 outputs
     dense = positions * (2 * 2 * 9 * c * c + 2 * c * (config.n_classes + 4)) if d.dense_aux else 0
     if d.queries == "dense":  # inference runs the dense head to choose the queries

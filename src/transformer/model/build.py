@@ -12,7 +12,8 @@ from ..config import ModelConfig
 from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
 from .contrastive import DualEncoder
-from .detection import ConvBackbone, DenseHead, DetectionTransformer, PatchBackbone
+from .detection import DetectionTransformer
+from .detection_parts import ConvBackbone, DenseHead, PatchBackbone
 from .heads import MaskedLMHead, PooledClassifier, SentenceHead, SpanHead
 from .layers import DecoderLayer, EncoderLayer, FeedForward, make_norm
 from .patches import PatchEmbedding

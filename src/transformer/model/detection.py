@@ -20,7 +20,7 @@ The rules DETR keeps, kept here:
   post- or pre-norm), run with the positions added as above. The decoder's output is normed (one
   shared norm) at every layer, so each layer's output can be decoded for the auxiliary losses.
 - Boxes are (cx, cy, w, h) relative to the image side, through a sigmoid; classes are logits over
-  n_classes + 1.
+  n_classes + 1 ("no object" last), or over n_classes with class_loss focal (a sigmoid each).
 - With model.detection.dense_aux, a DenseHead on the memory (Co-DETR's auxiliary one-to-many head,
   Zong et al. 2023) answers at every feature-map position during training (forward's dense=True,
   training.dense_loss). Inference runs it only for dense queries.
@@ -32,6 +32,10 @@ The rules DETR keeps, kept here:
   query's position is the sinusoid of its box's centre and its box is the box head's output added
   to the reference in logits (inverse sigmoid) before the sigmoid; with refine_boxes the reference
   of each layer is the previous layer's box, detached (Deformable DETR's iterative refinement).
+- Denoising queries (model.detection.denoise_groups; training only): noised copies of the image's
+  objects appended after the matching queries, each starting from its label's embedding
+  (denoise_labels) at its noised box as a reference box, kept apart by an attention mask among the
+  queries (transformer.model.denoise, DN-DETR / DINO).
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .denoise import DenoiseQueries, denoise_mask
+from .detection_parts import BoxHead, ConvBackbone, DenseHead, PatchBackbone
 from .layers import DecoderLayer, EncoderLayer, dropped, residual
-from .patches import check_pixels, sinusoidal_2d, to_patches
+from .patches import check_pixels, sinusoidal_2d
 
 
 def point_sinusoids(points: torch.Tensor, grid: int, d_model: int) -> torch.Tensor:
@@ -88,114 +94,27 @@ COCO_DETECTIONS = 100
 class) pairs per image (ranked_pairs)."""
 
 
+def class_probabilities(logits: torch.Tensor, class_loss: str) -> torch.Tensor:
+    """Class logits (..., n_classes + 1) of a softmax detector or (..., n_classes) of a focal one
+    (model.detection.class_loss) -> each object class's probability (..., n_classes), float32:
+    the softmax without "no object", or a sigmoid per class."""
+    if class_loss == "focal":
+        return logits.float().sigmoid()
+    return logits.float().softmax(-1)[..., :-1]
+
+
 def ranked_pairs(
-    logits: torch.Tensor, boxes: torch.Tensor, k: int
+    probs: torch.Tensor, boxes: torch.Tensor, k: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Class logits (B, Q, n_classes + 1) and boxes (B, Q, 4) -> the k most probable (query,
-    class) pairs of each image, "no object" left out: scores (B, k), labels (B, k) and boxes
+    """Class probabilities (B, Q, n_classes) (class_probabilities) and boxes (B, Q, 4) -> the k
+    most probable (query, class) pairs of each image: scores (B, k), labels (B, k) and boxes
     (B, k, 4), most probable first. A query unsure between two classes answers as both, each with
     its probability, as Deformable DETR's evaluation ranks its top 100 (query, class) pairs.
     k is capped at Q * n_classes."""
-    probs = logits.float().softmax(-1)[..., :-1]  # (B, Q, K)
     n_classes = probs.shape[-1]
     scores, flat = probs.flatten(1).topk(min(k, probs.shape[1] * n_classes), dim=1)  # (B, k)
     query = flat // n_classes  # (B, k)
     return scores, flat % n_classes, boxes.gather(1, query[..., None].expand(-1, -1, 4))
-
-
-class ConvBackbone(nn.Module):
-    """DETR's ResNet role at CPU scale: stages of [3x3 convolution with stride 2, GroupNorm, ReLU,
-    3x3 convolution, GroupNorm, ReLU], channels doubling each stage, then a 1x1 convolution to
-    d_model (DETR's input projection). (B, channels, size, size) -> (B, P, C)."""
-
-    def __init__(self, channels: int, width: int, stages: int, d_model: int):
-        super().__init__()
-        layers: list[nn.Module] = []
-        c_in = channels
-        for i in range(stages):
-            c_out = width * 2**i
-            for stride in (2, 1):
-                layers += [
-                    nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
-                    nn.GroupNorm(min(8, c_out), c_out),
-                    nn.ReLU(inplace=True),
-                ]
-                c_in = c_out
-        self.stages = nn.Sequential(*layers)
-        self.projection = nn.Conv2d(c_in, d_model, 1)
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        x = self.projection(self.stages(pixels))  # (B, C, grid, grid)
-        return x.flatten(2).transpose(1, 2)  # (B, P, C), row-major
-
-
-class PatchBackbone(nn.Module):
-    """No convolution: ViT's linear projection of each stride x stride patch (model.patches).
-    (B, channels, size, size) -> (B, P, C)."""
-
-    def __init__(self, channels: int, stride: int, d_model: int):
-        super().__init__()
-        self.stride = stride
-        self.projection = nn.Linear(channels * stride * stride, d_model)
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.projection(to_patches(pixels, self.stride))
-
-
-class BoxHead(nn.Module):
-    """DETR's box head: a 3-layer perceptron (ReLU between) to (cx, cy, w, h), then a sigmoid."""
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            [nn.Linear(d_model, d_model), nn.Linear(d_model, d_model), nn.Linear(d_model, 4)]
-        )
-
-    def forward(self, hidden: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
-        """(..., C) -> (..., 4) in [0, 1]; with anchors (Q, 4) (reference boxes in logits, before
-        the sigmoid) the head's output is an offset from each query's anchor."""
-        for i, layer in enumerate(self.layers):
-            hidden = layer(hidden) if i == len(self.layers) - 1 else torch.relu(layer(hidden))
-        if anchors is not None:
-            hidden = hidden + anchors.to(hidden.dtype)
-        return hidden.sigmoid()
-
-
-class DenseHead(nn.Module):
-    """Co-DETR's auxiliary one-to-many head (Zong et al. 2023), CenterNet's at CPU scale: on the
-    encoder's memory seen as a feature map, two [3x3 convolution, GroupNorm, ReLU], then 1x1
-    convolutions to n_classes heatmap logits (bias -log(9): p = 0.1 at start, as CenterNet) and to
-    4 numbers per cell, through a sigmoid: the centre's offset within the cell and the box's (w, h)
-    relative to the image. Training only (training.dense_loss); inference does not use it.
-    memory (B, P, C) -> heatmap logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) as
-    (cx, cy, w, h) in [0, 1], one per cell."""
-
-    def __init__(self, d_model: int, n_classes: int):
-        super().__init__()
-        layers: list[nn.Module] = []
-        for _ in range(2):
-            layers += [
-                nn.Conv2d(d_model, d_model, 3, padding=1, bias=False),
-                nn.GroupNorm(math.gcd(8, d_model), d_model),
-                nn.ReLU(inplace=True),
-            ]
-        self.trunk = nn.Sequential(*layers)
-        self.heatmap = nn.Conv2d(d_model, n_classes, 1)
-        self.box = nn.Conv2d(d_model, 4, 1)
-        nn.init.constant_(self.heatmap.bias, -math.log((1 - 0.1) / 0.1))
-
-    def forward(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        b, p, c = memory.shape
-        grid = math.isqrt(p)
-        if grid * grid != p:
-            raise ValueError(f"the memory has {p} positions, not a square feature map")
-        x = self.trunk(memory.transpose(1, 2).reshape(b, c, grid, grid))  # (B, C, grid, grid)
-        raw = self.box(x).sigmoid()  # (B, 4, grid, grid): offset x, offset y, w, h
-        cells = torch.arange(grid, dtype=raw.dtype, device=raw.device)
-        cx = (cells[None, None, :] + raw[:, 0]) / grid  # (B, grid, grid): column + offset
-        cy = (cells[None, :, None] + raw[:, 1]) / grid  # (B, grid, grid): row + offset
-        boxes = torch.stack([cx, cy, raw[:, 2], raw[:, 3]], -1)  # (B, grid, grid, 4)
-        return self.heatmap(x), boxes
 
 
 class DetectionTransformer(nn.Module):
@@ -236,7 +155,11 @@ class DetectionTransformer(nn.Module):
             self.anchors = nn.Parameter(torch.logit(boxes))
         else:
             self.queries = nn.Embedding(d.n_queries, config.d_model)
-        self.class_head = nn.Linear(config.d_model, config.n_classes + 1)
+        self.denoise_labels = None  # training's denoising queries start from their label's row
+        if d.denoise_groups:
+            self.denoise_labels = nn.Embedding(config.n_classes, config.d_model)
+        outputs = config.n_classes + (d.class_loss == "softmax")  # "no object": softmax's only
+        self.class_head = nn.Linear(config.d_model, outputs)
         self.box_head = BoxHead(config.d_model)
         self.dropout = nn.Dropout(dropout)
         table = sinusoidal_2d(d.grid, config.d_model)[1:]  # (P, C), no [CLS] row
@@ -276,16 +199,26 @@ class DetectionTransformer(nn.Module):
             x = self.encoder_norm(x)
         return (x, weights) if need_weights else x
 
-    def decode(self, memory: torch.Tensor, dense_out=None, need_weights: bool = False):
+    def decode(
+        self,
+        memory: torch.Tensor,
+        dense_out=None,
+        need_weights: bool = False,
+        denoise: DenoiseQueries | None = None,
+    ):
         """memory (B, P, C) -> each decoder layer's normed output (n_layers, B, Q, C) and box
         (n_layers, B, Q, 4) as (cx, cy, w, h) in [0, 1]; with need_weights also the
-        cross-attention weights (B, H, Q, P) of each layer. dense_out: as start_queries."""
+        cross-attention weights (B, H, Q, P) of each layer. dense_out: as start_queries. With
+        denoise (training), its D queries follow the Q matching ones: Q + D in place of Q."""
         d = self.config.detection
         x, query_pos, ref = self.start_queries(memory, dense_out)
+        mask = None
+        if denoise is not None:
+            x, query_pos, ref, mask = self._with_denoise(x, query_pos, ref, denoise)
         keys = memory + self.positions.to(memory.dtype)  # (B, P, C): positions on the keys only
         outputs, boxes, weights = [], [], []
         for layer in self.decoder_layers:
-            x, w = _decoder_layer(layer, x, query_pos, memory, keys, need_weights)
+            x, w = _decoder_layer(layer, x, query_pos, memory, keys, need_weights, mask)
             hidden = self.decoder_norm(x)
             box = self.box_head(hidden, ref)
             outputs.append(hidden)
@@ -298,12 +231,37 @@ class DetectionTransformer(nn.Module):
         hidden, boxes = torch.stack(outputs), torch.stack(boxes)
         return (hidden, boxes, weights) if need_weights else (hidden, boxes)
 
-    def forward(self, pixels: torch.Tensor, all_layers: bool = False, dense: bool = False):
+    def _with_denoise(self, x, query_pos, ref, denoise: DenoiseQueries):
+        """The matching queries' start (x, positions, reference boxes or None) with the
+        denoising queries appended, and the queries' attention mask (model.denoise)."""
+        if self.denoise_labels is None:
+            raise ValueError(
+                "this detector has no denoising queries: build it with "
+                "model.detection.denoise_groups > 0 to pass denoise"
+            )
+        grid, c = self.config.detection.grid, self.config.d_model
+        start = self.denoise_labels(denoise.labels).to(x.dtype)  # (B, D, C)
+        pos = point_sinusoids(denoise.boxes[..., :2], grid, c).to(x.dtype)  # (B, D, C)
+        if ref is None:  # learned queries: a zero offset in logits is the box head's own box
+            ref = x.new_zeros(*x.shape[:2], 4, dtype=torch.float32)
+        ref = torch.cat([ref, box_logits(denoise.boxes)], 1)  # (B, Q + D, 4)
+        mask = denoise_mask(x.shape[1], denoise)  # (B, 1, Q + D, Q + D)
+        return torch.cat([x, start], 1), torch.cat([query_pos, pos], 1), ref, mask
+
+    def forward(
+        self,
+        pixels: torch.Tensor,
+        all_layers: bool = False,
+        dense: bool = False,
+        denoise: DenoiseQueries | None = None,
+    ):
         """pixels (B, channels, size, size) -> class logits (B, Q, n_classes + 1) and boxes
         (B, Q, 4) as (cx, cy, w, h) in [0, 1] of the last decoder layer; with all_layers, every
         layer's: (n_layers, B, Q, n_classes + 1) and (n_layers, B, Q, 4), the last layer last.
         With dense (training, model.detection.dense_aux), a third item: the dense head's heatmap
-        logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) on the memory."""
+        logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) on the memory. With
+        denoise (training, model.detection.denoise_groups), a last item: the denoising queries'
+        logits (n_layers, B, D, n_classes + 1) and boxes (n_layers, B, D, 4), every layer's."""
         if dense and self.dense_head is None:
             raise ValueError(
                 "this detector has no dense head: build it with model.detection.dense_aux = true "
@@ -313,11 +271,16 @@ class DetectionTransformer(nn.Module):
         dense_out = None
         if dense or self.config.detection.queries == "dense":
             dense_out = self.dense_head(memory)
-        hidden, boxes = self.decode(memory, dense_out)
+        hidden, boxes = self.decode(memory, dense_out, denoise=denoise)
+        denoised = None
+        if denoise is not None:
+            q = hidden.shape[2] - denoise.labels.shape[1]
+            denoised = (self.class_head(hidden[:, :, q:]), boxes[:, :, q:])
+            hidden, boxes = hidden[:, :, :q], boxes[:, :, :q]
         if not all_layers:
             hidden, boxes = hidden[-1], boxes[-1]
-        logits = self.class_head(hidden)
-        return (logits, boxes, dense_out) if dense else (logits, boxes)
+        out = (self.class_head(hidden), boxes) + ((dense_out,) if dense else ())
+        return out + ((denoised,) if denoise is not None else ())
 
     def detect(
         self, pixels: torch.Tensor, pairs: int | None = None
@@ -327,9 +290,10 @@ class DetectionTransformer(nn.Module):
         most with low scores ("no object"): a threshold or COCO's ranking picks among them.
         With pairs = k: the k most probable (query, class) pairs instead (ranked_pairs), (B, k)."""
         logits, boxes = self(pixels)
+        probs = class_probabilities(logits, self.config.detection.class_loss)  # (B, Q, K)
         if pairs is not None:
-            return ranked_pairs(logits, boxes, pairs)
-        scores, labels = logits.float().softmax(-1)[..., :-1].max(-1)
+            return ranked_pairs(probs, boxes, pairs)
+        scores, labels = probs.max(-1)
         return scores, labels, boxes
 
     def attention(self, pixels: torch.Tensor):
@@ -366,15 +330,17 @@ def _decoder_layer(
     memory: torch.Tensor,
     keys: torch.Tensor,
     need_weights: bool,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One decoder layer: self-attention among the queries (query positions on queries and keys),
     cross-attention from the queries (with their positions) over the memory (keys = memory +
-    positions, values = memory), the feed-forward network. No mask: nothing is causal here."""
+    positions, values = memory), the feed-forward network. Nothing is causal here; mask (B, 1, T,
+    T) keeps denoising queries apart (model.denoise)."""
 
     def self_attend(h):
         attn = layer.self_attn
         k, v = attn.project_kv(h + query_pos, values=h)
-        return attn.attend(h + query_pos, k, v)
+        return attn.attend(h + query_pos, k, v, mask)
 
     def cross_attend(h):
         attn = layer.cross_attn

@@ -28,6 +28,12 @@ Rules:
   accumulates several batches here weights each batch's mean by its boxes (the same for one).
 - Auxiliary losses (§3.2): with aux, every decoder layer's predictions (through the shared
   heads) are matched and scored on their own, and the layers' sums are added; the units stay n.
+- Denoising queries (denoise_loss; model.denoise): each against its own object, no matching, the
+  same box terms and a plain cross entropy, divided by the groups: a sum over objects as well.
+- Focal (model.detection.class_loss = "focal"; Deformable DETR, DINO): the class head has no "no
+  object" output; each class is a yes / no through a sigmoid, scored by the focal loss (Lin et al.
+  2017; alpha 0.25, gamma 2) summed over every query and class, in the matching cost too, both
+  weighted 2.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from ..evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
+from ..model.denoise import DenoiseQueries
 
 Target = tuple[torch.Tensor, torch.Tensor]
 """An image's targets: labels (n_b,) long in [0, M), boxes (n_b, 4) cxcywh in [0, 1]."""
@@ -75,14 +82,32 @@ def _targets(targets: Sequence[Target], batch: int) -> list[Target]:
     return [(labels.reshape(-1).long(), boxes.reshape(-1, 4)) for labels, boxes in targets]
 
 
-def _check_labels(labels: torch.Tensor, n_classes: int) -> None:
-    """Labels must be real classes: M (n_classes - 1) is "no object"."""
-    if len(labels) and not 0 <= int(labels.min()) <= int(labels.max()) < n_classes - 1:
+def _check_labels(labels: torch.Tensor, outputs: int, focal: bool) -> None:
+    """Labels must be object classes: 0 to M - 1 of the class head's `outputs` (M + 1 with
+    softmax, M "no object", or M with focal)."""
+    m = outputs if focal else outputs - 1
+    if len(labels) and not 0 <= int(labels.min()) <= int(labels.max()) < m:
+        no_object = "" if focal else f'; {m} is "no object"'
         raise ValueError(
             f"target labels run from {int(labels.min())} to {int(labels.max())} but the model has "
-            f'{n_classes - 1} classes (0 to {n_classes - 2}; {n_classes - 1} is "no object"): '
-            "number the classes from 0, or give the model more"
+            f"{m} classes (0 to {m - 1}{no_object}): number the classes from 0, or give the model "
+            "more"
         )
+
+
+FOCAL_ALPHA, FOCAL_GAMMA, FOCAL_WEIGHT = 0.25, 2.0, 2.0
+"""The focal class loss's alpha and gamma (Lin et al. 2017) and its weight in both the matching
+cost and the loss (Deformable DETR's set_cost_class and cls_loss_coef with focal: 2)."""
+
+
+def sigmoid_focal_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The focal loss of each logit against its 0 / 1 target (RetinaNet, Lin et al. 2017, eq. 5):
+    alpha_t (1 - p_t)^gamma BCE, elementwise, with alpha FOCAL_ALPHA and gamma FOCAL_GAMMA."""
+    p = logits.sigmoid()
+    bce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    p_t = p * targets + (1 - p) * (1 - targets)
+    alpha_t = FOCAL_ALPHA * targets + (1 - FOCAL_ALPHA) * (1 - targets)
+    return alpha_t * (1 - p_t) ** FOCAL_GAMMA * bce
 
 
 @torch.no_grad()
@@ -93,11 +118,14 @@ def hungarian_match(
     cost_class: float = 1.0,
     cost_box: float = 5.0,
     cost_giou: float = 2.0,
+    focal: bool = False,
 ) -> list[Match]:
     """The least-cost assignment of each image's targets to distinct queries (§3.1, eq. 1).
 
     class_logits (B, Q, M + 1), boxes (B, Q, 4) cxcywh in [0, 1], targets: B (labels (n_b,),
     boxes (n_b, 4) cxcywh) -> B (query_idx (n_b,), target_idx (n_b,)) long tensors on the CPU.
+    With focal, class_logits are (B, Q, M) and the class cost is the focal loss's at the target
+    class less its loss as a negative (Deformable DETR's), in place of -p(class).
     """
     try:
         from scipy.optimize import linear_sum_assignment
@@ -116,15 +144,21 @@ def hungarian_match(
         empty = torch.zeros(0, dtype=torch.long)
         return [(empty, empty) for _ in targets]
     labels = torch.cat([labels for labels, _ in targets])  # (n,)
-    _check_labels(labels.cpu(), class_logits.shape[-1])
+    _check_labels(labels.cpu(), class_logits.shape[-1], focal)
     # one (B * Q, n) cost matrix for the batch, as DETR: one transfer to the CPU, then per image
     dtype = torch.promote_types(boxes.dtype, torch.float32)  # float32 under autocast
-    prob = class_logits.flatten(0, 1).to(dtype).softmax(-1)  # (B * Q, M + 1)
     pred = boxes.flatten(0, 1).to(dtype)  # (B * Q, 4)
-    labels = labels.to(prob.device)
+    labels = labels.to(pred.device)
+    if focal:
+        p = class_logits.flatten(0, 1).to(dtype).sigmoid()[:, labels]  # (B * Q, n)
+        positive = FOCAL_ALPHA * (1 - p) ** FOCAL_GAMMA * -(p + 1e-8).log()
+        negative = (1 - FOCAL_ALPHA) * p**FOCAL_GAMMA * -(1 - p + 1e-8).log()
+        class_cost = positive - negative
+    else:
+        class_cost = -class_logits.flatten(0, 1).to(dtype).softmax(-1)[:, labels]  # (B * Q, n)
     target_boxes = torch.cat([boxes for _, boxes in targets]).to(pred)  # (n, 4)
     cost = (
-        -cost_class * prob[:, labels]
+        cost_class * class_cost
         + cost_box * torch.cdist(pred, target_boxes, p=1)
         - cost_giou * generalized_box_iou(cxcywh_to_xyxy(pred), cxcywh_to_xyxy(target_boxes))
     )  # (B * Q, n)
@@ -155,13 +189,16 @@ def set_loss(
     class_weight: float = 1.0,
     box_weight: float = 5.0,
     giou_weight: float = 2.0,
+    focal: bool = False,
 ) -> SetLoss:
     """The summed set loss of one layer's predictions under a given matching (module rules).
 
     class_logits (B, Q, M + 1), boxes (B, Q, 4) cxcywh, targets and matches: B each (as
-    hungarian_match) -> SetLoss.
+    hungarian_match) -> SetLoss. With focal, class_logits are (B, Q, M) and the class term is
+    the focal loss summed over every query and class (each class a yes / no; a matched query's
+    class is its one yes), as Deformable DETR's loss_ce times its num_boxes.
     """
-    batch, n_queries, n_classes = class_logits.shape  # n_classes = M + 1
+    batch, n_queries, n_classes = class_logits.shape  # M + 1 (softmax) or M (focal)
     targets = _targets(targets, batch)
     device = class_logits.device
     dtype = torch.promote_types(boxes.dtype, torch.float32)  # float32 under autocast
@@ -181,17 +218,21 @@ def set_loss(
     matched_labels = torch.cat(matched_labels)  # (n,)
     matched_targets = torch.cat(matched_targets).to(dtype)  # (n, 4)
 
-    # class: every query; "no object" (index M) unless matched
-    target_classes = torch.full(
-        (batch, n_queries), n_classes - 1, dtype=torch.long, device=device
-    )  # (B, Q)
-    target_classes[image_idx, query_idx] = matched_labels
-    weight = torch.ones(n_classes, device=device)
-    weight[-1] = no_object_weight
-    cross_entropy = F.cross_entropy(
-        class_logits.flatten(0, 1).to(dtype), target_classes.flatten(), weight=weight.to(dtype)
-    )  # () weighted mean over the B * Q queries
-    class_term = cross_entropy * max(n_boxes, 1)
+    if focal:  # every (query, class) a yes / no: a matched query's class is its one yes
+        yes = torch.zeros(batch, n_queries, n_classes, dtype=dtype, device=device)
+        yes[image_idx, query_idx, matched_labels] = 1.0
+        class_term = sigmoid_focal_loss(class_logits.to(dtype), yes).sum()
+    else:  # class: every query; "no object" (index M) unless matched
+        target_classes = torch.full(
+            (batch, n_queries), n_classes - 1, dtype=torch.long, device=device
+        )  # (B, Q)
+        target_classes[image_idx, query_idx] = matched_labels
+        weight = torch.ones(n_classes, device=device)
+        weight[-1] = no_object_weight
+        cross_entropy = F.cross_entropy(
+            class_logits.flatten(0, 1).to(dtype), target_classes.flatten(), weight=weight.to(dtype)
+        )  # () weighted mean over the B * Q queries
+        class_term = cross_entropy * max(n_boxes, 1)
 
     # boxes: the matched pairs only
     matched_boxes = boxes[image_idx, query_idx].to(dtype)  # (n, 4)
@@ -216,9 +257,11 @@ def detr_loss(
     class_weight: float = 1.0,
     box_weight: float = 5.0,
     giou_weight: float = 2.0,
+    focal: bool = False,
 ) -> SetLoss:
     """DETR's loss (§3.1, with §3.2's auxiliary losses when aux): each layer matched and scored on
-    its own, the sums added.
+    its own, the sums added. With focal, class costs and terms are focal (hungarian_match,
+    set_loss) and weighted FOCAL_WEIGHT in place of cost_class and class_weight.
 
     layers: (class_logits (B, Q, M + 1), boxes (B, Q, 4)) of each decoder layer, the last one
     last; targets: B (labels (n_b,), boxes (n_b, 4)) -> SetLoss of the summed terms (n_boxes
@@ -227,9 +270,13 @@ def detr_loss(
     if not layers:
         raise ValueError("no decoder layers' predictions to score: give at least the last layer")
     scored = layers if aux else layers[-1:]
+    if focal:
+        cost_class = class_weight = FOCAL_WEIGHT
     parts = []
     for class_logits, boxes in scored:
-        matches = hungarian_match(class_logits, boxes, targets, cost_class, cost_box, cost_giou)
+        matches = hungarian_match(
+            class_logits, boxes, targets, cost_class, cost_box, cost_giou, focal
+        )
         parts.append(
             set_loss(
                 class_logits,
@@ -240,6 +287,7 @@ def detr_loss(
                 class_weight,
                 box_weight,
                 giou_weight,
+                focal,
             )
         )
     return SetLoss(
@@ -250,3 +298,44 @@ def detr_loss(
         n_boxes=parts[-1].n_boxes,
         last=parts[-1],
     )
+
+
+def denoise_loss(
+    logits: torch.Tensor,
+    boxes: torch.Tensor,
+    denoise: DenoiseQueries,
+    aux: bool = True,
+    class_weight: float = 1.0,
+    box_weight: float = 5.0,
+    giou_weight: float = 2.0,
+    focal: bool = False,
+) -> torch.Tensor:
+    """The denoising queries' loss (DN-DETR; model.denoise): each real query against its own
+    object, no matching: cross entropy of its class + box_weight x L1 + giou_weight x (1 - GIoU),
+    summed over the real queries of every layer (the last only without aux) and divided by the
+    groups, so that each object counts once a layer, as in the set loss (a sum over objects).
+    With focal: the focal loss over the query's classes (its object's the one yes), weighted
+    FOCAL_WEIGHT, in place of the cross entropy.
+
+    logits (n_layers, B, D, M + 1) (focal: M), boxes (n_layers, B, D, 4) cxcywh -> () with
+    gradient."""
+    real = denoise.real  # (B, D)
+    labels = denoise.target_labels[real]  # (n * G,)
+    target = denoise.target_boxes[real].float()  # (n * G, 4)
+    total = logits.new_zeros((), dtype=torch.float32)
+    if focal:
+        class_weight = FOCAL_WEIGHT
+        yes = F.one_hot(labels, logits.shape[-1]).float()  # (n * G, M)
+    for layer in range(logits.shape[0]) if aux else (logits.shape[0] - 1,):
+        predicted = boxes[layer][real].float()  # (n * G, 4)
+        chosen = logits[layer][real].float()  # (n * G, M + 1) or (n * G, M)
+        if focal:
+            cross_entropy = sigmoid_focal_loss(chosen, yes).sum()
+        else:
+            cross_entropy = F.cross_entropy(chosen, labels, reduction="sum")
+        l1 = (predicted - target).abs().sum()
+        giou = generalized_box_iou(cxcywh_to_xyxy(predicted), cxcywh_to_xyxy(target)).diagonal()
+        total = (
+            total + class_weight * cross_entropy + box_weight * l1 + giou_weight * (1 - giou).sum()
+        )
+    return total / denoise.groups

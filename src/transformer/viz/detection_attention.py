@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ..decoding.detect import to_corners
-from ..model.detection import DetectionTransformer
+from ..model.detection import DetectionTransformer, class_probabilities
 from . import figure_format, save_figure
 from .boxes import class_colour
 
@@ -91,7 +91,7 @@ def detection_attention(
         )
     model.eval()
     logits, boxes, weights = model.attention(pixels)
-    scores, classes = logits[0].float().softmax(-1)[:, :-1].max(-1)  # (Q,)
+    scores, classes = class_probabilities(logits[0], model.config.detection.class_loss).max(-1)
     grid = model.config.detection.grid
     maps = weights[index][0].float().mean(0).cpu().reshape(-1, grid, grid)  # (Q, grid, grid)
     keep = (scores >= threshold).nonzero().flatten().cpu()

@@ -11,12 +11,16 @@ The rules:
   and its boxes with probability 1/2, drawn from the batch's generator.
 - Loss: each decoder layer's predictions are matched one to one to the image's objects by the
   Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
-  all queries (the "no object" class weighted by model.detection.no_object_weight) + 5 x L1 +
+  all queries (the "no object" class weighted by model.detection.no_object_weight; or with
+  class_loss focal, the focal loss over every query and class) + 5 x L1 +
   2 x (1 - GIoU) on the matched pairs (training.set_loss); every layer's loss is added when
   model.detection.aux_loss. With model.detection.dense_aux, dense_weight x the dense head's loss
   on the encoder's memory (Co-DETR; training.dense_loss: CenterNet's focal loss + 5 x L1 +
-  2 x (1 - GIoU) at the objects' cells, summed) is added, in validation's loss too. Units are the
-  objects, so a step's loss is DETR's (summed over the step's objects and divided by their
+  2 x (1 - GIoU) at the objects' cells, summed) is added, in validation's loss too. With
+  model.detection.denoise_groups, the denoising queries' loss (DN-DETR: each noised object's query
+  against its object, training.set_loss.denoise_loss; the noise drawn in collate from the batch's
+  generator, so a resumed run draws it again) is added in training, not in validation. Units are
+  the objects, so a step's loss is DETR's (summed over the step's objects and divided by their
   count).
 - Validation: the loss per object, and COCO's mAP@[.5:.95], AP50 and AP75 of the last layer's
   predictions (each image's 100 most probable (query, class) pairs, as `evaluate --detection`;
@@ -39,11 +43,12 @@ from ...data.text import DataError
 from ...evaluation.detection import coco_map
 from ...evaluation.detector import relative_to_xywh
 from ...model.build import build_model
+from ...model.denoise import DenoiseQueries, denoise_queries
 from ...model.detection import COCO_DETECTIONS
 from ...model_dir import load_config, load_labels, load_model
 from ..checkpoint import step_dirs
 from ..dense_loss import dense_loss
-from ..set_loss import detr_loss
+from ..set_loss import denoise_loss, detr_loss
 from .base import Objective, StepSums, autocast
 
 
@@ -56,10 +61,14 @@ class DetectionBatch:
     targets: list[tuple[torch.Tensor, torch.Tensor]]
     units: int
     tokens: int
+    denoise: DenoiseQueries | None = None
+    """Training's denoising queries (model.detection.denoise_groups), noised in collate."""
 
     def to(self, device) -> DetectionBatch:
         targets = [(to_device(y, device), to_device(b, device)) for y, b in self.targets]
-        return DetectionBatch(to_device(self.pixels, device), targets, self.units, self.tokens)
+        denoise = None if self.denoise is None else self.denoise.to(device)
+        pixels = to_device(self.pixels, device)
+        return DetectionBatch(pixels, targets, self.units, self.tokens, denoise)
 
 
 def flip_boxes(boxes: torch.Tensor) -> torch.Tensor:
@@ -137,15 +146,26 @@ class Detection(Objective):
     def collate(self, indices, key):
         images = self.train.images[indices]
         targets = [(self.train.labels[i], self.train.boxes[i]) for i in indices]
+        g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
         if self.config.data.horizontal_flip:
-            g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
             flip = torch.rand(len(indices), generator=g) < 0.5
             images = torch.where(flip[:, None, None, None], images.flip(-1), images)
             targets = [
                 (y, flip_boxes(b) if f else b)
                 for (y, b), f in zip(targets, flip.tolist(), strict=True)
             ]
-        return self._batch(images, targets)
+        batch = self._batch(images, targets)
+        det = self.detection
+        if det.denoise_groups:  # the noise drawn after the flips, from the batch's generator
+            batch.denoise = denoise_queries(
+                targets,
+                det.denoise_groups,
+                len(self.labels),
+                det.denoise_box_noise,
+                det.denoise_label_noise,
+                g,
+            )
+        return batch
 
     def _batch(self, images, targets) -> DetectionBatch:
         units = max(1, sum(len(y) for y, _ in targets))
@@ -177,18 +197,27 @@ class Detection(Objective):
 
     def loss(self, net, model, batch, device):
         det = model.config.detection
+        denoise = batch.denoise if model.training else None  # validation: the matching alone
         with autocast(device, self.config.train.precision):
-            out = net(batch.pixels, all_layers=True, dense=det.dense_aux)
+            out = net(batch.pixels, all_layers=True, dense=det.dense_aux, denoise=denoise)
         logits, boxes = out[0], out[1]  # (n_layers, B, Q, n_classes + 1), (n_layers, B, Q, 4)
         layers = list(zip(logits.float().unbind(0), boxes.float().unbind(0), strict=True))
+        focal = det.class_loss == "focal"
         sums = detr_loss(
-            layers, batch.targets, aux=det.aux_loss, no_object_weight=det.no_object_weight
+            layers,
+            batch.targets,
+            aux=det.aux_loss,
+            no_object_weight=det.no_object_weight,
+            focal=focal,
         )
         loss = sums.loss
         if det.dense_aux:  # Co-DETR: (B, n_classes, grid, grid), (B, grid, grid, 4)
             heat_logits, cell_boxes = out[2]
             dense, _ = dense_loss(heat_logits.float(), cell_boxes.float(), batch.targets)
             loss = loss + det.dense_weight * dense  # a sum over the objects, as the set loss
+        if denoise is not None:  # DN-DETR: (n_layers, B, D, n_classes + 1), (n_layers, B, D, 4)
+            dn_logits, dn_boxes = out[-1]
+            loss = loss + denoise_loss(dn_logits, dn_boxes, denoise, det.aux_loss, focal=focal)
         return StepSums(loss, sums.last.class_nll.detach(), batch.units, batch.tokens)
 
     def validate(self, model, device):
