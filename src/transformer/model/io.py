@@ -113,15 +113,9 @@ def read_weights(
             f"{file} does not match {config_file}: missing {_names(missing)}, unexpected "
             f"{_names(unexpected)}"
         )
-    wrong = [
-        f"{k} {tuple(tensors[k].shape)} (config needs {tuple(v.shape)})"
-        for k, v in expected.items()
-        if tensors[k].shape != v.shape
-    ]
+    wrong = wrong_shapes(tensors, expected, "config needs")
     if wrong:
-        raise ModelFileError(
-            f"{file} does not match {config_file}: wrong shapes for {_names(wrong)}"
-        )
+        raise ModelFileError(f"{file} does not match {config_file}: wrong shapes for {wrong}")
     tensors = {k: v.to(expected[k].dtype) for k, v in tensors.items()}  # no copy when already fp32
     placeholders = list(model.parameters())
     model.load_state_dict(tensors, strict=False, assign=True)
@@ -154,6 +148,19 @@ class _SkipInit(TorchFunctionMode):
         if func in self.SKIPPED or getattr(func, "__module__", None) == "torch.nn.init":
             return args[0] if args else kwargs["tensor"]
         return func(*args, **kwargs)
+
+
+def wrong_shapes(
+    tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], needs: str
+) -> str | None:
+    """The names (the first five) whose tensor's shape is not the expected one's, each as `name
+    (got) (needs (want))`; None when every shape fits. Both hold the same names."""
+    wrong = [
+        f"{k} {tuple(tensors[k].shape)} ({needs} {tuple(v.shape)})"
+        for k, v in expected.items()
+        if tensors[k].shape != v.shape
+    ]
+    return _names(wrong) if wrong else None
 
 
 def _names(names: list[str]) -> str:

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..config import ConfigError
 from ..data.tokenizer import Tokenizer
+from ..model.io import wrong_shapes
 from ..model_dir import has_tokenizer, load_model, load_tokenizers
 
 
@@ -29,16 +30,12 @@ def load_parts(model: nn.Module, parts: dict[str, dict[str, str]], tokenizers) -
         target = _part(model, name, f"{where}: this run's model")
         piece = _part(load_model(source["from"]), source["part"], f"{where}: {source['from']}")
         ours, theirs = target.state_dict(), piece.state_dict()
-        wrong = sorted(set(ours) ^ set(theirs)) or [
-            f"{k} {tuple(theirs[k].shape)} (here {tuple(v.shape)})"
-            for k, v in ours.items()
-            if theirs[k].shape != v.shape
-        ]
+        apart = sorted(set(ours) ^ set(theirs))
+        wrong = ", ".join(apart[:5]) if apart else wrong_shapes(theirs, ours, "here")
         if wrong:
             raise ConfigError(
                 f"{where}: {source['from']}'s {source['part']} does not fit this model's {name} "
-                f"({', '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''}): give [model] the "
-                "source model's sizes"
+                f"({wrong}): give [model] the source model's sizes"
             )
         _check_tokens(piece, source, tokenizers, where)
         target.load_state_dict(theirs)
