@@ -30,14 +30,15 @@ TOP = {"cli", "workflows", "serve", "export"}
 
 # package (or module) -> the top-level parts of `transformer` it must never import
 FORBIDDEN = {
-    "config": {"tasks", "model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime",
+    "config": {"tasks", "model", "data", "training", "decoding", "evaluation", "model_dir", "model_records", "interop", "viz", "runtime",
                "files", *TOP},
-    "files": {"tasks", "config", "model", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz",
+    "files": {"tasks", "config", "model", "data", "training", "decoding", "evaluation", "model_dir", "model_records", "interop", "viz",
               "runtime", *TOP},
-    "model": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
-    "data": {"tasks", "model", "training", "decoding", "evaluation", "model_dir", "interop", "viz", "runtime", *TOP},
-    "runtime": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "interop", "viz", *TOP},
+    "model": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "model_records", "interop", "viz", "runtime", *TOP},
+    "data": {"tasks", "model", "training", "decoding", "evaluation", "model_dir", "model_records", "interop", "viz", "runtime", *TOP},
+    "runtime": {"tasks", "data", "training", "decoding", "evaluation", "model_dir", "model_records", "interop", "viz", *TOP},
     "model_dir": {"tasks", "training", "decoding", "evaluation", "interop", "viz", "runtime", *TOP},
+    "model_records": {"tasks", "training", "decoding", "evaluation", "interop", "viz", "runtime", *TOP},
     "decoding": {"training", "evaluation", "interop", "viz", *TOP},
     "evaluation": {"tasks", "training", "interop", "viz", *TOP},
     "training": {"decoding", "viz", "interop", *TOP},

@@ -25,9 +25,10 @@ model.safetensors; model/lora.py's Adapter). Reading it reads the base's weights
 against that SHA-256, then the adapters; `load_model` folds them into the weights (merge_lora)
 unless asked not to (a resumed run keeps training them).
 
-These file names are defined here and nowhere else. This module sits above `model/` and `data/`,
-so that neither imports the other: `model/io.py` knows config and weight files, and
-`data/tokenizer.py` tokenizer files, but neither knows a directory.
+These file names are defined here and nowhere else (the small records' in model_records.py,
+whose readers this module exports too). This module sits above `model/` and `data/`, so that
+neither imports the other: `model/io.py` knows config and weight files, and `data/tokenizer.py`
+tokenizer files, but neither knows a directory.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import torch
 from safetensors.torch import save_file
 
 from .config import ConfigError, DecodeConfig, ModelConfig
-from .data.pixels import ImageTokens, PixelTokenError
+from .data.pixels import ImageTokens
 from .data.tokenizer import Tokenizer, TokenizerError
 from .files import atomic_write, atomic_write_text
 from .model.io import (
@@ -56,6 +57,23 @@ from .model.io import (
 )
 from .model.lora import Adapter, add_lora, merge_lora
 from .model.transformer import Model
+from .model_records import (
+    CHAT_TEMPLATE_FILE,
+    DECODE_FILE,
+    LABELS_FILE,
+    PIXELS_FILE,
+    SPECIAL_TOKENS_FILE,
+    SPEECH_FILE,
+    SPEECH_KEYS,
+    load_chat_template,
+    load_decode_config,
+    load_labels,
+    load_pixels,
+    load_special_tokens,
+    load_speech,
+    model_files,
+    read_json,
+)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -64,13 +82,6 @@ SOURCE_FILE = "tokenizer.src.json"
 TARGET_FILE = "tokenizer.tgt.json"
 VOCAB_FILES = (SHARED_FILE, SOURCE_FILE, TARGET_FILE)
 """The tokenizer files: tokenizer.json (shared vocabulary), or the source and target pair."""
-DECODE_FILE = "decode.json"
-CHAT_TEMPLATE_FILE = "chat_template.json"
-LABELS_FILE = "labels.json"
-SPECIAL_TOKENS_FILE = "special_tokens.json"
-SPEECH_FILE = "speech.json"
-SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
-PIXELS_FILE = "pixels.json"
 README_FILE = "README.md"
 ADAPTER_FILE = "adapter.json"
 ADAPTER_WEIGHTS_FILE = "adapter.safetensors"
@@ -272,7 +283,7 @@ def _read_adapted(path: Path, config: ModelConfig) -> Model:
     (checked against the recorded SHA-256), the adapters added, the adapter's tensors loaded; only
     the trained tensors require gradients."""
     try:
-        adapter = Adapter.from_dict(_read_json(path / ADAPTER_FILE, "an adapter record"))
+        adapter = Adapter.from_dict(read_json(path / ADAPTER_FILE, "an adapter record"))
     except (KeyError, TypeError, ConfigError) as e:
         raise ModelFileError(f"{path / ADAPTER_FILE} is not a valid adapter record ({e})") from None
     file = base_weights(adapter.base)
@@ -385,108 +396,3 @@ def load_tokenizers(model_dir: str | os.PathLike) -> tuple[Tokenizer, Tokenizer]
 
 def _no_tokenizer(path: Path) -> str:
     return f"{path} has no tokenizer: expected {SHARED_FILE} or {SOURCE_FILE} + {TARGET_FILE}"
-
-
-def model_files(path: str | os.PathLike) -> dict:
-    """What save_model takes besides the model and tokenizer, as a model directory holds it:
-    decode, chat, labels, special_tokens, speech, pixels (for copying a directory's extras onto
-    another)."""
-    return {
-        "decode": load_decode_config(path),
-        "chat": load_chat_template(path),
-        "labels": load_labels(path),
-        "special_tokens": load_special_tokens(path),
-        "speech": load_speech(path),
-        "pixels": load_pixels(path),
-    }
-
-
-def _read_json(file: Path, what: str):
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelFileError(f"{file} is not valid JSON ({e}): {what}") from None
-
-
-def load_labels(path: str | os.PathLike) -> list[str] | None:
-    """A classifier's class names (labels.json), or None when the directory has none."""
-    file = Path(path) / LABELS_FILE
-    if not file.is_file():
-        return None
-    labels = _read_json(file, "it should be a list of class names")
-    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-        raise ModelFileError(f"{file} is not a list of class names (strings): fix it or retrain")
-    return labels
-
-
-def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
-    """An encoder's special tokens by role (special_tokens.json), or None when the directory has
-    none."""
-    file = Path(path) / SPECIAL_TOKENS_FILE
-    if not file.is_file():
-        return None
-    record = _read_json(file, "it should map roles (cls_token, ...) to tokens")
-    if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
-        raise ModelFileError(
-            f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it"
-        )
-    return record
-
-
-def load_speech(path: str | os.PathLike) -> dict | None:
-    """A speech model's decoder prompt and suppressed token ids (speech.json), or None."""
-    file = Path(path) / SPEECH_FILE
-    if not file.is_file():
-        return None
-    record = _read_json(file, f"it should hold {', '.join(SPEECH_KEYS)}")
-    if not isinstance(record, dict) or not all(
-        isinstance(record.get(k, []), list)
-        and all(isinstance(t, int) and not isinstance(t, bool) for t in record.get(k, []))
-        for k in SPEECH_KEYS
-    ):
-        raise ModelFileError(
-            f"{file} should map {', '.join(SPEECH_KEYS)} to lists of token ids: fix or delete it"
-        )
-    return {key: list(record.get(key, [])) for key in SPEECH_KEYS}
-
-
-def load_pixels(path: str | os.PathLike) -> ImageTokens | None:
-    """An image generator's token layout (pixels.json), or None when the directory has none."""
-    file = Path(path) / PIXELS_FILE
-    if not file.exists():
-        return None
-    try:
-        return ImageTokens.from_dict(_read_json(file, "an image token layout"))
-    except PixelTokenError as e:
-        raise ModelFileError(f"{file}: {e}") from None
-
-
-def load_decode_config(path: str | os.PathLike) -> DecodeConfig:
-    """A model directory's decoding defaults (decode.json), or the defaults when it has none."""
-    file = Path(path) / DECODE_FILE
-    if not file.is_file():
-        return DecodeConfig()
-    try:
-        return DecodeConfig.from_dict(json.loads(file.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, ConfigError, TypeError) as e:
-        raise ModelFileError(
-            f"{file} is not a valid decoding config ({e}): fix or delete it"
-        ) from None
-
-
-def load_chat_template(path: str | os.PathLike) -> dict | None:
-    """The chat template record (chat_template.json), or None when the model has none."""
-    file = Path(path) / CHAT_TEMPLATE_FILE
-    if not file.is_file():
-        return None
-    try:
-        chat = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelFileError(
-            f"{file} is not valid JSON ({e}): re-import the model or delete the file"
-        ) from None
-    if not isinstance(chat, dict) or not isinstance(chat.get("chat_template"), str):
-        raise ModelFileError(
-            f'{file} has no "chat_template" string: re-import the model or delete the file'
-        )
-    return chat

@@ -14,6 +14,7 @@ from .decode import DecodeConfig
 from .lora import LoraConfig
 from .model import ModelConfig
 from .objectives import APPLIES, FRONT_ENDS, OBJECTIVE_ARCHS, OBJECTIVE_DATA, OBJECTIVES
+from .parts import init_parts
 from .sizing import SizingConfig
 
 PAIR_METRICS = ("bleu", "rouge")
@@ -162,7 +163,7 @@ class TrainConfig:
                 f"train.lora={self.lora!r} is not valid: give a [train.lora] table or a LoraConfig"
             )
         if self.init_parts is not None:
-            object.__setattr__(self, "init_parts", _init_parts(self.init_parts))
+            object.__setattr__(self, "init_parts", init_parts(self.init_parts))
         check_types(self, "train")
         check_settings(self, "train")
         if self.schedule == "inverse_sqrt" and self.lr_factor <= 0:
@@ -366,26 +367,6 @@ class RunConfig:
                     )
                 lines.append("")
         return "\n".join(lines)
-
-
-def _init_parts(value: Any) -> dict[str, dict[str, str]]:
-    """train.init_parts as {part: {"from": MODEL_DIR, "part": its part}}, or the one-line error."""
-    fix = 'give a table of part = "MODEL_DIR" or part = {from = "MODEL_DIR", part = "ITS_PART"}'
-    if not isinstance(value, dict) or not value:
-        raise ConfigError(f"train.init_parts={value!r} is not valid: {fix}")
-    parts = {}
-    for name, source in value.items():
-        if isinstance(source, str):
-            source = {"from": source}
-        if not (
-            isinstance(source, dict)
-            and set(source) <= {"from", "part"}
-            and isinstance(source.get("from"), str)
-            and isinstance(source.get("part", name), str)
-        ):
-            raise ConfigError(f"train.init_parts.{name}={source!r} is not valid: {fix}")
-        parts[name] = {"from": source["from"], "part": source.get("part", name)}
-    return parts
 
 
 def _toml_value(value: Any) -> str:
