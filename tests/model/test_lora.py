@@ -237,12 +237,12 @@ def test_export_with_a_lora_scale_merges_that_share_of_the_update(tmp_path, caps
             torch.testing.assert_close(merged[name], expect, rtol=0, atol=1e-6)
             assert scale != 0.0 or torch.equal(merged[name], weight)  # the base, bit for bit
         assert f"(their updates times {scale:g}) merged into" in (out / "README.md").read_text()
-    for args, message in (
-        (["--to", "hf", "--out", tmp_path / "hf"], "--lora-scale applies to --to dir"),
-        (["--to", "dir", "--out", tmp_path / "neg"], "--lora-scale -1.0: give a number >= 0"),
+    for to, scale, message in (
+        ("hf", "0.5", "--lora-scale applies to --to dir"),
+        ("dir", "-1", "--lora-scale -1.0: give a number >= 0"),
     ):
-        scale = "-1" if "neg" in str(args[-1]) else "0.5"
-        rc, _, err = run(["export", tmp_path / "adapted", *args, "--lora-scale", scale], capsys)
+        out = tmp_path / f"refused-{to}"
+        rc, _, err = run(["export", tmp_path / "adapted", "--to", to, "--out", out, "--lora-scale", scale], capsys)
         assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
     rc, _, err = run(["export", tmp_path / "base", "--to", "dir", "--out", tmp_path / "b", "--lora-scale", "0.5"], capsys)
     assert rc == 2 and "--lora-scale scales LoRA adapters" in err and len(err.strip().splitlines()) == 1
