@@ -93,3 +93,34 @@ def test_save_and_load_give_the_same_model(tmp_path):
     loaded = load_weights(tmp_path / "m")
     assert isinstance(loaded, DualEncoder) and loaded.config == m.config
     assert torch.equal(loaded(pixels, ids, mask), m(pixels, ids, mask))
+
+
+TEXT_TOWER = {"d_model": 24, "n_heads": 3, "n_encoder_layers": 2, "d_ff": 48, "norm_position": "post",
+              "final_norm": False, "positional": "learned", "embedding_norm": True, "n_token_types": 2}  # fmt: skip
+
+
+def test_a_text_tower_of_its_own_shape_is_read_through_its_own_projection(tmp_path):
+    m, (pixels, ids, mask) = model(text_tower=TEXT_TOWER), inputs()
+    text = m.text_encoder
+    assert len(text.layers) == 2 and text.embed.tokens.weight.shape == (40, 24)
+    assert text.embed.token_types.weight.shape == (2, 24) and text.embed.norm is not None
+    assert m.text_projection.weight.shape == (16, 24) and m.image_projection.weight.shape == (16, 32)
+    assert len(m.image_encoder.layers) == 1  # the image tower keeps [model]'s shape
+    with torch.no_grad():
+        hidden = text(ids, mask)  # (B, L, 24): the mean over real tokens, projected, unit length
+        pooled = torch.stack([hidden[i, mask[i]].mean(0) for i in range(len(ids))])
+        want = torch.nn.functional.normalize(pooled @ m.text_projection.weight.T, dim=-1)
+        assert torch.allclose(m.embed_texts(ids, mask), want, atol=1e-6)
+    save_weights(m, tmp_path / "m")
+    loaded = load_weights(tmp_path / "m")
+    assert loaded.config.contrastive.text_tower == TEXT_TOWER
+    assert torch.equal(loaded(pixels, ids, mask), m(pixels, ids, mask))
+
+
+def test_text_tower_rules():
+    with pytest.raises(ConfigError, match=r"model.contrastive.text_tower.vision is not a text tower's setting: it takes d_model, n_heads"):
+        tiny_config(text_tower={"vision": {}})
+    with pytest.raises(ConfigError, match=r"model.contrastive.text_tower=\[24\] is not valid: give a table"):
+        tiny_config(text_tower=[24])
+    with pytest.raises(ConfigError, match=r"^model.contrastive.text_tower: .*d_model=24.* n_heads=5"):
+        tiny_config(text_tower={"d_model": 24, "n_heads": 5})

@@ -202,3 +202,35 @@ def test_config_rules(data):
         build_run_config(values)
     values = config(data, 2, train_images=str(data / "grey.safetensors"))
     assert build_run_config(values).data.train_images == str(data / "grey.safetensors")
+
+
+def test_a_text_tower_from_a_sentence_encoder_brings_its_tokenizer(data, tmp_path):
+    """train.init_parts.text_encoder from an encoder of another shape (its own width, post-norm,
+    token types): the run reads that encoder's tokens, logs the part, and trains on."""
+    from transformer.config import ModelConfig
+    from transformer.data.tokenizer import ENCODER_SPECIALS, EncoderTokens, train_tokenizer
+    from transformer.model.build import build_model
+    from transformer.model_dir import load_tokenizers, save_model
+
+    tower = {"d_model": 24, "n_heads": 3, "n_encoder_layers": 2, "d_ff": 48, "norm_position": "post",
+             "final_norm": False, "positional": "learned", "max_positions": 40, "embedding_norm": True,
+             "n_token_types": 2}  # fmt: skip
+    words = ["a red square", "the blue sky", "green grass", "top and bottom", "QUIET"]
+    tokenizer = train_tokenizer("char", words, 64, 1, ENCODER_SPECIALS)
+    torch.manual_seed(3)
+    sentence = build_model(ModelConfig(arch="encoder", vocab_size=tokenizer.vocab_size, pooler=True, **tower))
+    source = save_model(sentence.eval(), tmp_path / "sentence", tokenizer=tokenizer,
+                        special_tokens=EncoderTokens(tokenizer).record())  # fmt: skip
+    values = config(data, 4)
+    values["model"]["contrastive"]["text_tower"] = tower
+    values["train"]["init_parts"] = {"text_encoder": {"from": str(source), "part": "encoder"}}
+    said = []
+    train(build_run_config(values), tmp_path / "run", log=said.append)
+    assert any(s.startswith("init_parts: text_encoder: ") for s in said), said
+    ours = load_tokenizers(tmp_path / "run" / "best")[0]
+    assert ours.vocab_size == tokenizer.vocab_size
+    assert all(ours.id_to_token(i) == tokenizer.id_to_token(i) for i in range(ours.vocab_size))
+    assert ours.token_to_id("Q") is not None  # the source's characters, not the names' alone
+    best = load_model(tmp_path / "run" / "best")
+    assert best.text_projection.weight.shape == (16, 24)
+    assert len(best.text_encoder.layers) == 2

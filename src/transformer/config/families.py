@@ -4,6 +4,7 @@ positions) and contrastive (CLIP's two towers); with the choice lists of their s
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .checks import ConfigError, check_settings, check_types, setting
@@ -223,9 +224,9 @@ class RelativeBiasConfig:
 class ContrastiveConfig:
     """A text-image dual encoder (CLIP, Radford et al. 2021): `[model.contrastive]`, on arch =
     "encoder" with [model.vision]. An image tower (the ViT of model.vision, pooled at [CLS]) and a
-    text tower (the token encoder, pooled as text_pooling says) share d_model, n_heads, d_ff and
-    n_encoder_layers; each ends in a linear projection to embed_dim, L2-normalised. See
-    transformer.model.contrastive."""
+    text tower (the token encoder, pooled as text_pooling says), shaped by [model] alike unless
+    text_tower gives the text tower its own sizes; each ends in a linear projection to embed_dim,
+    L2-normalised. See transformer.model.contrastive."""
 
     embed_dim: int = setting(64, gt=0)
     """Size of the shared embedding both towers project to (CLIP: 512)."""
@@ -236,7 +237,62 @@ class ContrastiveConfig:
     temperature: float = setting(0.07, gt=0, le=1)
     """The initial softmax temperature: the learned logit scale starts at log(1 / temperature)
     (CLIP's 0.07); the scale is clamped at 100."""
+    text_tower: dict | None = None
+    """The text tower's own shape, where it differs from [model]'s (which shapes the image tower):
+    a table of [model] settings among TEXT_TOWER_SETTINGS, e.g. a pretrained sentence encoder's
+    (`{d_model = 384, n_heads = 12, d_ff = 1536, norm_position = "post", ...}`) to load into it
+    with train.init_parts. CLIP's towers differ in width too; None = the same as the image tower."""
 
     def __post_init__(self) -> None:
         check_types(self, "model.contrastive")
         check_settings(self, "model.contrastive")
+        if self.text_tower is not None and not isinstance(self.text_tower, dict):
+            raise ConfigError(
+                f"model.contrastive.text_tower={self.text_tower!r} is not valid: give a table of "
+                "[model] settings, e.g. {d_model = 384, n_heads = 12}"
+            )
+        for key in self.text_tower or ():
+            if key not in TEXT_TOWER_SETTINGS:
+                raise ConfigError(
+                    f"model.contrastive.text_tower.{key} is not a text tower's setting: it takes "
+                    f"{', '.join(TEXT_TOWER_SETTINGS)}"
+                )
+
+
+TEXT_TOWER_SETTINGS = (
+    "d_model",
+    "n_heads",
+    "n_kv_heads",
+    "d_k",
+    "d_v",
+    "n_encoder_layers",
+    "d_ff",
+    "dropout",
+    "attention_dropout",
+    "activation_dropout",
+    "norm_position",
+    "norm",
+    "norm_eps",
+    "final_norm",
+    "positional",
+    "max_positions",
+    "rope_base",
+    "activation",
+    "bias",
+    "scale_attention",
+    "scale_embedding",
+    "embedding_norm",
+    "n_token_types",
+)
+"""What model.contrastive.text_tower may set: the [model] settings an encoder of tokens reads."""
+
+
+def text_tower_config(cfg):
+    """The ModelConfig of a dual encoder's text tower: `cfg` (a ModelConfig with model.contrastive)
+    without the image front end, changed by model.contrastive.text_tower; a setting that does not
+    fit is the one-line ConfigError of ModelConfig's checks, named under text_tower."""
+    changes = cfg.contrastive.text_tower or {}
+    try:
+        return dataclasses.replace(cfg, vision=None, contrastive=None, **changes)
+    except ConfigError as e:
+        raise ConfigError(f"model.contrastive.text_tower: {e}") from None

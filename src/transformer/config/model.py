@@ -20,6 +20,7 @@ from .families import (
     DetectionConfig,
     RelativeBiasConfig,
     VisionConfig,
+    text_tower_config,
 )
 
 ARCHS = ("encoder-decoder", "encoder", "decoder")
@@ -340,6 +341,7 @@ class ModelConfig:
                 "a dual encoder (model.contrastive) has projections, not a classifier: leave "
                 "n_classes at 0 and pooler at false"
             )
+        text_tower_config(self)  # the text tower's own settings must fit together
 
     def _check_detection(self) -> None:
         """Rules of an object detector (model.detection)."""

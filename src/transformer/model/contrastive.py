@@ -10,8 +10,9 @@ Legend (model/__init__.py): B batch, L text length, P patches, C d_model, E the 
   read as text_pooling says: "mean" over the real tokens (the default) or "first" ([CLS]). CLIP's
   text tower is a causal Transformer read at [EOS]; a bidirectional encoder has no such privileged
   last position, and the mean gives every token's state a direct gradient.
-- Both towers take ModelConfig's d_model, n_heads, d_ff and n_encoder_layers (one width for both:
-  CLIP's separate widths are not offered).
+- Both towers take ModelConfig's d_model, n_heads, d_ff, n_encoder_layers and so on, unless
+  model.contrastive.text_tower gives the text tower its own (CLIP's towers differ in width; a
+  pretrained sentence encoder keeps its shape): each projection reads its own tower's width.
 - Projections: linear, no bias (CLIP's W_i and W_t).
 - Temperature: logits = exp(logit_scale) * cos, logit_scale learned, starting at log(1 / 0.07)
   (model.contrastive.temperature) and the scale clamped at 100, as CLIP does (a clamped scale
@@ -50,9 +51,9 @@ class DualEncoder(nn.Module):
         self.config = config
         self.image_encoder = image_encoder
         self.text_encoder = text_encoder
-        d_model = config.d_model
-        self.image_projection = nn.Linear(d_model, embed_dim, bias=False)
-        self.text_projection = nn.Linear(d_model, embed_dim, bias=False)
+        text_width = text_encoder.embed.tokens.embedding_dim
+        self.image_projection = nn.Linear(config.d_model, embed_dim, bias=False)
+        self.text_projection = nn.Linear(text_width, embed_dim, bias=False)
         self.text_pooling = text_pooling
         self.logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / temperature)))
 

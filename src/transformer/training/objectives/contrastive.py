@@ -9,8 +9,10 @@ The rules:
   name in two sets is one text.
 - Tokenizer: data.tokenizer, trained with the encoder's special tokens on the distinct training
   names (data.min_frequency counts names, not images: 1 keeps every character or word), saved in
-  the run directory and in every model directory. A text is [CLS] name [SEP], cut to data.max_len
-  tokens (and to max_positions).
+  the run directory and in every model directory; or, when train.init_parts loads the text tower
+  (text_encoder) from a model directory with a tokenizer, that one (a sentence encoder reads the
+  tokens it was trained on). A text is [CLS] name [SEP], cut to data.max_len tokens (and to the
+  text tower's max_positions).
 - Batches: train.batch_tokens // (1 + patches) images, drawn in an order permuted per epoch from
   batch_seed(seed, epoch), whole batches only, so a resumed run sees the batches the
   uninterrupted one did; data.random_crop and data.horizontal_flip draw from a generator seeded
@@ -36,6 +38,7 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
+from ...config.families import text_tower_config
 from ...data.batching import batch_seed, fixed_size_batches, pad_rows, to_device
 from ...data.images import augment, fit_images, open_images, to_pixels
 from ...data.text import DataError
@@ -43,7 +46,13 @@ from ...data.tokenizer import ENCODER_SPECIALS, train_tokenizer
 from ...evaluation.retrieval import retrieval_scores
 from ...model.build import build_model
 from ...model.contrastive import DualEncoder
-from ...model_dir import load_config, load_model, load_tokenizers, save_tokenizers
+from ...model_dir import (
+    has_tokenizer,
+    load_config,
+    load_model,
+    load_tokenizers,
+    save_tokenizers,
+)
 from .. import distributed as D
 from .base import StepSums, autocast, validation_sums
 from .encoder import EncoderObjective, init_dir
@@ -132,9 +141,9 @@ class Contrastive(EncoderObjective):
 
         tokenizer = self._tokenizer(config, run_dir, dist, resume)
         super().__init__(config, tokenizer, init_dir(config, run_dir, resume))
-        limit = d.max_len
-        if cfg.positional in ("sinusoidal", "learned"):
-            limit = min(limit, cfg.max_positions)
+        limit, text = d.max_len, text_tower_config(cfg)
+        if text.positional in ("sinusoidal", "learned"):
+            limit = min(limit, text.max_positions)
         self.limit = limit - 2  # [CLS] and [SEP]
         self.texts, cut = self._rows(self.names)
         if cut:
@@ -158,13 +167,17 @@ class Contrastive(EncoderObjective):
         )
 
     def _tokenizer(self, config: RunConfig, run_dir: Path, dist: D.DistInfo, resume: bool):
-        """The run's tokenizer: the run directory's on resume, init_from's, or trained on the
-        distinct training names (every process trains the same one; the first writes it)."""
+        """The run's tokenizer: the run directory's on resume, init_from's, the one the text
+        tower of train.init_parts was trained with, or trained on the distinct training names
+        (every process trains the same one; the first writes it)."""
         d, t = config.data, config.train
+        text_part = (t.init_parts or {}).get("text_encoder")
         if resume:
             return load_tokenizers(run_dir)[0]
         if t.init_from:
             tokenizer = load_tokenizers(t.init_from)[0]
+        elif text_part and has_tokenizer(text_part["from"]):
+            tokenizer = load_tokenizers(text_part["from"])[0]
         else:
             tokenizer = train_tokenizer(
                 d.tokenizer, self.names, d.vocab_size, d.min_frequency, ENCODER_SPECIALS
