@@ -37,6 +37,11 @@ PyTorch (benchmark-only code):
         [--lr 1e-3] [--warmup 300] [--width 32] [--stages 3] [--d-model 128] [--image-size 96]
         [--valid-every 500] [--seed 0] [--out results.json]
 
+    python benchmarks/detection_baseline.py --data data/detection --dense-head-of runs/detection/best
+
+The second form trains nothing: it scores a trained DETR's dense head (model.detection.dense_aux,
+the same DenseHead on DETR's encoder) as this baseline is scored, without DETR's decoder.
+
 Read it as: the test mAP a convolutional detector reaches on this CPU in the same minutes as
 DETR (compare at equal --minutes on the same machine: the budget is wall clock, so run it alone);
 images/s counts training steps only. Both see 12 x 12 feature maps: this one answers at each
@@ -81,6 +86,20 @@ class CenterDetector(nn.Module):
 
     def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.head(self.backbone(pixels))  # (B, P, C), row-major -> the head's two
+
+
+class DetrDenseHead(nn.Module):
+    """A trained DETR's encoder and its dense head (model.detection.dense_aux), read as this
+    baseline reads its CNN: (B, channels, S, S) -> (heatmap logits, boxes), no decoder. Scoring it
+    beside DETR's own answers tells whether DETR's encoder or its set decoder costs the mAP."""
+
+    def __init__(self, detr: nn.Module):
+        super().__init__()
+        self.detr = detr
+
+    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        heat, boxes = self.detr.dense_head(self.detr.encode(pixels))
+        return heat.float(), boxes.float()
 
 
 def loss(model: CenterDetector, pixels, boxes, labels) -> torch.Tensor:
@@ -212,7 +231,13 @@ def train(args, train_set, valid_set) -> tuple[CenterDetector, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="folder of `transformer data detection`")
-    parser.add_argument("--minutes", type=float, required=True, help="wall-clock training budget")
+    parser.add_argument("--minutes", type=float, help="wall-clock training budget")
+    parser.add_argument(
+        "--dense-head-of",
+        metavar="MODEL",
+        help="train nothing: score this trained DETR's dense head (dense_aux) on DIR/test as the "
+        "baseline is scored, no decoder",
+    )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=300, help="linear warmup steps")
@@ -239,6 +264,11 @@ def main() -> None:
                 f"`transformer data detection --out {data}`"
             )
     size = args.image_size
+    if args.dense_head_of:
+        score_dense_head(args.dense_head_of, data, size)
+        return
+    if args.minutes is None:
+        raise SystemExit("give --minutes (the training budget) or --dense-head-of MODEL")
     splits = {split: load_detection(data / split, 1, size) for split in ("train", "valid", "test")}
     print(
         f"CPU: {cpu_name()}, {torch.get_num_threads()} threads; "
@@ -270,6 +300,20 @@ def main() -> None:
     )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+def score_dense_head(model_dir: str, data: Path, size: int) -> None:
+    """Print the test metrics of a trained DETR's dense head, decoded as the baseline's."""
+    from transformer.model_dir import load_model
+
+    detr = load_model(model_dir).eval()
+    if getattr(detr, "dense_head", None) is None:
+        raise SystemExit(f"{model_dir} has no dense head: train it with model.detection.dense_aux")
+    test = evaluate(DetrDenseHead(detr), load_detection(data / "test", 1, size))
+    print(
+        f"{model_dir}'s dense head alone (no decoder): test mAP {test['map']:.4f}  "
+        f"AP50 {test['ap50']:.4f}  AP75 {test['ap75']:.4f}"
+    )
 
 
 if __name__ == "__main__":

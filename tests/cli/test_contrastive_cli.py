@@ -47,3 +47,14 @@ def test_evaluate_images_alone_and_unknown_names_are_read(model_dir, tmp_path, c
     rc, out, err = run(["evaluate", model_dir, "--images", split], capsys)
     assert rc == 0, err
     assert "(4 images of" in out and "its 2 names" in out and "recall@1 / @5" in out
+
+
+def test_info_counts_the_text_tower_at_its_own_width(tmp_path, capsys):
+    from transformer.model.accounting import attention_flops, feed_forward_flops
+
+    tower = {"d_model": 24, "n_heads": 3, "n_encoder_layers": 2, "d_ff": 48}
+    rc, out, err = run(["info", tiny_dual_encoder_dir(tmp_path / "m", text_tower=tower)], capsys)
+    assert rc == 0, err
+    per_token = 2 * (attention_flops(24, 128, 3, 3, 8, 8) + feed_forward_flops(24, 48, "relu"))
+    assert f"text tower: FLOPs per token at sequence length 128: forward {per_token:,} " in out
+    assert "FLOPs per image (4 patches of 4 x 4 + [CLS]): forward" in out

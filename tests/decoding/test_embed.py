@@ -43,3 +43,12 @@ def test_a_model_that_is_not_a_dual_encoder_says_so(pipeline):
     other = Pipeline(torch.nn.Linear(2, 2), None, None, pipeline.decode)
     with pytest.raises(PipelineError, match='objective = "contrastive"'):
         embed_texts(other, ["x"], batch_size=8)
+
+
+def test_a_long_text_is_cut_to_the_text_towers_positions(tmp_path):
+    tower = {"d_model": 24, "n_heads": 3, "positional": "learned", "max_positions": 8}
+    pipeline = Pipeline.load(tiny_dual_encoder_dir(tmp_path / "m", text_tower=tower))
+    assert pipeline.model.config.max_positions == 64  # the image tower's: not the text's limit
+    long, cut = "red square top bottom", "red sq"  # 6 characters + [CLS] and [SEP] fill the 8
+    assert torch.equal(pipeline.embed_texts([long]), pipeline.embed_texts([cut]))
+    assert not torch.equal(pipeline.embed_texts([long]), pipeline.embed_texts(["red s"]))

@@ -25,10 +25,12 @@ def tiny_config(vocab_size: int = 40, **contrastive) -> ModelConfig:
     )  # fmt: skip
 
 
-def tiny_dual_encoder_dir(path: Path, seed: int = 0, names: list[str] = NAMES) -> Path:
+def tiny_dual_encoder_dir(
+    path: Path, seed: int = 0, names: list[str] = NAMES, **contrastive
+) -> Path:
     """An untrained dual encoder with its tokenizer and special tokens, saved at path."""
     tokenizer = train_tokenizer("char", names, 64, 1, ENCODER_SPECIALS)
     torch.manual_seed(seed)
-    model = build_model(tiny_config(tokenizer.vocab_size))
+    model = build_model(tiny_config(tokenizer.vocab_size, **contrastive))
     tokens = EncoderTokens(tokenizer)
     return save_model(model.eval(), path, tokenizer=tokenizer, special_tokens=tokens.record())

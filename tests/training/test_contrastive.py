@@ -234,3 +234,6 @@ def test_a_text_tower_from_a_sentence_encoder_brings_its_tokenizer(data, tmp_pat
     best = load_model(tmp_path / "run" / "best")
     assert best.text_projection.weight.shape == (16, 24)
     assert len(best.text_encoder.layers) == 2
+    from transformer.config.toml import load_config
+
+    assert load_config(str(tmp_path / "run" / "config.toml")).model.contrastive.text_tower == tower

@@ -26,6 +26,7 @@ def info(
     ] = 128,
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
+    from ..config.families import text_tower_config
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
     from ..model_dir import load_config, load_model
 
@@ -55,7 +56,10 @@ def info(
             f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
             f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
         )
-        return
+        if config.contrastive is None:
+            return
+        config = text_tower_config(config)  # a dual encoder's text tower, counted per token
+        print("text tower:", end=" ")
     flops = flops_per_token(config, seq_len)
     print(
         f"FLOPs per token at sequence length {seq_len}: "

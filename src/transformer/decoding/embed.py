@@ -1,15 +1,16 @@
 """A dual encoder's embeddings (CLIP): what Pipeline.embed_texts and Pipeline.embed_images do.
 
 Texts are lowercased (as the contrastive objective lowercases the names it trains on) and fed as
-[CLS] text [SEP], cut to max_positions; images are fitted to the model's channels and size
-(data.images.fit_images: grey -> RGB, smaller images padded with their background colour). Each
-embedding is a unit vector; the cosine of two is their dot product.
+[CLS] text [SEP], cut to the text tower's max_positions; images are fitted to the model's channels
+and size (data.images.fit_images: grey -> RGB, smaller images padded with their background
+colour). Each embedding is a unit vector; the cosine of two is their dot product.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..config.families import text_tower_config
 from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
 from ..model.contrastive import DualEncoder
@@ -32,8 +33,8 @@ def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int) -> torch.Te
     model = dual_encoder(pipeline)
     texts = as_lines(texts)
     tokens = EncoderTokens(pipeline.source_tokenizer, pipeline.special_tokens)
-    cfg = model.config
-    limit = None if cfg.positional in ("none", "rope", "t5_bias") else cfg.max_positions - 2
+    cfg, text = model.config, text_tower_config(model.config)
+    limit = None if text.positional in ("none", "rope", "t5_bias") else text.max_positions - 2
     rows = [
         tokens.wrap(ids[:limit])
         for ids in pipeline.source_tokenizer.encode_batch([t.lower() for t in texts])
