@@ -26,7 +26,6 @@ def info(
     ] = 128,
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
-    from ..config.families import text_tower_config
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
     from ..model_dir import load_config, load_model
 
@@ -58,7 +57,7 @@ def info(
         )
         if config.contrastive is None:
             return
-        config = text_tower_config(config)  # a dual encoder's text tower, counted per token
+        config = config.text_tower()  # a dual encoder's text tower, counted per token
         print("text tower:", end=" ")
     flops = flops_per_token(config, seq_len)
     print(

@@ -341,7 +341,7 @@ class ModelConfig:
                 "a dual encoder (model.contrastive) has projections, not a classifier: leave "
                 "n_classes at 0 and pooler at false"
             )
-        text_tower_config(self)  # the text tower's own settings must fit together
+        self.text_tower()  # the text tower's own settings must fit together
 
     def _check_detection(self) -> None:
         """Rules of an object detector (model.detection)."""
@@ -408,3 +408,7 @@ class ModelConfig:
 
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
+
+    def text_tower(self) -> ModelConfig:
+        """A dual encoder's text tower: this config changed by model.contrastive.text_tower."""
+        return text_tower_config(self)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import torch
 
-from ..config.families import text_tower_config
 from ..data.batching import pad_rows
 from ..data.tokenizer import EncoderTokens
 from ..model.contrastive import DualEncoder
@@ -33,7 +32,7 @@ def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int) -> torch.Te
     model = dual_encoder(pipeline)
     texts = as_lines(texts)
     tokens = EncoderTokens(pipeline.source_tokenizer, pipeline.special_tokens)
-    cfg, text = model.config, text_tower_config(model.config)
+    cfg, text = model.config, model.config.text_tower()
     limit = None if text.positional in ("none", "rope", "t5_bias") else text.max_positions - 2
     rows = [
         tokens.wrap(ids[:limit])

@@ -9,7 +9,6 @@ import math
 from torch import nn
 
 from ..config import ModelConfig
-from ..config.families import text_tower_config
 from .attention import MultiHeadAttention
 from .audio import AudioFrontEnd
 from .contrastive import DualEncoder
@@ -61,7 +60,7 @@ def build_model(cfg: ModelConfig) -> Model:
             lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.output_bias)
             model = DecoderOnly(cfg, _decoder(cfg, tokens, cross=False), lm_head)
         case "encoder" if cfg.contrastive is not None:  # CLIP: an image and a text tower
-            c, t = cfg.contrastive, text_tower_config(cfg)
+            c, t = cfg.contrastive, cfg.text_tower()
             text = _encoder(t, nn.Embedding(t.vocab_size, t.d_model))
             model = DualEncoder(
                 cfg, _image_encoder(cfg), text, c.embed_dim, c.text_pooling, c.temperature

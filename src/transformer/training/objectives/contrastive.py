@@ -38,7 +38,6 @@ from pathlib import Path
 import torch
 
 from ...config import ConfigError, RunConfig
-from ...config.families import text_tower_config
 from ...data.batching import batch_seed, fixed_size_batches, pad_rows, to_device
 from ...data.images import augment, fit_images, open_images, to_pixels
 from ...data.text import DataError
@@ -141,7 +140,7 @@ class Contrastive(EncoderObjective):
 
         tokenizer = self._tokenizer(config, run_dir, dist, resume)
         super().__init__(config, tokenizer, init_dir(config, run_dir, resume))
-        limit, text = d.max_len, text_tower_config(cfg)
+        limit, text = d.max_len, cfg.text_tower()
         if text.positional in ("sinusoidal", "learned"):
             limit = min(limit, text.max_positions)
         self.limit = limit - 2  # [CLS] and [SEP]
