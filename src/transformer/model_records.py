@@ -114,12 +114,7 @@ def load_chat_template(path: str | os.PathLike) -> dict | None:
     file = Path(path) / CHAT_TEMPLATE_FILE
     if not file.is_file():
         return None
-    try:
-        chat = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelFileError(
-            f"{file} is not valid JSON ({e}): re-import the model or delete the file"
-        ) from None
+    chat = read_json(file, "re-import the model or delete the file")
     if not isinstance(chat, dict) or not isinstance(chat.get("chat_template"), str):
         raise ModelFileError(
             f'{file} has no "chat_template" string: re-import the model or delete the file'

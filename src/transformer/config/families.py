@@ -1,6 +1,8 @@
 """The nested family configs of a ModelConfig, each a `[model.X]` section with its own checks:
 vision (ViT patches), audio (Whisper's front end), detection (DETR's head), relative bias (T5's
-positions) and contrastive (CLIP's two towers); with the choice lists of their settings."""
+positions) and contrastive (CLIP's two towers); with the choice lists of their settings, and the
+rules a family sets on the rest of [model] (check_contrastive, check_detection, text_tower_config).
+"""
 
 from __future__ import annotations
 
@@ -296,3 +298,40 @@ def text_tower_config(cfg):
         return dataclasses.replace(cfg, vision=None, contrastive=None, **changes)
     except ConfigError as e:
         raise ConfigError(f"model.contrastive.text_tower: {e}") from None
+
+
+def check_contrastive(cfg) -> None:
+    """Rules of a text-image dual encoder (model.contrastive) on its ModelConfig `cfg`."""
+    if cfg.arch != "encoder" or cfg.vision is None:
+        raise ConfigError(
+            'model.contrastive is a text tower beside an image encoder: set arch = "encoder" '
+            "and a [model.vision] table"
+        )
+    if cfg.n_classes or cfg.pooler:
+        raise ConfigError(
+            "a dual encoder (model.contrastive) has projections, not a classifier: leave "
+            "n_classes at 0 and pooler at false"
+        )
+    cfg.text_tower()  # the text tower's own settings must fit together
+
+
+def check_detection(cfg) -> None:
+    """Rules of an object detector (model.detection) on its ModelConfig `cfg`."""
+    if cfg.arch != "encoder-decoder":
+        raise ConfigError(
+            f"model.detection is for arch='encoder-decoder' (DETR), not arch={cfg.arch!r}"
+        )
+    if cfg.audio is not None or cfg.vision is not None:
+        raise ConfigError(
+            "model.detection has its own image front end: remove [model.vision] / [model.audio]"
+        )
+    if cfg.d_model % 4:
+        raise ConfigError(
+            f"d_model={cfg.d_model} must be divisible by 4 for a detector's 2-D sinusoidal "
+            "positions (sin/cos of row and column)"
+        )
+    if cfg.positional in ("rope", "t5_bias"):
+        raise ConfigError(
+            f"positional={cfg.positional!r} does not fit a detector: it adds 2-D sinusoids "
+            'in every attention; set positional = "none"'
+        )

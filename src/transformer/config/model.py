@@ -20,6 +20,8 @@ from .families import (
     DetectionConfig,
     RelativeBiasConfig,
     VisionConfig,
+    check_contrastive,
+    check_detection,
     text_tower_config,
 )
 
@@ -309,7 +311,7 @@ class ModelConfig:
                     f"max_positions={self.max_positions}"
                 )
         if self.contrastive is not None:
-            self._check_contrastive()
+            check_contrastive(self)
         if self.audio is not None:
             if self.arch != "encoder-decoder":
                 raise ConfigError(
@@ -322,46 +324,11 @@ class ModelConfig:
                     "model.audio.positions)"
                 )
         if self.detection is not None:
-            self._check_detection()
+            check_detection(self)
         elif self.n_classes and self.arch != "encoder":
             raise ConfigError(
                 f"n_classes={self.n_classes} is for arch='encoder' classifiers (or detectors, "
                 f"model.detection), not arch={self.arch!r}"
-            )
-
-    def _check_contrastive(self) -> None:
-        """Rules of a text-image dual encoder (model.contrastive)."""
-        if self.arch != "encoder" or self.vision is None:
-            raise ConfigError(
-                'model.contrastive is a text tower beside an image encoder: set arch = "encoder" '
-                "and a [model.vision] table"
-            )
-        if self.n_classes or self.pooler:
-            raise ConfigError(
-                "a dual encoder (model.contrastive) has projections, not a classifier: leave "
-                "n_classes at 0 and pooler at false"
-            )
-        self.text_tower()  # the text tower's own settings must fit together
-
-    def _check_detection(self) -> None:
-        """Rules of an object detector (model.detection)."""
-        if self.arch != "encoder-decoder":
-            raise ConfigError(
-                f"model.detection is for arch='encoder-decoder' (DETR), not arch={self.arch!r}"
-            )
-        if self.audio is not None or self.vision is not None:
-            raise ConfigError(
-                "model.detection has its own image front end: remove [model.vision] / [model.audio]"
-            )
-        if self.d_model % 4:
-            raise ConfigError(
-                f"d_model={self.d_model} must be divisible by 4 for a detector's 2-D sinusoidal "
-                "positions (sin/cos of row and column)"
-            )
-        if self.positional in ("rope", "t5_bias"):
-            raise ConfigError(
-                f"positional={self.positional!r} does not fit a detector: it adds 2-D sinusoids "
-                'in every attention; set positional = "none"'
             )
 
     # Derived values: properties, so they can never disagree with the fields.
