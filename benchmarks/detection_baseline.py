@@ -169,9 +169,12 @@ def train(args, train_set, valid_set) -> tuple[CenterDetector, dict]:
         began = time.monotonic()
         scores = evaluate(model, valid_set)
         valid_s += time.monotonic() - began
-        history.append({"step": step, "map": scores["map"], "ap50": scores["ap50"]})
+        minutes = (time.monotonic() - start) / 60
+        history.append(
+            {"step": step, "minutes": minutes, "map": scores["map"], "ap50": scores["ap50"]}
+        )
         print(
-            f"step {step:,}  {(time.monotonic() - start) / 60:.1f} min  valid mAP "
+            f"step {step:,}  {minutes:.1f} min  valid mAP "
             f"{scores['map']:.4f}  AP50 {scores['ap50']:.4f}  AP75 {scores['ap75']:.4f}",
             flush=True,
         )
