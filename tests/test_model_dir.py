@@ -34,6 +34,21 @@ def test_a_model_directory_round_trips_whole(tmp_path):
     assert load_decode_config(tmp_path / "m") == read.decode
 
 
+def test_a_translation_model_records_its_language_pair(tmp_path):
+    from transformer.model.io import ModelFileError
+
+    model = transformer.build_model(cpu_tiny(vocab_size=40)).eval()
+    transformer.save_model(model, tmp_path / "m", languages={"source": "es", "target": "en"})
+    assert json.loads((tmp_path / "m" / "languages.json").read_text()) == {"source": "es", "target": "en"}
+    assert ModelDir.read(tmp_path / "m").languages == {"source": "es", "target": "en"}
+    assert transformer.ModelDir.read(tmp_path / "m").languages is not None
+    (tmp_path / "m" / "languages.json").write_text('{"source": "Spanish", "target": "en"}')
+    with pytest.raises(ModelFileError, match=r"languages.json is not a language pair .* fix or delete it"):
+        ModelDir.read(tmp_path / "m")
+    transformer.save_model(model, tmp_path / "bare")
+    assert ModelDir.read(tmp_path / "bare").languages is None
+
+
 def test_a_directory_without_its_extras_reads_with_defaults(tmp_path):
     model = transformer.build_model(cpu_tiny(vocab_size=40)).eval()
     transformer.save_model(model, tmp_path / "bare")
@@ -50,7 +65,7 @@ ALLOWED = {
 
 def test_the_directory_file_names_are_written_in_model_dir_and_its_records_only():
     names = re.compile(r'"(config\.json|model\.safetensors|tokenizer(\.src|\.tgt)?\.json|decode\.json|labels\.json|'
-                       r'special_tokens\.json|chat_template\.json|speech\.json|pixels\.json)"')
+                       r'special_tokens\.json|chat_template\.json|speech\.json|pixels\.json|languages\.json)"')
     typed = [f"{file.relative_to(PACKAGE)}: {m.group(1)}" for file in PACKAGE.rglob("*.py")
              if file.name not in ("model_dir.py", "model_records.py") and "interop" not in file.parts  # other formats' files
              for m in names.finditer(file.read_text(encoding="utf-8"))]

@@ -61,6 +61,7 @@ from .model_records import (
     CHAT_TEMPLATE_FILE,
     DECODE_FILE,
     LABELS_FILE,
+    LANGUAGES_FILE,
     PIXELS_FILE,
     SPECIAL_TOKENS_FILE,
     SPEECH_FILE,
@@ -68,6 +69,7 @@ from .model_records import (
     load_chat_template,
     load_decode_config,
     load_labels,
+    load_languages,
     load_pixels,
     load_special_tokens,
     load_speech,
@@ -93,6 +95,7 @@ __all__ = [
     "CONFIG_FILE",
     "DECODE_FILE",
     "LABELS_FILE",
+    "LANGUAGES_FILE",
     "PIXELS_FILE",
     "README_FILE",
     "SHARED_FILE",
@@ -108,6 +111,7 @@ __all__ = [
     "load_config",
     "load_decode_config",
     "load_labels",
+    "load_languages",
     "load_model",
     "load_pixels",
     "load_special_tokens",
@@ -137,6 +141,8 @@ class ModelDir:
     special_tokens: dict[str, str] | None = None
     speech: dict | None = None
     pixels: ImageTokens | None = None
+    languages: dict[str, str] | None = None
+    """A translation model's {"source": "es", "target": "en"} (languages.json)."""
     readme: str | None = None
 
     @classmethod
@@ -186,6 +192,8 @@ class ModelDir:
             atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
         if pixels is not None:
             pixels.save(path / PIXELS_FILE)
+        if self.languages is not None:
+            _write_json(path / LANGUAGES_FILE, self.languages, indent=1)
         if self.readme is not None:
             atomic_write_text(path / README_FILE, self.readme)
         return path
@@ -211,6 +219,7 @@ def save_model(
     special_tokens: dict[str, str] | None = None,
     speech: dict | None = None,
     pixels: ImageTokens | None = None,
+    languages: dict[str, str] | None = None,
 ) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given (ModelDir.write).
@@ -221,11 +230,14 @@ def save_model(
     decode: the decoding defaults, written as decode.json. chat: the chat template record.
     labels: a classifier's class names (labels.json). special_tokens: an encoder's {role: token}.
     speech: a speech model's decoder prompt and suppressed tokens (speech.json).
-    pixels: an image generator's token layout (pixels.json).
+    pixels: an image generator's token layout (pixels.json). languages: a translation model's
+    {"source": "es", "target": "en"} (languages.json).
     """
     if tokenizer is not None and not isinstance(tokenizer, (tuple, list)):
         tokenizer = (tokenizer, tokenizer)
-    parts = dict(chat=chat, labels=labels, special_tokens=special_tokens, speech=speech)
+    parts = dict(
+        chat=chat, labels=labels, special_tokens=special_tokens, speech=speech, languages=languages
+    )
     return ModelDir(model, tokenizer and tuple(tokenizer), decode, pixels=pixels, **parts).write(
         path
     )

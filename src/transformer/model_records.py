@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from .config import ConfigError, DecodeConfig
+from .config.checks import LANGUAGE_CODE
 from .data.pixels import ImageTokens, PixelTokenError
 from .model.io import ModelFileError
 
@@ -20,12 +21,13 @@ SPECIAL_TOKENS_FILE = "special_tokens.json"
 SPEECH_FILE = "speech.json"
 SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
 PIXELS_FILE = "pixels.json"
+LANGUAGES_FILE = "languages.json"
 
 
 def model_files(path: str | os.PathLike) -> dict:
     """What save_model takes besides the model and tokenizer, as a model directory holds it:
-    decode, chat, labels, special_tokens, speech, pixels (for copying a directory's extras onto
-    another)."""
+    decode, chat, labels, special_tokens, speech, pixels, languages (for copying a directory's
+    extras onto another)."""
     return {
         "decode": load_decode_config(path),
         "chat": load_chat_template(path),
@@ -33,6 +35,7 @@ def model_files(path: str | os.PathLike) -> dict:
         "special_tokens": load_special_tokens(path),
         "speech": load_speech(path),
         "pixels": load_pixels(path),
+        "languages": load_languages(path),
     }
 
 
@@ -66,6 +69,24 @@ def load_special_tokens(path: str | os.PathLike) -> dict[str, str] | None:
             f"{file} does not map roles (cls_token, sep_token, ...) to tokens: fix or delete it"
         )
     return record
+
+
+def load_languages(path: str | os.PathLike) -> dict[str, str] | None:
+    """A translation model's language pair {"source": "es", "target": "en"} (languages.json), or
+    None when the directory does not record it."""
+    file = Path(path) / LANGUAGES_FILE
+    if not file.is_file():
+        return None
+    record = read_json(file, 'it should be {"source": "es", "target": "en"}')
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(side), str) and LANGUAGE_CODE.fullmatch(record[side])
+        for side in ("source", "target")
+    ):
+        raise ModelFileError(
+            f'{file} is not a language pair such as {{"source": "es", "target": "en"}}: fix or '
+            "delete it"
+        )
+    return {"source": record["source"], "target": record["target"]}
 
 
 def load_speech(path: str | os.PathLike) -> dict | None:

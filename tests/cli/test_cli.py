@@ -13,6 +13,10 @@ def test_info_prints_config_parameters_and_flops(tmp_path, capsys):
     assert "d_model = 64" in out
     assert f"parameters: {transformer.count_parameters(model):,}" in out
     assert f"forward {transformer.flops_per_token(model.config, 32)['forward']:,}" in out
+    assert "translates:" not in out  # no languages.json
+    transformer.save_model(model, tmp_path / "mt", languages={"source": "es", "target": "en"})
+    assert main(["info", str(tmp_path / "mt")]) == 0
+    assert "translates: es -> en" in capsys.readouterr().out
 
 
 def test_info_counts_an_image_model_per_image(tmp_path, capsys):

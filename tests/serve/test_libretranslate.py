@@ -215,6 +215,21 @@ def test_without_languages_and_for_other_models_a_clear_400(mt, tmp_path):
         lt_error(r, 400, "/translate needs a translation model", "/v1/generate")
 
 
+def test_the_pair_a_model_directory_records_is_served_without_flags(tmp_path):
+    """languages.json (training writes it from data.source_lang/target_lang) names the pair; the
+    flags, when given, win; /v1/model reports the pair served."""
+    path = model_dir(tmp_path, "recorded", markup=False)
+    (path / "languages.json").write_text('{"source": "es", "target": "en"}\n')
+    pipeline = Pipeline.load(path)
+    assert pipeline.languages == {"source": "es", "target": "en"}
+    with TestClient(create_app(pipeline, ServeConfig())) as c:
+        assert [x["code"] for x in c.get("/languages").json()] == ["es", "en"]
+        assert c.post("/translate", json={"q": "hola", "source": "es", "target": "en"}).status_code == 200
+        assert c.get("/v1/model").json()["languages"] == {"source": "es", "target": "en"}
+    with TestClient(create_app(pipeline, ServeConfig(source_lang="ast", target_lang="en"))) as c:
+        assert [x["code"] for x in c.get("/languages").json()] == ["ast", "en"]
+
+
 def test_metrics_count_the_libretranslate_paths_by_name(mt):
     with client(mt) as c:
         c.post("/translate", json={"q": "hola", "source": "es", "target": "en"})

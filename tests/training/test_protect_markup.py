@@ -48,7 +48,7 @@ def config(files, protect=True, **train):
         "model": {"d_model": 32, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 64,
                   "dropout": 0.0, "max_positions": 64},
         "data": {**{k: v for k, v in files.items() if k != "cache"}, "vocab_size": 300, "max_len": 48,
-                 "cache": files["cache"], "protect_markup": protect},
+                 "cache": files["cache"], "protect_markup": protect, "source_lang": "es", "target_lang": "en"},
         "train": {"batch_tokens": 512, "max_steps": 30, "warmup_steps": 5, "valid_every": 30, "save_every": 30,
                   "log_every": 10, "precision": "fp32", "lr": 3e-3, "bleu_samples": 4, **train},
         "decode": {"beam_size": 1, "max_len_b": 12},
@@ -68,6 +68,18 @@ def test_the_setting_reads_from_toml_and_set_and_round_trips(tmp_path, files):
     lm = tmp_path / "lm.toml"
     lm.write_text('[model]\narch = "decoder"\n[data]\ntrain_text = "t.txt"\nprotect_markup = true\n')
     with pytest.raises(ConfigError, match="data.protect_markup is for translation pairs"):
+        load_config(lm)
+    # the language pair: given whole, as codes, two of them, for translation only
+    assert load_config(file, ['data.source_lang="es"', 'data.target_lang="en"']).data.target_lang == "en"
+    for sets, message in (
+        (['data.source_lang="es"'], "data.source_lang is set and data.target_lang is not"),
+        (['data.source_lang="Spanish"', 'data.target_lang="en"'], "data.source_lang='Spanish' is not a language code"),
+        (['data.source_lang="es"', 'data.target_lang="es"'], "are both 'es'"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            load_config(file, sets)
+    lm.write_text('[model]\narch = "decoder"\n[data]\ntrain_text = "t.txt"\nsource_lang = "es"\ntarget_lang = "en"\n')
+    with pytest.raises(ConfigError, match="name a translation's languages"):
         load_config(lm)
 
 
@@ -109,6 +121,7 @@ def test_a_tiny_run_translates_keeping_every_placeholder(tmp_path, files, capsys
     train(config(files), tmp_path / "run", log=lambda _: None)
     assert "protect_markup = true" in (tmp_path / "run" / "config.toml").read_text()
     pipeline = Pipeline.load(tmp_path / "run" / "last")
+    assert pipeline.languages == {"source": "es", "target": "en"}  # the recipe's pair, recorded
     lines = ["abre el usuario %s ahora", "abre la <b>ventana</b> y {name} &amp; %d", "abre el botón"]
     for beam in (1, 2):
         for line, output in zip(lines, pipeline.translate(lines, beam_size=beam), strict=True):

@@ -27,11 +27,14 @@ def info(
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model_dir import load_config, load_model
+    from ..model_dir import load_config, load_languages, load_model
 
     config = load_config(model_dir)
     model = load_model(model_dir)
+    languages = load_languages(model_dir)
     print(f"model directory: {model_dir}")
+    if languages is not None:
+        print(f"translates: {languages['source']} -> {languages['target']}")
     print("config:")
     for key, value in config.to_dict().items():
         print(f"  {key} = {value}")

@@ -9,6 +9,7 @@ import difflib
 import functools
 import inspect
 import math
+import re
 import textwrap
 from dataclasses import dataclass, fields
 from typing import Any
@@ -21,6 +22,33 @@ except ModuleNotFoundError:  # Python 3.10
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message says which and how to fix it."""
+
+
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
+"""A language code as LibreTranslate's clients send it: ISO 639 (es, en, ast), optionally with a
+script or region (zh-Hans, pt-BR)."""
+
+
+def check_language_pair(section: str, source: str | None, target: str | None, example: str) -> None:
+    """ConfigError unless SECTION.source_lang and target_lang are both unset, or two different
+    language codes; `example` shows how to give them."""
+    if (source is None) != (target is None):
+        given, missing = ("source", "target") if target is None else ("target", "source")
+        raise ConfigError(
+            f"{section}.{given}_lang is set and {section}.{missing}_lang is not: give both "
+            f"languages ({example}) or neither"
+        )
+    for side, code in (("source", source), ("target", target)):
+        if code is not None and (code == "auto" or not LANGUAGE_CODE.fullmatch(code)):
+            raise ConfigError(
+                f"{section}.{side}_lang={code!r} is not a language code: give one such as "
+                "'es', 'en' or 'pt-BR'"
+            )
+    if source is not None and source == target:
+        raise ConfigError(
+            f"{section}.source_lang and {section}.target_lang are both {source!r}: a translation "
+            "model translates between two languages"
+        )
 
 
 def check_choice(name: str, value: Any, valid: tuple) -> None:

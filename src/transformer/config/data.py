@@ -17,7 +17,14 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .checks import ConfigError, check_settings, check_types, setting, unknown_key_error
+from .checks import (
+    ConfigError,
+    check_language_pair,
+    check_settings,
+    check_types,
+    setting,
+    unknown_key_error,
+)
 from .sections import (
     AudioData,
     DetectionData,
@@ -107,6 +114,12 @@ class DataConfig:
     and <code> span of the training pairs by a slot token ｟1｠, ｟2｠ ... before the tokenizer sees
     them, so that translating puts each one of the input back exactly once (transformer.data.markup;
     the tokenizer holds the slot tokens; decode.keep_markup)."""
+    source_lang: str | None = None
+    """Translation: the language of the source text, as a code (es), with target_lang. Recorded in
+    the model directory (languages.json), so `serve` (LibreTranslate's API), `info` and the page
+    know the pair."""
+    target_lang: str | None = None
+    """Translation: the language of the target text, as a code (en); see source_lang."""
     tokenizer_sample: int = setting(
         200_000, ge=0, error="{name}={value}: give a number of examples, or 0 for all"
     )
@@ -155,6 +168,14 @@ class DataConfig:
             raise ConfigError(
                 f'data.bpe_dropout is for data.tokenizer = "bpe", not {self.tokenizer!r}: '
                 "set data.bpe_dropout = 0"
+            )
+        check_language_pair(
+            "data", self.source_lang, self.target_lang, 'source_lang = "es", target_lang = "en"'
+        )
+        if self.source_lang is not None and not self.is_translation:
+            raise ConfigError(
+                "data.source_lang and data.target_lang name a translation's languages: set them "
+                "only with translation pairs (data.train_src/train_tgt or data.train_pairs)"
             )
         if self.protect_markup and not self.is_translation:
             raise ConfigError(

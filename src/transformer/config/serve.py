@@ -7,17 +7,12 @@ derived from it (see config.checks). The resource caps on a request's decoding s
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from .checks import ConfigError, check_settings, check_types, setting
+from .checks import check_language_pair, check_settings, check_types, setting
 
 BATCHING = ("continuous", "whole")
 """How the server batches requests (ServeConfig.batching)."""
-
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
-"""A language code as LibreTranslate's clients send it: ISO 639 (es, en, ast), optionally with a
-script or region (zh-Hans, pt-BR)."""
 
 API_KEY_ENV = "TRANSFORMER_API_KEY"
 """The environment variable the API key is read from (better than --api-key, which ps shows)."""
@@ -62,8 +57,9 @@ class ServeConfig:
     cors_origin: str | None = setting(None, flag="--cors-origin")
     """Allow browser calls from this origin (none when unset)."""
     source_lang: str | None = setting(None, flag="--source-lang")
-    """The language the model translates from, as a code (es): LibreTranslate's API (/translate,
-    /languages) needs it, with --target-lang; a model directory does not record it."""
+    """The language the model translates from, as a code (es), with --target-lang: LibreTranslate's
+    API (/translate, /languages) serves this pair; unset, the pair the model directory records
+    (languages.json, from the recipe's data.source_lang and target_lang)."""
     target_lang: str | None = setting(None, flag="--target-lang")
     """The language the model translates into, as a code (en); see --source-lang."""
     host: str = setting("127.0.0.1", flag="--host")
@@ -78,21 +74,6 @@ class ServeConfig:
     def __post_init__(self) -> None:
         check_types(self, "serve")
         check_settings(self, "serve")
-        pair = (self.source_lang, self.target_lang)
-        if (pair[0] is None) != (pair[1] is None):
-            given, missing = ("source", "target") if pair[1] is None else ("target", "source")
-            raise ConfigError(
-                f"serve.{given}_lang is set and serve.{missing}_lang is not: give both languages "
-                "(--source-lang es --target-lang en) or neither"
-            )
-        for side, code in zip(("source", "target"), pair, strict=True):
-            if code is not None and (code == "auto" or not LANGUAGE_CODE.fullmatch(code)):
-                raise ConfigError(
-                    f"serve.{side}_lang={code!r} is not a language code: give one such as "
-                    "'es', 'en' or 'pt-BR'"
-                )
-        if pair[0] is not None and pair[0] == pair[1]:
-            raise ConfigError(
-                f"serve.source_lang and serve.target_lang are both {pair[0]!r}: a translation "
-                "model translates between two languages"
-            )
+        check_language_pair(
+            "serve", self.source_lang, self.target_lang, "--source-lang es --target-lang en"
+        )

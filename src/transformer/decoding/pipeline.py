@@ -67,6 +67,8 @@ class Pipeline:
     """A speech model's decoder prompt and suppressed token ids (speech.json)."""
     pixels: object | None = None
     """An image generator's token layout (pixels.json; transformer.data.pixels.ImageTokens)."""
+    languages: dict[str, str] | None = None
+    """A translation model's {"source": "es", "target": "en"} (languages.json)."""
 
     @classmethod
     def load(
@@ -101,6 +103,7 @@ class Pipeline:
             files.special_tokens,
             files.speech,
             pixels,
+            files.languages,
         )
 
     @property

@@ -3,8 +3,9 @@ browser extensions, the apps built on it) talk to `transformer serve`: POST /tra
 GET /languages.
 
 The rules:
-- One language pair is served: the one `--source-lang` and `--target-lang` name (ServeConfig; a
-  model directory does not record its languages). Without them both endpoints answer 400 saying
+- One language pair is served: the one `--source-lang` and `--target-lang` name (ServeConfig),
+  else the one the model directory records (languages.json, written by training from the
+  recipe's data.source_lang and target_lang). Without either both endpoints answer 400 saying
   so. /languages lists the source language with the target as its one target, then the target
   language with none (LibreTranslate lists every language it has, with the targets of each).
 - /translate takes JSON, or a form (application/x-www-form-urlencoded, as libretranslatepy sends
@@ -72,16 +73,19 @@ def _state(request: Request) -> State:
     return request.app.state.serve
 
 
-def _pair(config: ServeConfig) -> tuple[str, str]:
-    """(source, target) codes, or 400 when the server was started without them."""
-    if config.source_lang is None or config.target_lang is None:
+def _pair(state: State) -> tuple[str, str]:
+    """(source, target) codes (State.languages), or 400 when neither the server nor the model
+    directory names them."""
+    pair = state.languages()
+    if pair is None:
         raise ApiError(
             400,
             "no_languages",
-            "this server does not know which languages its model translates: start it with "
-            "--source-lang and --target-lang (e.g. --source-lang es --target-lang en)",
+            "this server does not know which languages its model translates (its model directory "
+            "has no languages.json): start it with --source-lang and --target-lang (e.g. "
+            "--source-lang es --target-lang en)",
         )
-    return config.source_lang, config.target_lang
+    return pair
 
 
 def _named(code: str) -> str:
@@ -93,7 +97,7 @@ async def languages(request: Request):
     """The languages, each with the codes it translates into: LibreTranslate's list."""
     state = _state(request)
     state.serving("/languages")
-    source, target = _pair(state.config)
+    source, target = _pair(state)
     return [
         {"code": source, "name": LANGUAGE_NAMES.get(source, source), "targets": [target]},
         {"code": target, "name": LANGUAGE_NAMES.get(target, target), "targets": []},
@@ -140,7 +144,7 @@ async def translate(request: Request):
             f"Invalid request: format {text_format!r} is not supported: send 'text' or 'html'",
         )
     wanted = _alternatives(fields.get("alternatives", 0))
-    source, target = _pair(state.config)
+    source, target = _pair(state)
     if fields["source"] not in ("auto", source) or fields["target"] != target:
         raise ApiError(
             400,

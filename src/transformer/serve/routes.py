@@ -67,9 +67,9 @@ async def model_info(request: Request):
         "precision": pipeline.precision.precision,
         "chat": pipeline.chat is not None,
         "labels": pipeline.labels,
-        "languages": None  # the pair LibreTranslate's API serves (--source-lang, --target-lang)
-        if config.source_lang is None
-        else {"source": config.source_lang, "target": config.target_lang},
+        "languages": None  # the pair LibreTranslate's API serves (State.languages)
+        if (pair := state.languages()) is None
+        else {"source": pair[0], "target": pair[1]},
         "limits": {
             "max_lines": config.max_lines,
             "max_body_bytes": config.max_body_bytes,

@@ -199,6 +199,15 @@ class State:
             )
         return self.pipeline
 
+    def languages(self) -> tuple[str, str] | None:
+        """The (source, target) pair served: --source-lang/--target-lang when given, else the
+        one the model directory records (languages.json), else None."""
+        config = self.config
+        if config.source_lang is not None and config.target_lang is not None:
+            return config.source_lang, config.target_lang
+        recorded = self.pipeline.languages if self.pipeline is not None else None
+        return None if recorded is None else (recorded["source"], recorded["target"])
+
     def serving(self, endpoint: str) -> Pipeline:
         """The pipeline when its task is served at `endpoint`, else 400 naming its own endpoint."""
         pipeline = self.ready()

@@ -9,7 +9,8 @@ Rules:
   written last, after the unpacking, so a fetch cut short is done again whole.
 - The .list names every path the package holds (directories too, as dpkg lists them: "/.",
   "/usr", ...); ROOT/var/lib/dpkg/status gets the package's stanza (Package, Status "install ok
-  installed", Version, Architecture, Maintainer, Description), replacing an older one of the same name.
+  installed", Version, Architecture, Maintainer, Description), replacing an older one of the
+  same name.
 - The .deb files go to ROOT/../debs and are deleted once unpacked (the files are what is kept).
 - `apt-get download` needs apt's package lists; when it fails and we may (root, or sudo), the
   lists are updated once (`apt-get update`) and the download tried again. What still fails is

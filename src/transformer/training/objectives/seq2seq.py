@@ -94,7 +94,15 @@ class Seq2Seq(Objective):
         )
 
     def save_files(self):
-        return {"tokenizer": self.data.tokenizers, "decode": self.config.decode}
+        data = self.config.data
+        languages = None
+        if data.source_lang is not None:
+            languages = {"source": data.source_lang, "target": data.target_lang}
+        return {
+            "tokenizer": self.data.tokenizers,
+            "decode": self.config.decode,
+            "languages": languages,
+        }
 
 
 def _forward(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
