@@ -71,6 +71,13 @@ DATASETS = (
         translation.manuals_line,
     ),
     Dataset(
+        "dialogue",
+        "Spanish -> English spoken dialogue from translated games (apt-get install "
+        "beneath-a-steel-sky scummvm cataclysm-dda-data scummvm-data, or unpack them under --root)",
+        translation.dialogue,
+        translation.dialogue_line,
+    ),
+    Dataset(
         "dictionary",
         "Spanish -> English word pairs from dict-freedict-spa-eng (training data only)",
         translation.dictionary,

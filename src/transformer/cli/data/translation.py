@@ -80,6 +80,33 @@ def manuals_line(r: dict, out: str, **_) -> str:
     )
 
 
+ROOT = Annotated[
+    str,
+    Arg(
+        "the file system root the packages were installed (or unpacked with dpkg-deb -x) under: "
+        "its usr/share/... is read (default /)"
+    ),
+]
+
+
+def dialogue(out: OUT, root: ROOT = "/") -> dict:
+    """Spanish -> English spoken dialogue from translated games."""
+    from ...data.sources.everyday.dialogue import build_dialogue_corpus
+
+    return build_dialogue_corpus(out, root)
+
+
+def dialogue_line(r: dict, out: str, **_) -> str:
+    pairs, dropped = r["pairs"], sum(r["dropped"].values())
+    games = ", ".join(f"{name} {sum(n.values()):,}" for name, n in r["sources"].items())
+    skipped = f"; skipped {', '.join(r['skipped'])} ({r['install']})" if r["skipped"] else ""
+    return (
+        f"wrote {out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} dialogue pairs ({games}){skipped}; dropped {dropped:,} "
+        f"{provenance(out)}"
+    )
+
+
 def pairs_line(unit: str):
     """The report line of a Spanish -> English builder, counting `unit`."""
 
