@@ -8,7 +8,9 @@ The format, as read here:
   drop the 22-byte header after unpacking; bit 23: stored as is). The data lies at the offset in
   sky.dsk. A file that is not stored and whose header's first u16 has bit 7 set holds, after its
   22-byte header, an RNC method-1 stream (rnc_unpack), unless that stream lacks the "RNC\\x01"
-  magic (then the bytes are taken as they are).
+  magic (then the bytes are taken as they are). The packer may end a stream with a one-byte
+  word: its missing high byte reads as 0. In 0.0372 every text section is stored; 4,764 other
+  files are packed (the unpacker checks their lengths and both CRCs).
 - Text: file 60600 + 8 * language + section (8 sections); languages 0 en-GB, 3 en-US, 7 es. A
   section starts with u16 A (the skip table), u16 B (the bit stream), then one u16 per block of
   32 ids: the block's length in 2-bit units. Text id = section << 12 | block << 5 | index. A
