@@ -1,4 +1,9 @@
-"""Everyday Spanish -> English dialogue from installed packages.
+"""Everyday Spanish -> English from installed (or unpacked) packages: dialogue, children's
+vocabulary, and everyday English to back-translate.
 
-bass.py     the subtitles of *Beneath a Steel Sky* (sky.dnr/sky.dsk, ScummVM's Huffman tree)
+bass.py        the subtitles of *Beneath a Steel Sky* (sky.dnr/sky.dsk, ScummVM's Huffman tree)
+cataclysm.py   *Cataclysm: DDA*'s es_ES and es_AR catalogs, filtered to dialogue and sentences
+drascula.py    *Drascula*'s text table in scummvm-data's drascula.dat
+casing.py      all-caps emphasis and shouted lines put in the case people write
+dialogue.py    `data dialogue`: the games' pairs, recased, split by scene
 """
