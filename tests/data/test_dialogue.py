@@ -54,7 +54,8 @@ def test_splits_by_group_with_es_ar_in_training_only(tmp_path, monkeypatch):
     bass_valid = group_in("valid", "bass")
     pairs = {
         "bass": [Pair("¿Dónde las ENCONTRASTE?", "Where did you FIND them?", bass_valid),
-                 Pair("Hola.", "Hello.", group_in("train", "bass"))],
+                 Pair("Hola.", "Hello.", group_in("train", "bass")),
+                 Pair("No las encontraste, STANAG.", "You did not find them, STANAG.", group_in("train", "bass"))],
         "cataclysm": [Pair("Ya me lo dijiste.", "You've told me already.", train_g),
                       Pair("Aléjate de mí.", "Get away from me.", test_g)],
         "cataclysm-es_AR": [Pair("Ya me lo dijiste vos.", "You've told me already.", train_g),
@@ -67,10 +68,11 @@ def test_splits_by_group_with_es_ar_in_training_only(tmp_path, monkeypatch):
     got = corpus(tmp_path / "d")
     assert got["valid"] == [("¿Dónde las encontraste?", "Where did you find them?")]
     assert got["test"] == [("Aléjate de mí.", "Get away from me.")]  # es_ES only
-    assert set(got["train"]) == {("Hola.", "Hello."), ("Ya me lo dijiste.", "You've told me already."),
+    assert set(got["train"]) == {("Hola.", "Hello."), ("No las encontraste, STANAG.", "You did not find them, STANAG."),
+                                 ("Ya me lo dijiste.", "You've told me already."),
                                  ("Ya me lo dijiste vos.", "You've told me already."),
                                  ("¡Cachis! ¡Se me ha roto!", "Shoot! It's broken!")}
-    assert report["pairs"] == {"train": 4, "valid": 1, "test": 1}
+    assert report["pairs"] == {"train": 5, "valid": 1, "test": 1}
     assert report["sources"]["cataclysm-es_AR"] == {"train": 1, "valid": 0, "test": 0}
     assert report["dropped"]["more than 40 words"] == 1 and report["dropped"]["bass: a fake drop"] == 1
     assert sum(v for k, v in report["dropped"].items() if "es_AR" in k) == 1

@@ -11,8 +11,9 @@ Rules:
   package is missing is skipped and named in the report with its install line; none of them is
   a DataError.
 - Casing, both sides: a line written wholly in capitals (Drascula's) is put in sentence case,
-  and the all-caps emphasis words inside a mixed-case line are lowercased (casing.py), so the
-  model learns the text as users type it.
+  and the all-caps emphasis words inside a mixed-case line are lowercased when the games write
+  the same word in lower case somewhere (casing.py: "FIND" is, "STANAG" is not), so the model
+  learns the text as users type it.
 - Length: a pair with more than MAX_WORDS words on either side is dropped (a game's long
   narration or a book inside it is not dialogue).
 - Splits: whole groups (a BASS block of 32 consecutive lines, a Drascula scene, a CDDA message
@@ -47,7 +48,7 @@ from ..splits import (
     write_corpus,
 )
 from . import bass, cataclysm, drascula
-from .casing import sentence_case, soften_caps
+from .casing import lowercase_words, sentence_case, soften_caps
 
 MAX_WORDS = 40
 PERCENTS = {"bass": (5.0, 10.0), "cataclysm": (2.0, 3.0), "drascula": (10.0, 10.0)}
@@ -94,12 +95,13 @@ def dialogue_split(group: str) -> str:
     return split_of(group, valid, test)
 
 
-def recase(text: str) -> str:
-    """Sentence case for a wholly upper-case line, emphasis lowercased in a mixed one."""
+def recase(text: str, vocabulary: set[str] | None = None) -> str:
+    """Sentence case for a wholly upper-case line, emphasis lowercased in a mixed one (only
+    words the vocabulary holds in lower case, when one is given)."""
     letters = [c for c in text if c.isalpha()]
     if letters and all(c.isupper() for c in letters) and len(letters) > 1:
         return sentence_case(text)
-    return soften_caps(text)
+    return soften_caps(text, vocabulary)
 
 
 def build_dialogue_corpus(out_dir: str | os.PathLike, root: str | os.PathLike = "/") -> dict:
@@ -112,15 +114,19 @@ def build_dialogue_corpus(out_dir: str | os.PathLike, root: str | os.PathLike = 
     read: dict[str, int] = {}
     source_of: dict[tuple[str, str], str] = {}
     skipped: dict[str, str] = {}
+    found: dict[str, list[Pair]] = {}
     for name, game in SOURCES.items():
         try:
-            found = game.read(root, dropped)
+            found[name] = game.read(root, dropped)
         except DataError as e:
             skipped[name] = str(e)
-            continue
-        kept = 0
-        for pair in found:
-            spa, eng = one_line(recase(pair.spa)), one_line(recase(pair.eng))
+    spanish = lowercase_words(p.spa for pairs_ in found.values() for p in pairs_)
+    english = lowercase_words(p.eng for pairs_ in found.values() for p in pairs_)
+    for name, game_pairs in found.items():
+        game, kept = SOURCES[name], 0
+        for pair in game_pairs:
+            spa = one_line(recase(pair.spa, spanish))
+            eng = one_line(recase(pair.eng, english))
             if max(len(spa.split()), len(eng.split())) > MAX_WORDS:
                 dropped[f"more than {MAX_WORDS} words"] += 1
             elif not spa or not eng:
@@ -170,9 +176,9 @@ def _provenance(report: dict, splits: dict, root: Path) -> str:
             [
                 "# Everyday dialogue: Spanish -> English (translated games)",
                 "",
-                "Built by `transformer data dialogue` from the text of translated games that Debian "
-                "ships: each line of the game's Spanish text with the same line of its English. The "
-                "translations are human ones (the games' translators).",
+                "Built by `transformer data dialogue` from the text of translated games that "
+                "Debian ships: each line of the game's Spanish text with the same line of its "
+                "English. The translations are human ones (the games' translators).",
                 "",
                 f"Pairs: {counts_line(splits, 'pairs')}.",
                 "",
@@ -194,8 +200,9 @@ def _provenance(report: dict, splits: dict, root: Path) -> str:
                 "",
                 "## Cleaning",
                 "",
-                "- both sides: a wholly upper-case line in sentence case; all-caps emphasis words in "
-                "a mixed-case line lowercased; whitespace runs one space",
+                "- both sides: a wholly upper-case line in sentence case; all-caps emphasis words "
+                "in a mixed-case line lowercased where the games also write them in lower case; "
+                "whitespace runs one space",
                 f"- dropped: more than {MAX_WORDS} words on a side, and what each game's reader "
                 "drops (below)",
                 "",
