@@ -29,6 +29,7 @@ kept once, at its first occurrence. OUT/PROVENANCE.md gives versions, licences a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -79,8 +80,6 @@ def chitchat_utterances(
     package_dir: str | os.PathLike | None = None, dropped: Counter | None = None
 ) -> list[str]:
     """The distinct utterances of chitchat-dataset's dataset.json, in the file's order."""
-    import json
-
     dropped = Counter() if dropped is None else dropped
     path = _package_folder(CHITCHAT, package_dir) / CHITCHAT[3]
     fix = f"reinstall: {install_line(CHITCHAT)}"

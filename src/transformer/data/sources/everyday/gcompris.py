@@ -68,9 +68,10 @@ def _sections(data: bytes, where: str) -> dict[int, bytes]:
         raise DataError(f"{where} is not a Qt .qm file (no magic number): reinstall {PACKAGE}")
     sections, at = {}, 16
     while at < len(data):
-        if at + 5 > len(data):
-            raise DataError(f"{where}: truncated section header at byte {at}: reinstall {PACKAGE}")
-        tag, length = data[at], struct.unpack_from(">I", data, at + 1)[0]
+        length = struct.unpack_from(">I", data, at + 1)[0] if at + 5 <= len(data) else None
+        if length is None or at + 5 + length > len(data):
+            raise DataError(f"{where}: truncated at byte {at}: reinstall {PACKAGE}")
+        tag = data[at]
         sections[tag] = data[at + 5 : at + 5 + length]
         at += 5 + length
     return sections
