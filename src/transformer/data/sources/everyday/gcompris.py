@@ -15,8 +15,8 @@ gcompris-qt-data 3.1-2):
 - A .qm holds no obsolete (vanished) messages: lrelease leaves them out.
 
 What is kept (gcompris_pairs), each drop counted by reason:
-- A message without a source text (the catalogue's header), or with plural forms, is dropped;
-  so is an untranslated one (no translation or an empty one).
+- A message without a source text (gcompris_es.qm has one: "0 a 255 con" in tutorial4), or
+  with plural forms, is dropped; so is an untranslated one (no translation or an empty one).
 - Then ui_clean's rules for a software message (the same as `data ui-strings`): more than 3
   lines or 400 characters (the long activity manuals), markup that differs between the sides
   or more than 6 tags (the About box), placeholders (%1, %n) that differ, no letters besides
@@ -132,7 +132,7 @@ def same_or_number(spa: str, eng: str) -> str | None:
 def message_pair(message: Message) -> tuple[str | None, str, str]:
     """(reason to drop or None, Spanish, English) for one message (the module's rules)."""
     if message.source is None or not message.source.strip():
-        return "no source text (the catalogue's header)", "", ""
+        return "no source text", "", ""
     if len(message.translations) > 1:
         return "plural forms (%n): one translation per number", "", ""
     spa = message.translations[0] if message.translations else None
