@@ -98,6 +98,21 @@ DATASETS = (
         translation.phrases_line,
     ),
     Dataset(
+        "vocabulary",
+        "Spanish -> English children's software vocabulary: GCompris's instructions and words, "
+        "KDE's kvtml word lists (apt-get install gcompris-qt-data kdeedu-kvtml-data)",
+        translation.vocabulary,
+        translation.vocabulary_line,
+    ),
+    Dataset(
+        "everyday-english",
+        "everyday English, a text a line, for apertium-bt: chit-chat, WordNet's examples, "
+        "chatterbot lines (pip install --no-deps chitchat-dataset==0.9.0 "
+        "chatterbot-corpus==1.3.3; apt-get install wordnet-base)",
+        translation.everyday_english,
+        translation.everyday_english_line,
+    ),
+    Dataset(
         "apertium-bt",
         "synthetic Spanish -> English pairs: everyday English back-translated by Apertium "
         "(apt-get install apertium-eng-spa), tagged, train only",

@@ -1,5 +1,6 @@
 """`transformer data ...` for Spanish -> English from installed packages: ui-strings,
-debian-descriptions, manuals, dictionary, wiki-leads, phrases and apertium-bt. Each is a typed
+debian-descriptions, manuals, dictionary, wiki-leads, phrases, vocabulary, everyday-english and
+apertium-bt. Each is a typed
 function that runs its builder in transformer.data.sources (imported when it runs) and returns its
 report; its flags are derived from its signature (cli.args) and the line it prints is the `*_line`
 function beside it (corpora.py: the shared pieces)."""
@@ -191,6 +192,49 @@ def phrases_line(r: dict, out: str, **_) -> str:
         f"({r['skills_with_spanish']} of {r['skills_read']} have Spanish), "
         f"{r['english_only']:,} English-only lines in english-only.eng; dropped "
         f"{sum(r['dropped'].values()):,} pairs {provenance(out)}"
+    )
+
+
+ROOT = Annotated[
+    str,
+    Arg(
+        "the file system root the Debian packages were installed under, or extracted under with "
+        "dpkg-deb -x: its usr/share/... is read (default /)"
+    ),
+]
+
+
+def vocabulary(out: OUT, root: ROOT = "/") -> dict:
+    """Children's software vocabulary: GCompris's instructions and words, KDE's kvtml lists."""
+    from ...data.sources.everyday.vocabulary import build_vocabulary_corpus
+
+    return build_vocabulary_corpus(out, root)
+
+
+def vocabulary_line(r: dict, out: str, **_) -> str:
+    pairs = r["pairs"]
+    sources = ", ".join(f"{name} {n:,}" for name, n in r["sources"].items())
+    skipped = f"; skipped {', '.join(r['skipped'])} ({r['install']})" if r["skipped"] else ""
+    return (
+        f"wrote {out}: train {pairs['train']:,}, valid {pairs['valid']:,}, test "
+        f"{pairs['test']:,} pairs ({sources}){skipped}; dropped {sum(r['dropped'].values()):,} "
+        f"{provenance(out)}"
+    )
+
+
+def everyday_english(out: OUT, root: ROOT = "/") -> dict:
+    """Everyday English (chit-chat, WordNet's examples, chatterbot lines) for apertium-bt."""
+    from ...data.sources.everyday.english import build_everyday_english
+
+    return build_everyday_english(out, root)
+
+
+def everyday_english_line(r: dict, out: str, **_) -> str:
+    files = ", ".join(f"{name} {n:,}" for name, n in r["lines"].items())
+    skipped = f"; skipped {', '.join(r['skipped'])} ({r['install']})" if r["skipped"] else ""
+    return (
+        f"wrote {out}: {files} English lines{skipped}; dropped {sum(r['dropped'].values()):,} "
+        f"{provenance(out)}"
     )
 
 

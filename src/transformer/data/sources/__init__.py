@@ -11,6 +11,8 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
                     (ui_clean.py: the cleaning rules for one message)
     debian.py       `data debian-descriptions`: package descriptions from apt's Translation indexes
     freedict.py     `data dictionary`: FreeDict Spanish -> English word pairs
+    everyday/       `data vocabulary`: GCompris's and KDE's vocabulary (children's software);
+                    `data everyday-english`: chit-chat, WordNet examples (for apertium-bt)
     wiki.py         `data wiki-leads`: monolingual Wikipedia lead sentences (back-translation)
     summaries.py    `data wiki-summaries`: Wikipedia leads -> first sentence or title
     reviews.py      `data movie-reviews`: review snippets labelled positive / negative

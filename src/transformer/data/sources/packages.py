@@ -1,9 +1,11 @@
 """Which Debian package installed a file, its version and its licence, for PROVENANCE.md: asked of
-dpkg-query and /usr/share/doc/PACKAGE/copyright, "unknown" where there is no dpkg (tests, other
-systems). Nothing here decides what goes into a corpus."""
+dpkg-query, /usr/share/doc/PACKAGE/copyright and (for a tree extracted with dpkg-deb -x)
+changelog.Debian.gz, "unknown" where none answers (tests, other systems). Nothing here decides
+what goes into a corpus."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -71,3 +73,21 @@ def licence(package: str, doc_root: str | os.PathLike = "/usr/share/doc") -> str
     if match is None and star:
         match = re.search(r"^License:\s*(\S.*)$", text, re.M)
     return match.group(1).strip() if match else f"see {path}"
+
+
+def package_version(package: str, root: str | os.PathLike = "/") -> str:
+    """The version of a package whose files are under ROOT: dpkg's when ROOT is this system's /,
+    else the first line of ROOT/usr/share/doc/PACKAGE/changelog.Debian.gz ("gcompris-qt (3.1-2)
+    unstable; ...": a tree extracted with dpkg-deb -x, which dpkg does not know); UNKNOWN
+    without either."""
+    if Path(root).resolve() == Path("/"):
+        found = versions([package]).get(package)
+        if found:
+            return found
+    try:
+        with gzip.open(Path(root) / "usr/share/doc" / package / "changelog.Debian.gz", "rt") as f:
+            first = f.readline()
+    except (OSError, EOFError, UnicodeDecodeError):
+        return UNKNOWN
+    match = re.match(r"\S+ \(([^()\s]+)\)", first)
+    return match.group(1) if match else UNKNOWN
