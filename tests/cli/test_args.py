@@ -122,7 +122,7 @@ def data_commands() -> dict[str, argparse.ArgumentParser]:
 def test_every_dataset_row_has_a_builder_a_parser_and_a_report_line():
     commands = data_commands()
     names = [d.name for d in DATASETS]
-    assert len(set(names)) == len(names) == 24
+    assert len(set(names)) == len(names) == 25
     assert list(commands) == names  # each row is a `transformer data` subcommand, in order
     for dataset in DATASETS:
         assert dataset.help and callable(dataset.build) and callable(dataset.line)

@@ -76,14 +76,13 @@ def licence(package: str, doc_root: str | os.PathLike = "/usr/share/doc") -> str
 
 
 def package_version(package: str, root: str | os.PathLike = "/") -> str:
-    """The version of a package whose files are under ROOT: dpkg's when ROOT is this system's /,
-    else the first line of ROOT/usr/share/doc/PACKAGE/changelog.Debian.gz ("gcompris-qt (3.1-2)
-    unstable; ...": a tree extracted with dpkg-deb -x, which dpkg does not know); UNKNOWN
-    without either."""
-    if Path(root).resolve() == Path("/"):
-        found = versions([package]).get(package)
-        if found:
-            return found
+    """The version of a package whose files are under ROOT: dpkg's (versions: this system's, or
+    the records sources.debs wrote under ROOT), else the first line of
+    ROOT/usr/share/doc/PACKAGE/changelog.Debian.gz ("gcompris-qt (3.1-2) unstable; ...": a tree
+    extracted by hand with dpkg-deb -x, which no dpkg database knows); UNKNOWN without either."""
+    found = versions([package], root).get(package)
+    if found:
+        return found
     try:
         with gzip.open(Path(root) / "usr/share/doc" / package / "changelog.Debian.gz", "rt") as f:
             first = f.readline()
