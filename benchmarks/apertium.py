@@ -11,7 +11,7 @@ outputs that loop (metrics.has_loop) and "placeholders kept": of the test lines 
 placeholder, tag, entity, URL or e-mail address (transformer.data.markup's spans), the share whose
 output has each of them exactly as often as the source (markup.slots_survive); "-" when no line has
 one. Splits (--split NAME=DIR, repeatable): by default
-data/bible, data/ui, data/debian, data/manuals and data/phrases, those that hold test.spa and test.eng. Our models: beam 4
+data/bible, data/ui, data/debian, data/manuals, data/phrases, data/dialogue and data/vocabulary, those that hold test.spa and test.eng. Our models: beam 4
 (--beam), the model's other decoding defaults, on the CPU (--device cuda: on a GPU). --examples
 also prints what every system makes of a few everyday sentences (EXAMPLES) and checks the two
 that must come out right.
@@ -52,6 +52,8 @@ DEFAULT_SPLITS = {
     "debian": "data/debian",
     "manuals": "data/manuals",
     "phrases": "data/phrases",
+    "dialogue": "data/dialogue",
+    "vocabulary": "data/vocabulary",
 }
 
 EXAMPLES = [
@@ -63,6 +65,11 @@ EXAMPLES = [
     "¿Dónde está la estación de tren?",
     "Guardar el archivo antes de salir.",
     "No se pudo abrir el archivo.",
+    "Un perro come una manzana.",
+    "Me duele la cabeza.",
+    "Mi hermana tiene dos gatos negros.",
+    "Quiero un vaso de agua, por favor.",
+    "¿De quién es este coche?",
 ]
 REQUIRED = {
     "De quién es": ("Whose is it?", "Whose is it"),

@@ -25,16 +25,27 @@ from .demo_sources import REPO
 
 CONFIG = "configs/es-en.toml"
 EXAMPLES = [
+    "¿Dónde está la estación de tren?",
+    "Un perro come una manzana.",
+    "Me duele la cabeza.",
+    "Mi hermana tiene dos gatos negros.",
+    "Quiero un vaso de agua, por favor.",
     "¿De quién es este libro?",
-    "La puerta está abierta.",
-    "No se pudo abrir el archivo.",
-    "Guardar los cambios antes de salir.",
     "De quién es",
-    "¿Qué hora es en Madrid?",
+    "la mariposa amarilla",
+    "Encuentra el número más grande.",
+    "No se pudo abrir el archivo.",
     "Pulse el botón Aceptar para guardar el documento.",
+    "Copiando %'d archivos a «%s»",
     "En el principio era el Verbo.",
-    "El Señor es mi pastor; nada me faltará.",
 ]
+"""What the demo translates at its end: everyday sentences, words, software messages (one with
+placeholders) and the Bible."""
+SHOWN_IF_RIGHT = {"De quién es": ("Whose is it?", "Whose is it")}
+"""Examples printed only when the translation is one of these (a fragment that a wrong answer
+would only make look broken)."""
+
+
 OPTIONAL_SOURCES = (
     "ui",
     "debian",
@@ -211,7 +222,8 @@ def run_demo(
     examples = dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     log("\ntranslations:")
     for source, translation in examples.items():
-        log(f"  {source}\n    -> {translation}")
+        if translation.strip() in SHOWN_IF_RIGHT.get(source, (translation.strip(),)):
+            log(f"  {source}\n    -> {translation}")
     log(
         f"\nsteps: {result.steps}; total time {(time.time() - started) / 60:.1f} min; model: "
         f"{model_dir}"
