@@ -21,11 +21,12 @@ The rules, in the order they apply:
    `{0:.2f}`, `{0!r:>10}`); a shell variable (`$VAR`, `${VAR}`); and a slot token already in the
    text (`｟3｠`: it is kept as the literal it is). `%%` is a literal percent sign, never a span
    nor half of one (`%%'d` is `%%` then text). The space flag counts only where the directive
-   cannot be ordinary text: it also has an argument number or name, another flag of - + # 0, a
-   width or a precision, and no letter or digit follows its conversion (`% 5d`, `%+ d`,
-   `% .3f`, `%1$ d`, `%(n) d`). A `%` and a space before a bare conversion letter (`% d`, `% s`,
-   `% a`, `% ld`) are text: "100% de descuento", "50 % más", "del 10 % a 20 %" (xgettext, too,
-   does not count a directive with a space as intended).
+   cannot be ordinary text: in a Python placeholder (`%(n) d`), and in a printf one that has an
+   argument number (`%1$ d`), or flags that end with one of - + # 0 (`% -d`, `% +d`), or a width
+   or a precision right after its flags (`% 5d`, `% .3f`). A `%`, flags that end with a space
+   and a bare conversion letter are text (`% d`, `% s`, `% a`, `% ld`, `%+ d`, `% - S`): "100% de
+   descuento", "50 % más", "del 10 % a 20 %", "50 % - Silenciado" (xgettext, too, does not count
+   a directive with a space as intended).
 2. protect(text): the k-th span (k = 1, 2, … in order of appearance) is replaced by the token
    `｟k｠` exactly (the spaces around it stay as they were); from span MAX_SLOTS + 1 on, spans stay
    literal text. The Slots returned hold each span's text, the source's spacing around it and
@@ -93,16 +94,14 @@ _CONVERSION = (
     r"|(?:hh|ll|wf?(?:8|16|32|64)|I64|I32|[hlLqjzZt])?[a-zA-Z])"  # %lu, %I64d, %m, %H
 )
 _FLAGS = "-+#0'I"
-_ALONE = r"(?![^\W_])"  # no letter or digit follows
 PRINTF = (
     rf"(?:%{_ARG}?[{_FLAGS}]*{_SIZED}?{_CONVERSION}"  # no space flag
     rf"|%(?:{_ARG}[{_FLAGS} ]*{_SIZED}?"  # the space flag (rule 1): an argument number,
-    rf"|[{_FLAGS} ]*[-+#0][{_FLAGS} ]*{_SIZED}?"  # another flag of - + # 0,
-    rf"|[{_FLAGS} ]*{_SIZED}){_CONVERSION}{_ALONE})"  # or a width or precision
+    rf"|[{_FLAGS} ]*[-+#0]{_SIZED}?"  # flags that end with - + # 0,
+    rf"|[{_FLAGS} ]*{_SIZED}){_CONVERSION})"  # or a width or precision after them
 )
 """A printf placeholder as rule 1 takes it (gettext's c-format, its space flag restricted)."""
-_PYTHON_TAIL = r"\d*(?:\.\d+)?[hlL]?[a-zA-Z]"
-PYTHON = rf"%\([A-Za-z_]\w*\)(?:[-+#0]*{_PYTHON_TAIL}|[-+#0 ]*{_PYTHON_TAIL}{_ALONE})"
+PYTHON = r"%\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[hlL]?[a-zA-Z]"
 """A Python placeholder: %(name)s, %(count)05d, %(name)-10s."""
 BRACE = r"\{(?:[A-Za-z_]\w*|\d*)(?:![rsa])?(?::[^{}]*)?\}"  # {name}, {0}, {}, {0:.2f}, {0!r:>10}
 
