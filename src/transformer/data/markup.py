@@ -55,9 +55,11 @@ The rules, in the order they apply:
    format string), after any other only when its last `%` would begin a placeholder with what
    follows (`{0}` + `%s`).
    An even run (the source's `%%` as the model wrote it) and an odd run where the source has one
-   (`%1%` of Qt, "{0}% hecho") stay as they are. So every slot of the input appears exactly
-   once, no `%` of the model's next to a slot token takes a placeholder away or makes one, and
-   restore(protect(x)) == x.
+   (`%1%` of Qt, "{0}% hecho") stay as they are. Last, a span put back that rule 1 no longer
+   reads as itself in the output, the model's text glued to it (`%1` + `dias` reads `%1d`, a URL
+   + `files` one longer URL), is set apart from that text by a space: after it, then before it
+   if still needed. So every slot of the input appears exactly once, no `%` of the model's next
+   to a slot token takes a placeholder away or makes one, and restore(protect(x)) == x.
 5. slots_survive(source, output): whether every protected span of the source (rule 1, all of them,
    beyond MAX_SLOTS too) occurs in the output exactly as often as in the source, the output read
    by rule 1 too (`%%'d` holds no `%'d`): the measurement of `transformer evaluate` and
@@ -205,21 +207,19 @@ def restore(output: str, slots: list[Slot]) -> str:
     """The output with each slot token replaced by its span, every slot exactly once (rule 4)."""
     if not slots and SLOT.search(output) is None:
         return output
-    pieces: list[str | int | None] = []  # text, a slot (0-based), or None: a token removed
+    pieces: list[str | int | None] = []  # texts, and between two a slot or None: a token removed
     used: set[int] = set()
     last = 0
     for m in SLOT.finditer(output):
-        text = output[last : m.start()]
-        text = _unglue(text, 0) if pieces[-1:] == [None] else text
         k = int(m.group(1)) - 1
         if 0 <= k < len(slots) and k not in used:
             used.add(k)
-            pieces += [text, k]
         else:
-            pieces += [_unglue(text, -1), None]
+            k = None
+        pieces += [output[last : m.start()], k]
         last = m.end()
-    text = output[last:]
-    pieces.append(_unglue(text, 0) if pieces[-1:] == [None] else text)
+    pieces.append(output[last:])
+    pieces[::2] = _percents(pieces[::2], pieces[1::2], slots)
     inserted = set()
     for k in range(len(slots)):
         if k in used:
@@ -233,16 +233,15 @@ def restore(output: str, slots: list[Slot]) -> str:
         pieces.insert(at, k)
         used.add(k)
         inserted.add(k)
-    return _percents(*_join(pieces, slots, inserted), slots)
-
-
-def _unglue(text: str, side: int) -> str:
-    """The model's text next to a removed slot token (on its side 0, the start, or -1, the end)
-    with an odd run of `%` glued to the token one `%` shorter (rule 4)."""
-    run = len(text) - len(text.lstrip("%") if side == 0 else text.rstrip("%"))
-    if run % 2 == 0:
-        return text
-    return text[1:] if side == 0 else text[:-1]
+    out, placed = _join(pieces, slots, inserted)
+    ends = [0, *(end for a, b, _ in placed for end in (a, b)), len(out)]
+    texts = [out[ends[i] : ends[i + 1]] for i in range(0, len(ends), 2)]  # the model's, between
+    texts = _percents(texts, [k for _, _, k in placed], slots)  # what the inserted slots touch
+    out, at = texts[0], []
+    for (a, b, k), text in zip(placed, texts[1:], strict=True):
+        at.append((len(out), len(out) + b - a))
+        out += slots[k].text + text
+    return _apart(out, at)
 
 
 def _spaced(source: str, output: str) -> bool:
@@ -300,32 +299,39 @@ def _even(run: int, source: int) -> int:
     return run + 1 if source > run else run - 1
 
 
-def _percents(out: str, placed: list[tuple[int, int, int]], slots: list[Slot]) -> str:
-    """The output with the model's runs of `%` against the spans put back made even (rule 4)."""
-    if "%" not in out:
-        return out
-    texts, ends = [], 0  # the model's text between the spans: texts[j] ends where span j starts
-    for a, b, _ in placed:
-        texts.append(out[ends:a])
-        ends = b
-    texts.append(out[ends:])
-    for j, (a, b, k) in enumerate(placed):
-        slot, text = slots[k], out[a:b]
-        before = texts[j]  # (a) the run right before the span
-        run = len(before) - len(before.rstrip("%"))
-        if run % 2 and slot.percents_before % 2 == 0:
-            if text.startswith("%") or _PERCENT_SPAN.match("%" + text):
-                texts[j] = before[: len(before) - run] + "%" * _even(run, slot.percents_before)
-        after = texts[j + 1]  # (b) the run right after it
-        run = len(after) - len(after.lstrip("%"))
-        if run % 2 and slot.percents_after % 2 == 0:
-            printf = text.startswith("%") and not _QT.fullmatch(text)
+def _percents(texts: list[str], between: list[int | None], slots: list[Slot]) -> list[str]:
+    """The model's texts with their runs of `%` against the slot tokens between them made even
+    (rule 4); between[j], a slot or None (a token removed), stands after texts[j]."""
+    texts = list(texts)
+    for j, k in enumerate(between):
+        before, after = texts[j], texts[j + 1]
+        ran, run = len(before) - len(before.rstrip("%")), len(after) - len(after.lstrip("%"))
+        if k is None:  # the removed token's own %
+            texts[j], texts[j + 1] = before[: len(before) - ran % 2], after[run % 2 :]
+            continue
+        slot = slots[k]
+        if ran % 2 and slot.percents_before % 2 == 0:  # (a)
+            if slot.text.startswith("%") or _PERCENT_SPAN.match("%" + slot.text):
+                texts[j] = before[: len(before) - ran] + "%" * _even(ran, slot.percents_before)
+        if run % 2 and slot.percents_after % 2 == 0:  # (b)
+            printf = slot.text.startswith("%") and not _QT.fullmatch(slot.text)
             if printf or _PERCENT_SPAN.match(after, run - 1):
                 texts[j + 1] = "%" * _even(run, slot.percents_after) + after[run:]
-    pieces = [texts[0]]
-    for (a, b, _), text in zip(placed, texts[1:], strict=True):
-        pieces += [out[a:b], text]
-    return "".join(pieces)
+    return texts
+
+
+def _apart(out: str, placed: list[tuple[int, int]]) -> str:
+    """The output with each span put back that rule 1 no longer reads as itself set apart from
+    the model's text glued to it by a space: after it, then before it if still needed (rule 4)."""
+    found = set(spans(out))
+    for a, b in reversed(placed):  # from the right: the spans to the left keep their place
+        if (a, b) not in found and b < len(out) and not out[b].isspace():
+            out = out[:b] + " " + out[b:]
+            found = set(spans(out))
+        if (a, b) not in found and a > 0 and not out[a - 1].isspace():
+            out = out[:a] + " " + out[a:]
+            found = set(spans(out))
+    return out
 
 
 def has_spans(text: str) -> bool:
