@@ -96,18 +96,18 @@ _CONVERSION = (
     r"|(?:hh|ll|wf?(?:8|16|32|64)|I64|I32|[hlLqjzZt])?[a-zA-Z])"  # %lu, %I64d, %m, %H
 )
 _FLAGS = "-+#0'I"
-PRINTF = (
+_PRINTF = (
     rf"(?:%{_ARG}?[{_FLAGS}]*{_SIZED}?{_CONVERSION}"  # no space flag
     rf"|%(?:{_ARG}[{_FLAGS} ]*{_SIZED}?"  # the space flag (rule 1): an argument number,
     rf"|[{_FLAGS} ]*[-+#0]{_SIZED}?"  # flags that end with - + # 0,
     rf"|[{_FLAGS} ]*{_SIZED}){_CONVERSION})"  # or a width or precision after them
 )
 """A printf placeholder as rule 1 takes it (gettext's c-format, its space flag restricted)."""
-PYTHON = r"%\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[hlL]?[a-zA-Z]"
-"""A Python placeholder: %(name)s, %(count)05d, %(name)-10s."""
-BRACE = r"\{(?:[A-Za-z_]\w*|\d*)(?:![rsa])?(?::[^{}]*)?\}"  # {name}, {0}, {}, {0:.2f}, {0!r:>10}
+_PYTHON = r"%\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[hlL]?[a-zA-Z]"  # %(name)s, %(count)05d
+_PERCENT = rf"{_PYTHON}|%L\d+|{_PRINTF}|%\d+"  # the placeholders that begin with %, Qt's among them
+_BRACE = r"\{(?:[A-Za-z_]\w*|\d*)(?:![rsa])?(?::[^{}]*)?\}"  # {name}, {0}, {}, {0:.2f}, {0!r:>10}
 
-PLACEHOLDER = re.compile(rf"%%|{PYTHON}|%L\d+|{PRINTF}|%\d+|{BRACE}")
+PLACEHOLDER = re.compile(rf"%%|{_PERCENT}|{_BRACE}")
 """The placeholders of rule 1 (and `%%`, matched first so that it is never half of one), as
 data.sources.ui_clean compares the two sides of a gettext entry (its rule 5)."""
 
@@ -119,7 +119,7 @@ SPAN = re.compile(
     r"|&(?:[A-Za-z][A-Za-z0-9]{1,31}|#\d{1,7}|#[xX][0-9A-Fa-f]{1,6});"
     r"|(?P<url>(?<![\w.@/])(?:(?i:https?|ftp|file)://|(?i:www)\.)[^\s<>\"'`]+)"
     r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-    rf"|{PYTHON}|%L\d+|{PRINTF}|%\d+|{BRACE}"
+    rf"|{_PERCENT}|{_BRACE}"
     r"|\$\{[A-Za-z_]\w*\}|\$[A-Za-z_]\w*"  # shell: ${VAR}, $VAR
     rf"|{OPEN}\d+{CLOSE}",  # a slot token in the text: a literal, kept
     re.S,
@@ -289,7 +289,7 @@ def _join(
     return out.rstrip() if dropped else out, placed
 
 
-_PERCENT_SPAN = re.compile(rf"{PYTHON}|%L\d+|{PRINTF}|%\d+")
+_PERCENT_SPAN = re.compile(_PERCENT)
 _QT = re.compile(r"%L?\d+")
 
 
