@@ -146,6 +146,8 @@ def test_every_form_comes_out_once_whatever_the_model_writes(source, kind):
         ("{0}% hecho", "｟1｠% done", "{0}% done"),
         ("Abrir {0}", "Open ｟1｠%s", "Open {0}s"),
         ("Ver https://x.org", "See %｟1｠", "See https://x.org"),
+        ("Ver https://x.org", "See ｟1｠files", "See https://x.org files"),  # set apart: one URL
+        ("Qt: %1 de %2", "｟1｠dias of ｟2｠", "%1 dias of %2"),  # %1dias would read %1d
     ],
 )
 def test_the_model_s_percent_signs_next_to_a_slot(source, output, want):
