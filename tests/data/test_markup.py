@@ -1,11 +1,17 @@
-"""Placeholders and markup through slot tokens (transformer.data.markup): which spans are protected,
-protect -> restore is the identity, restore of any scrambled output gives each slot exactly once,
-training pairs share the source's slot numbers, and the tokenizers keep slot tokens whole."""
+"""Placeholders and markup through slot tokens (transformer.data.markup): which spans are protected
+(every printf form of gettext's c-format, and which percent signs are text), protect -> restore is
+the identity, restore of any scrambled output gives each slot exactly once and the model's `%`
+signs next to slot tokens neither lose nor make a placeholder (scripted models, and the installed
+catalogs), training pairs share the source's slot numbers, and the tokenizers keep slot tokens
+whole."""
 
 from __future__ import annotations
 
+import os
 import random
+import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -21,8 +27,11 @@ from transformer.data.markup import (
     slot_token,
     slots_survive,
     span_texts,
+    spans,
     split_at_slots,
 )
+from transformer.data.sources.gettext_ui import find_catalogs, read_catalog
+from transformer.data.text import DataError
 from transformer.data.tokenizer import Tokenizer, train_tokenizer, with_slot_tokens
 
 SPANS = [
@@ -53,6 +62,98 @@ def test_the_protected_spans_of_a_line(text, want):
     assert [s.text for s in slots] == want
     assert SLOT.findall(masked) == [str(k) for k in range(1, len(want) + 1)]
     assert restore(masked, slots) == text
+
+
+FORMS = [  # every printf form of gettext's c-format, and Python's, brace and Qt ones: (line, spans)
+    ("%'d elemento seleccionado", ["%'d"]),  # glibc's thousands grouping
+    ("Copiando %'d archivo a «%s»", ["%'d", "%s"]),
+    ("flags %-5d %+d %#x %05.1f %-'10d %Id", ["%-5d", "%+d", "%#x", "%05.1f", "%-'10d", "%Id"]),
+    ("space flag % 5d, % +d, % -d, % .3f y %1$ d", ["% 5d", "% +d", "% -d", "% .3f", "%1$ d"]),
+    ("%1$'d de %2$s", ["%1$'d", "%2$s"]),
+    ("%*d %.*s %-*.*s %*1$d %.*2$f %*.s", ["%*d", "%.*s", "%-*.*s", "%*1$d", "%.*2$f", "%*.s"]),
+    ("%hhd %hd %ld %lld %Lf %qd %jd %zu %Zd %td %I64u %I32d", [
+        "%hhd", "%hd", "%ld", "%lld", "%Lf", "%qd", "%jd", "%zu", "%Zd", "%td", "%I64u", "%I32d"]),
+    ("%d %i %o %u %x %X %e %E %f %F %g %G %a %A %c %s %p %n", [
+        "%d", "%i", "%o", "%u", "%x", "%X", "%e", "%E", "%f", "%F", "%g", "%G", "%a", "%A", "%c",
+        "%s", "%p", "%n"]),
+    ("no se puede abrir: %m", ["%m"]),
+    ("%<PRId64> bytes de %5<PRIuMAX>", ["%<PRId64>", "%5<PRIuMAX>"]),
+    ("%(name)s %(count)05d %(name)-10s %(n) d", ["%(name)s", "%(count)05d", "%(name)-10s", "%(n) d"]),
+    ("{0!r:>10} {name} {} {0:.2f}", ["{0!r:>10}", "{name}", "{}", "{0:.2f}"]),
+    ("Qt: %1 de %2, %L3", ["%1", "%2", "%L3"]),
+    (" [ %i%% ]", ["%i"]),
+    ("%d%% completado", ["%d"]),
+]
+TEXT = [  # percent signs that are text, not placeholders (rule 1's space flag)
+    "100% de descuento", "50 % más", "del 10 % a 20 %, 50 % o más", "50 % - Silenciado", "%%",
+    "% d, % s, % ld, %+ d", "50%% y %%'d",
+]
+
+
+@pytest.mark.parametrize("text,want", FORMS)
+def test_every_printf_form_is_a_span(text, want):
+    assert span_texts(text) == want
+    masked, slots = protect(text)
+    assert restore(masked, slots) == text
+
+
+@pytest.mark.parametrize("text", TEXT)
+def test_a_percent_sign_in_text_is_no_span(text):
+    assert span_texts(text) == []
+    assert protect(text) == (text, []) and restore(text, []) == text
+
+
+def _reversed(masked: str) -> str:
+    numbers = SLOT.findall(masked)[::-1]
+    return SLOT.sub(lambda m: slot_token(int(numbers.pop())), masked)
+
+
+MODELS = {  # a fake translation of a masked line, one kind of what a model writes per entry
+    "kept": lambda masked: masked,
+    "dropped": lambda masked: SLOT.sub("", masked, count=1),
+    "doubled": lambda masked: SLOT.sub(lambda m: m.group() * 2, masked),
+    "reordered": _reversed,
+    "% before": lambda masked: SLOT.sub(lambda m: "%" + m.group(), masked),
+    "% after": lambda masked: SLOT.sub(lambda m: m.group() + "%", masked),
+    "% and letters after": lambda masked: SLOT.sub(lambda m: m.group() + "%dias", masked),
+    "%% before": lambda masked: SLOT.sub(lambda m: "%%" + m.group(), masked),
+    "% around a double": lambda masked: SLOT.sub(lambda m: f"{m.group()} %{m.group()}%x", masked),
+}
+
+
+@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("source", [text for text, _ in FORMS])
+def test_every_form_comes_out_once_whatever_the_model_writes(source, kind):
+    masked, slots = protect(source)
+    output = restore(MODELS[kind](masked), slots)
+    assert slots_survive(source, output), output
+    assert Counter(span_texts(output)) == Counter(span_texts(source)), output  # none made either
+
+
+@pytest.mark.parametrize(
+    "source,output,want",
+    [
+        ("%'d elemento seleccionado", "%｟1｠ item selected", "%'d item selected"),
+        ("Copiando %'d archivo a «%s»", 'Copying %｟1｠ file to "｟2｠%"', 'Copying %\'d file to "%s"'),
+        ("Copiando %'d archivo a «%s»", "Copying ｟1｠%files to ｟2｠", "Copying %'dfiles to %s"),
+        ("Eliminando %'d archivo", "Removing ｟1｠ ｟1｠% file", "Removing %'d file"),
+        ("Eliminando %'d archivo", "Removing %｟7｠ file", "Removing file %'d"),
+        (" [ %i%% ]", "%% ｟1｠%%% ]", "%% %i%% ]"),  # the source's %% as written, a stray dropped
+        ("%d%% completado", "｟1｠% complete", "%d%% complete"),  # half of the source's %%
+        ("%d%% completado", "%%｟1｠%% complete", "%%%d%% complete"),  # %% as the model wrote it
+        ("%1$'d de %2$s", "｟2｠ of %｟1｠%", "%2$s of %1$'d"),
+        ("Zoom: %1%", "Zoom: ｟1｠%", "Zoom: %1%"),  # Qt's lone % is the source's
+        ("{0}% hecho", "｟1｠% done", "{0}% done"),
+        ("Abrir {0}", "Open ｟1｠%s", "Open {0}s"),
+        ("Ver https://x.org", "See %｟1｠", "See https://x.org"),
+        ("Ver https://x.org", "See ｟1｠files", "See https://x.org files"),  # set apart: one URL
+        ("Qt: %1 de %2", "｟1｠dias of ｟2｠", "%1 dias of %2"),  # %1dias would read %1d
+    ],
+)
+def test_the_model_s_percent_signs_next_to_a_slot(source, output, want):
+    masked, slots = protect(source)
+    assert restore(output, slots) == want
+    assert slots_survive(source, want)
 
 
 def test_a_token_replaces_exactly_the_span_and_spacing_stays():
@@ -132,6 +233,109 @@ def test_property_restore_of_any_output_gives_each_slot_exactly_once(seed):
         assert all(restored.count(f"⟦{k}⟧") == 1 for k in range(len(slots))), (output, restored)
         assert SLOT.search(restored) is None, (output, restored)
         assert "  " not in restored.strip() or "  " in output, (output, restored)
+
+
+PERCENT_PIECES = [
+    "%'d", "%1$'d", "%-*.*s", "%*1$d", "%<PRId64>", "%I64u", "%m", "%(n)05d", "%1", "%L2",
+    "{0:.2f}", "% 5d", "%s", "%%",
+]
+
+
+def with_strays(output: str, rng: random.Random) -> str:
+    """The output with `%` signs written right before and after its slot tokens."""
+    return SLOT.sub(
+        lambda m: rng.choice(["", "", "%", "%%", "%%%"]) + m.group() + rng.choice(["", "", "%", "%%"]),
+        output,
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_property_percent_signs_next_to_slot_tokens_neither_lose_nor_make_a_placeholder(seed):
+    rng = random.Random(200 + seed)
+    for _ in range(300):
+        line = "".join(
+            rng.choice(PERCENT_PIECES if rng.random() < 0.5 else WORDS) + rng.choice([" ", ""])
+            for _ in range(rng.randint(1, 10))
+        )
+        masked, slots = protect(line)
+        output = with_strays(scrambled(masked, len(slots), rng), rng)
+        restored = restore(output, slots)
+        assert Counter(span_texts(restored)) == Counter(span_texts(line)), (line, output, restored)
+
+
+C_DIRECTIVE = re.compile(  # a directive as gettext's c-format reads one (its documented grammar)
+    r"%(?:[1-9]\d*\$)?(?P<flags>[-+ #0'I]*)(?:\*(?:[1-9]\d*\$)?|\d+)?(?:\.(?:\*(?:[1-9]\d*\$)?|\d*))?"
+    r"(?:<PRI[diouxX](?:(?:LEAST|FAST)?(?:8|16|32|64)|MAX|PTR)>"
+    r"|(?:hh|ll|wf?(?:8|16|32|64)|I64|[hlLqjzZt])?[diouxXbeEfFgGaAcCsSpnm]|%)"
+)
+
+
+def c_directives(text: str) -> list[tuple[int, int]] | None:
+    """(start, end) of each directive of text but `%%`, read % by % as gettext does; None when
+    text is no c-format: a % begins no directive, or one has the space flag (xgettext's test of
+    intent: "100% de" is no format) or is `%5%`."""
+    found, at = [], text.find("%")
+    while at >= 0:
+        m = C_DIRECTIVE.match(text, at)
+        if m is None or " " in m["flags"] or (m.group()[-1] == "%" and m.group() != "%%"):
+            return None
+        if m.group() != "%%":
+            found.append(m.span())
+        at = text.find("%", m.end())
+    return found
+
+
+def stray_percents(masked: str, slots: list[Slot]) -> str:
+    """A model's output: the masked line with a `%` before each slot token and after each printf
+    or Python one (where rule 4 promises to mend it)."""
+
+    def stray(m: re.Match) -> str:
+        printf = re.match(r"%(?!L?\d+$)", slots[int(m[1]) - 1].text)
+        return "%" + m.group() + ("%" if printf else "")
+
+    return SLOT.sub(stray, masked)
+
+
+def installed_catalogs() -> list:
+    """The Spanish gettext catalogs under / and TRANSFORMER_TEST_DEB_ROOT; skip when none."""
+    found = []
+    for root in ["/", os.environ.get("TRANSFORMER_TEST_DEB_ROOT")]:
+        try:
+            found += find_catalogs(Path(root) / "usr/share/locale") if root else []
+        except DataError:
+            pass
+    if not found:
+        pytest.skip("no Spanish gettext catalogs under /usr/share/locale/es*/LC_MESSAGES")
+    return found
+
+
+def test_real_catalogs_every_c_format_directive_is_a_span_and_comes_back():
+    """Every msgid and msgstr that reads as a c-format: each directive is a span (or lies whole in
+    a URL or <code> span), and the msgstr comes back from protect, and from a model that writes a
+    `%` before each slot token and after each printf or Python one, with exactly its spans."""
+    formats = 0
+    for catalog in installed_catalogs():
+        try:
+            entries = read_catalog(catalog)
+        except (OSError, UnicodeDecodeError, ValueError, LookupError):
+            continue
+        for msgid, msgstr in entries:
+            for text in (msgid, msgstr):
+                if not (directives := c_directives(text)):
+                    continue
+                formats += 1
+                found = list(spans(text))
+                for a, b in directives:
+                    whole = [(x, y) for x, y in found if x <= a and b <= y and text[x] != "%"]
+                    assert (a, b) in found or whole, (catalog.domain, text, text[a:b])
+            if not c_directives(msgstr):
+                continue
+            masked, slots = protect(msgstr)
+            assert restore(masked, slots) == msgstr
+            stray = restore(stray_percents(masked, slots), slots)
+            assert Counter(span_texts(stray)) == Counter(span_texts(msgstr)), (msgstr, stray)
+    if not formats:
+        pytest.skip("no c-format message in the installed Spanish catalogs")
 
 
 def test_protect_pair_numbers_the_target_by_the_source():

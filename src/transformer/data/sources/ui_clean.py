@@ -16,10 +16,12 @@ drop it. The rules, in the order clean_pair applies them:
    lowercase (so identifiers such as sh_link, local_schema or AT&T stay; a lowercase mid-word
    mnemonic like pre_view stays too), and the other side has a mark too or none of that
    character at all.
-5. Placeholders: printf (%s, %d, %1$s, %-10lu, %m), Python (%(name)s), Qt (%1) and brace ({name},
-   {0}, {}) placeholders stay as they are, and the pair is kept only when both sides have the
-   same multiset of them (a reordered %1$s/%2$s is the same multiset; %s against %1$s is not).
-   `%%` is a literal percent sign, not a placeholder.
+5. Placeholders: those that translation protects (data.markup's rule 1): printf as gettext's
+   c-format reads it (%s, %d, %1$s, %-10lu, %'d, %*d, %.*s, %<PRId64>, %m), Python (%(name)s),
+   Qt (%1, %L1) and brace ({name}, {0}, {}, {0:.2f}) placeholders stay as they are, and the pair
+   is kept only when both sides have the same multiset of them (a reordered %1$s/%2$s is the
+   same multiset; %s against %1$s is not). `%%` is a literal percent sign, not a placeholder,
+   and so is a `%` and a space before a bare letter ("100% of", "% del total").
 6. Whitespace: every run, line breaks included, becomes one space.
 7. No letters on a side once placeholders are removed ("%s: %s", "%H:%M", "; "): dropped.
 8. msgstr = msgid: kept when at most 3 words (names, "Error", "Normal", "Total": Spanish too),
@@ -32,7 +34,7 @@ import html
 import re
 from collections import Counter
 
-from ..markup import PLACEHOLDER  # rule 5's placeholders, shared with translation's protection
+from ..markup import PLACEHOLDER  # rule 5's placeholders: translation's protected ones
 from .splits import one_line
 
 MAX_LINES = 3
