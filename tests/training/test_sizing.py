@@ -72,6 +72,10 @@ def test_resolve_size_applies_the_chosen_shapes_changes_and_caches_the_measureme
     again = S.resolve_size(sized(tiny()), torch.device("cpu"), measure=fake, cache_file=cache)
     assert again.name == "small" and len(measured) == 2 and again.reason.startswith("cached: ")
     assert "step_seconds" in cache.read_text()
+    # the prediction it states, and the run's steps beside it: 60 s x 0.5 / 0.2 s = 150 steps
+    assert (choice.step_seconds, choice.steps) == (0.2, pytest.approx(150.0))
+    assert choice.outcome(120) == "sizing predicted 150 steps (0.20 s/step); the run made 120 (-20%)"
+    assert S.SizeChoice(choice.config, None, "off").outcome(120) == ""
 
 
 def test_without_a_time_budget_or_with_auto_off_nothing_is_measured(tiny):

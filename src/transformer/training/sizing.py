@@ -56,9 +56,22 @@ class SizeChoice:
     name: str | None
     """The chosen shape's name; None: the config's model as written."""
     reason: str
+    step_seconds: float | None = None
+    """The chosen shape's measured (or cached) training step."""
+    steps: float | None = None
+    """The steps the budget affords at that step time (rule 2): what the run should make."""
 
     def describe(self) -> str:
         return f"{self.name or 'the config as written'} ({self.reason})"
+
+    def outcome(self, steps: int) -> str:
+        """The prediction beside the steps the run made ("" without a prediction)."""
+        if not self.steps:
+            return ""
+        return (
+            f"sizing predicted {self.steps:,.0f} steps ({self.step_seconds:.2f} s/step); the run "
+            f"made {steps:,} ({steps / self.steps - 1:+.0%})"
+        )
 
 
 def predict(steps: tuple[int, ...], curve: tuple[float, ...], at: float) -> float:
@@ -225,9 +238,16 @@ def resolve_size(
         reason = f"cached: {reason}"
     if name is None:
         return SizeChoice(config, None, reason)
-    return _chosen(candidates[name], name, reason)
+    steps = config.train.max_minutes * 60 * s.training_share / seconds[name]
+    return _chosen(candidates[name], name, reason, seconds[name], steps)
 
 
-def _chosen(config: RunConfig, name: str, reason: str) -> SizeChoice:
+def _chosen(
+    config: RunConfig,
+    name: str,
+    reason: str,
+    step_seconds: float | None = None,
+    steps: float | None = None,
+) -> SizeChoice:
     sizing = dataclasses.replace(config.sizing, auto=False, chosen=name)
-    return SizeChoice(dataclasses.replace(config, sizing=sizing), name, reason)
+    return SizeChoice(dataclasses.replace(config, sizing=sizing), name, reason, step_seconds, steps)

@@ -109,6 +109,7 @@ def _train(
     device = dist.device
     say = log if dist.is_main else (lambda _: None)
     checkpoints = _checkpoints(config, run_dir, resume, device)
+    sized = None
     if config.sizing.auto:  # the shape this machine affords best in the budget (sizing.py)
         sized = resolve_size(config, device, run_dir, resume) if dist.is_main else None
         sized = D.gather_objects(sized, dist)[0]
@@ -147,6 +148,8 @@ def _train(
         f"{choice.describe()}; attention {attention.describe()}; allocator {allocator.describe()}"
     )
     state = loop.run(state, resume, on_step)
+    if sized is not None and sized.outcome(state.step):
+        say(sized.outcome(state.step))
     return TrainResult(
         run_dir, state.step, state.best_metric, run_dir / "last", run_dir / "best", task.best_key
     )

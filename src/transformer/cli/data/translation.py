@@ -84,8 +84,8 @@ def manuals_line(r: dict, out: str, **_) -> str:
 ROOT = Annotated[
     str,
     Arg(
-        "the file system root the packages were installed (or unpacked with dpkg-deb -x) under: "
-        "its usr/share/... is read (default /)"
+        "the file system root the Debian packages were installed under, or extracted under with "
+        "dpkg-deb -x: its usr/share/... is read (default /)"
     ),
 ]
 
@@ -193,15 +193,6 @@ def phrases_line(r: dict, out: str, **_) -> str:
         f"{r['english_only']:,} English-only lines in english-only.eng; dropped "
         f"{sum(r['dropped'].values()):,} pairs {provenance(out)}"
     )
-
-
-ROOT = Annotated[
-    str,
-    Arg(
-        "the file system root the Debian packages were installed under, or extracted under with "
-        "dpkg-deb -x: its usr/share/... is read (default /)"
-    ),
-]
 
 
 def vocabulary(out: OUT, root: ROOT = "/") -> dict:

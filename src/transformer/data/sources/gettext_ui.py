@@ -98,9 +98,16 @@ def find_catalogs(locale_dir: str | os.PathLike | None = None) -> list[Catalog]:
 
 def read_catalog(catalog: Catalog) -> list[tuple[str, str]]:
     """(msgid, msgstr) of each message, singular forms only, contexts removed."""
-    with open(catalog.path, "rb") as f:
+    entries, info = read_mo(catalog.path)
+    catalog.project = info.get("project-id-version", "")
+    return entries
+
+
+def read_mo(path: str | os.PathLike) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """A compiled gettext catalog (*.mo): (msgid, msgstr) of each message in file order, singular
+    forms only, contexts removed; and its header's fields (lower-case names)."""
+    with open(path, "rb") as f:
         translations = gettext.GNUTranslations(f)
-    catalog.project = translations.info().get("project-id-version", "")
     entries = []
     for key, msgstr in translations._catalog.items():
         if isinstance(key, tuple):
@@ -110,7 +117,7 @@ def read_catalog(catalog: Catalog) -> list[tuple[str, str]]:
         msgid = key.split("\x04")[-1]
         if msgid:
             entries.append((msgid, msgstr))
-    return entries
+    return entries, translations.info()
 
 
 def build_ui_corpus(

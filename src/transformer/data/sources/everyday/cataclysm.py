@@ -33,7 +33,6 @@ Rules:
 
 from __future__ import annotations
 
-import gettext
 import os
 import re
 from collections import Counter
@@ -41,6 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ...text import DataError
+from ..gettext_ui import read_mo
 from ..splits import Pair, one_line
 
 VARIANTS = ("es_ES", "es_AR")
@@ -74,22 +74,6 @@ def find_mo(root: str | os.PathLike, variant: str) -> Path:
             "then --root DIR)"
         )
     return path
-
-
-def read_mo(path: Path) -> list[tuple[str, str]]:
-    """(msgid, msgstr) of each entry in file order: singular forms, contexts split off."""
-    with open(path, "rb") as f:
-        catalog = gettext.GNUTranslations(f)._catalog
-    entries = []
-    for key, msgstr in catalog.items():
-        if isinstance(key, tuple):
-            if key[1] != 0:
-                continue
-            key = key[0]
-        msgid = key.split("\x04")[-1]
-        if msgid:
-            entries.append((msgid, msgstr))
-    return entries
 
 
 def half_of_double(text: str) -> str | None:
@@ -166,7 +150,7 @@ def cataclysm_pairs(
     paths = [find_mo(root, variant) for variant in variants]
     pairs = []
     for path in paths:
-        for msgid, msgstr in read_mo(path):
+        for msgid, msgstr in read_mo(path)[0]:
             eng = one_line(msgid)
             spa = undouble(one_line(msgstr), eng)
             reason = reason_to_drop(spa, eng)
