@@ -67,6 +67,7 @@ def model_dirs(tmp_path_factory):
             tmp / arch,
             tokenizer=tokenizer,
             decode=DecodeConfig(beam_size=1, max_len_b=10, max_new_tokens=10),
+            languages={"source": "es", "target": "en"} if arch == "encoder-decoder" else None,
         )
     torch.manual_seed(1)  # a language model with a chat template, room for a two-turn conversation
     model = transformer.build_model(
@@ -195,6 +196,8 @@ def test_page_translation_and_attention_highlighting(model_dirs, browser, tmp_pa
         page.goto(server.url + "/")
         page.wait_for_selector("#go:enabled")
         assert page.inner_text("#go") == "Translate"
+        if not os.environ.get("SERVE_MODEL"):
+            assert "translates es → en" in page.inner_text("#info")  # the model directory's pair
         page.fill("#text", sentence)
         page.click("#go")
         page.wait_for_selector("#attention-box:not([hidden])")
