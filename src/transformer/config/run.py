@@ -44,7 +44,9 @@ class TrainConfig:
     max_epochs: int = setting(0, ge=0)
     """Stop after this many passes over the data (0 = no limit)."""
     max_minutes: float = setting(0.0, ge=0)
-    """Stop cleanly after this much wall-clock time, validation included (0 = no limit)."""
+    """Stop cleanly after this many minutes of training, validation and checkpoints included (0 =
+    no limit); the clock starts at the first step: preparing the data and probing the machine
+    before it do not count."""
     objective: str | None = setting(None, choices=OBJECTIVES)
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per

@@ -120,7 +120,6 @@ def _train(
     allocator = keep_freed_memory(device.type)
     train_config = dataclasses.replace(config.train, precision=choice.precision)
     config = dataclasses.replace(config, train=train_config)
-    start_time = time.monotonic()
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.toml", config.to_toml())
@@ -135,6 +134,9 @@ def _train(
     ) in model.modules():  # the model's config keeps "auto": inference takes the fused kernel
         if isinstance(module, MultiHeadAttention):
             module.impl = attention.impl
+    # the budget (train.max_minutes) counts training: the clock starts once the data is prepared
+    # and the machine probed, so a run's steps do not depend on what was cached before it
+    start_time = time.monotonic()
     loop = Loop(config, run_dir, task, model, attention.impl, allocator, dist, log, start_time)
     state = loop.restore(checkpoints[-1]) if resume else loop.start()
     n_params = sum(p.numel() for p in model.parameters())
