@@ -11,8 +11,12 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
                     (ui_clean.py: the cleaning rules for one message)
     debian.py       `data debian-descriptions`: package descriptions from apt's Translation indexes
     freedict.py     `data dictionary`: FreeDict Spanish -> English word pairs
-    everyday/       `data vocabulary`: GCompris's and KDE's vocabulary (children's software);
-                    `data everyday-english`: chit-chat, WordNet examples (for apertium-bt)
+    manuals.py      `data manuals`: sentences of six manuals Debian ships in both languages
+    phrases*.py     `data phrases`: voice-assistant skills' phrases
+    apertium.py     `data apertium-bt`: everyday English back-translated by Apertium (tagged)
+    everyday/       `data dialogue`: translated games' dialogue; `data vocabulary`: GCompris's
+                    and KDE's vocabulary (children's software); `data everyday-english`:
+                    chit-chat, WordNet examples (for apertium-bt)
     wiki.py         `data wiki-leads`: monolingual Wikipedia lead sentences (back-translation)
     summaries.py    `data wiki-summaries`: Wikipedia leads -> first sentence or title
     reviews.py      `data movie-reviews`: review snippets labelled positive / negative
@@ -24,6 +28,7 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
 
 What the builders share: splits.py (hash splits by group, deduplication, atomic writing),
 sentences.py (sentence splitting and Gale & Church alignment), packages.py (a file's package,
-version and licence, for PROVENANCE.md). A builder raises DataError with one line naming what to
+version and licence, for PROVENANCE.md), debs.py (Debian packages unpacked under a private root
+without installing them, with dpkg's records, so a builder's `root` reads them as installed). A builder raises DataError with one line naming what to
 install when its input is missing.
 """
