@@ -9,10 +9,16 @@ step counts (`transformer sweep --at`, docs/experiments.md). The trainer then:
 1. measures each shape's training step here (measure_step_seconds: a forward, the label-smoothed
    loss, a backward, clipping and the AdamW update, on random tokens in batches of
    train.batch_tokens of PROBE_LENGTH positions, in the precision the run would resolve for that
-   shape): one warm-up step, then the fastest of up to PROBE_REPEATS (other work only ever slows a
-   step down). Cached like the precision probe (same file, its own key: the machine, the shape,
-   the batch, the precision);
-2. turns the budget into steps: max_minutes x 60 x sizing.training_share / step seconds;
+   shape): PROBE_WARMUP steps, then the median of up to PROBE_REPEATS (the fastest one alone
+   under-states what a run of such steps takes). Cached like the precision probe (same file, its
+   own key: the machine, the shape, the batch, the precision);
+2. turns the budget into steps: max_minutes x 60 x sizing.training_share / (step seconds x the
+   machine's calibration). The calibration is what the last sized run here found: a run that
+   ends on its budget records (its minutes x 60 x training_share / its steps) / its shape's probe
+   (`record_outcome`: cached per machine, device and precision), so the next run's prediction for
+   every shape is scaled alike and a run of the same shape is predicted the steps this one made
+   (the probe alone missed a real run by 20% either way: the per-step Python, batches of varying
+   shape, and validation are outside it). 1 until a run has recorded one;
 3. reads each curve at those steps (predict: linear in log(steps) between measured points; below
    the first point, the first score scaled by steps / first steps; past the last point, the last
    score, never extrapolated upward) and trains the shape that scores best.
@@ -30,6 +36,8 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,14 +46,16 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, RunConfig, load_config, with_overrides
+from ..runtime.measure_cache import default_cache_file, read_cache, usable, write_cache
 from ..runtime.precision import cached_or_measured, machine_key, resolve_precision
 
 PROBE_LENGTH = 16
 """Positions per row (source and target) of the probe's batches; a mixture of short UI strings
 and verses averages about this (the run's padded rows: 14 on the es-en mixture). The rest of a
 run's time (validation, checkpoints, longer rows) is what sizing.training_share accounts for."""
-PROBE_REPEATS = 3
-PROBE_BUDGET_S = 10.0  # per shape: timed steps stop once this much has passed (one at least)
+PROBE_WARMUP = 2
+PROBE_REPEATS = 5
+PROBE_BUDGET_S = 12.0  # per shape: timed steps stop once this much has passed (one at least)
 
 
 @dataclass(frozen=True)
@@ -57,9 +67,12 @@ class SizeChoice:
     """The chosen shape's name; None: the config's model as written."""
     reason: str
     step_seconds: float | None = None
-    """The chosen shape's measured (or cached) training step."""
+    """The chosen shape's measured (or cached) training step, calibrated (rule 2)."""
     steps: float | None = None
     """The steps the budget affords at that step time (rule 2): what the run should make."""
+    probe: tuple[str, float] | None = None
+    """(calibration key, the chosen shape's probe before calibration): what record_outcome
+    needs."""
 
     def describe(self) -> str:
         return f"{self.name or 'the config as written'} ({self.reason})"
@@ -108,6 +121,37 @@ def choose(config: RunConfig, step_seconds: dict[str, float]) -> tuple[str | Non
         return None, f"{budget_text}: every shape's steps are past its measured curve: {said}"
     best = max(table, key=lambda row: row[0])
     return best[1], f"best score for {budget_text} on this machine: {said}"
+
+
+def calibration_key(device: torch.device, precision: str) -> str:
+    """The cache key of this machine's calibration of the probe (rule 2)."""
+    return f"training step calibration | {machine_key()} | {device.type} | {precision}"
+
+
+def record_outcome(
+    choice: SizeChoice,
+    config: RunConfig,
+    steps: int,
+    elapsed_s: float,
+    cache_file: str | Path | None = None,
+) -> float | None:
+    """After a sized run that ended on its budget: cache the calibration (rule 2) that would have
+    predicted its steps; returns it (None when there is nothing to record)."""
+    if choice.probe is None or steps <= 0 or elapsed_s <= 0:
+        return None
+    key, probe = choice.probe
+    ratio = elapsed_s * config.sizing.training_share / steps / probe
+    if usable(ratio) and os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0":
+        write_cache(Path(cache_file) if cache_file else default_cache_file(), key, ratio, "ratio")
+    return ratio
+
+
+def _calibration(key: str, cache_file: str | Path | None) -> float:
+    if os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") == "0":
+        return 1.0
+    entry = read_cache(Path(cache_file) if cache_file else default_cache_file()).get(key)
+    ratio = entry.get("ratio") if isinstance(entry, dict) else None
+    return float(ratio) if usable(ratio) else 1.0
 
 
 def measure_step_seconds(
@@ -164,13 +208,14 @@ def measure_step_seconds(
             torch.cuda.synchronize(device)
         return time.perf_counter() - start
 
-    step()  # warm-up: kernels built, memory allocated
+    for _ in range(PROBE_WARMUP):  # kernels built, memory allocated
+        step()
     began, times = time.perf_counter(), []
     while len(times) < max(1, repeats):
         times.append(step())
         if time.perf_counter() - began > budget_s:
             break
-    return min(times)
+    return statistics.median(times)
 
 
 def _probe_key(config: RunConfig, precision: str, device: torch.device) -> str:
@@ -219,7 +264,7 @@ def resolve_size(
     if not config.train.max_minutes:
         return SizeChoice(config, None, "no train.max_minutes: nothing to size")
     measure = measure_step_seconds if measure is None else measure
-    seconds, cached = {}, []
+    seconds, cached, probes = {}, [], {}
     for name, shape in candidates.items():
         m = shape.model
         precision = resolve_precision(
@@ -231,15 +276,20 @@ def resolve_size(
             lambda shape=shape, precision=precision: measure(shape, precision, device),
             field="step_seconds",
         )
-        seconds[name] = value
+        key = calibration_key(device, precision)
+        probes[name] = (key, value)
+        seconds[name] = value * _calibration(key, cache_file)
         cached.append(bool(prefix))
     name, reason = choose(config, seconds)
     if all(cached):
         reason = f"cached: {reason}"
     if name is None:
         return SizeChoice(config, None, reason)
+    ratio = seconds[name] / probes[name][1]
+    if ratio != 1.0:
+        reason = f"{reason}; step times x{ratio:.2f}, calibrated by the last sized run here"
     steps = config.train.max_minutes * 60 * s.training_share / seconds[name]
-    return _chosen(candidates[name], name, reason, seconds[name], steps)
+    return _chosen(candidates[name], name, reason, seconds[name], steps, probes[name])
 
 
 def _chosen(
@@ -248,6 +298,9 @@ def _chosen(
     reason: str,
     step_seconds: float | None = None,
     steps: float | None = None,
+    probe: tuple[str, float] | None = None,
 ) -> SizeChoice:
     sizing = dataclasses.replace(config.sizing, auto=False, chosen=name)
-    return SizeChoice(dataclasses.replace(config, sizing=sizing), name, reason, step_seconds, steps)
+    return SizeChoice(
+        dataclasses.replace(config, sizing=sizing), name, reason, step_seconds, steps, probe
+    )

@@ -44,7 +44,7 @@ from .loop import Loop, TrainError
 from .objectives import Objective
 from .parts import load_parts
 from .schedule import learning_rate
-from .sizing import resolve_size
+from .sizing import record_outcome, resolve_size
 
 __all__ = ["TrainError", "TrainResult", "learning_rate", "train"]
 
@@ -152,6 +152,8 @@ def _train(
     state = loop.run(state, resume, on_step)
     if sized is not None and sized.outcome(state.step):
         say(sized.outcome(state.step))
+        if dist.is_main and not resume and state.step < config.train.max_steps:
+            record_outcome(sized, config, state.step, loop.elapsed())  # ended on its budget
     return TrainResult(
         run_dir, state.step, state.best_metric, run_dir / "last", run_dir / "best", task.best_key
     )

@@ -261,7 +261,7 @@ def score_test_splits(
         }
         s = scores[name]
         log(
-            f"  {name:<8} {s['lines']:>6,} lines  BLEU {s['bleu'].score:5.1f}  "
+            f"  {name:<10} {s['lines']:>6,} lines  BLEU {s['bleu'].score:5.1f}  "
             f"chrF {s['chrf'].score:5.1f}  loops {s['loops']:.1%}"
         )
     log(f"  ({next(iter(scores.values()))['bleu'].signature if scores else ''})")
