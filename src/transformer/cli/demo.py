@@ -18,7 +18,8 @@ def demo(
         str,
         Arg(
             "folder of the corpora, one folder each: bible, ui, debian, dictionary, manuals, "
-            "phrases (built when missing; default data)"
+            "phrases, dialogue, vocabulary, everyday-bt (built when missing, with the packages "
+            "they read unpacked under DATA/packages; default data)"
         ),
     ] = "data",
     out: Annotated[str, Arg("run directory (replaced; default runs/demo)")] = "runs/demo",
@@ -48,5 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo",
         demo,
         help="the main job: a Spanish -> English translator (the Bible, software messages, package "
-        "descriptions, a word list), trained here in ~15 minutes",
+        "descriptions, manuals, games' dialogue, children's vocabulary, everyday English), trained "
+        "here in ~15 minutes",
     )

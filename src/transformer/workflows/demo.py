@@ -2,9 +2,10 @@
 15 minutes.
 
 Install what is missing, build the corpora (the Bible, software UI strings, Debian's package
-descriptions, a word list: each from a Debian package, see transformer.data), train their mixture
-(configs/es-en.toml), average the last checkpoints, score each held-out test split with sacreBLEU
-(and the share of outputs that loop), and translate everyday sentences.
+descriptions, a word list, manuals, voice-assistant phrases, games' dialogue, children's vocabulary
+and back-translated everyday English: each from a package, see workflows.demo_sources), train
+their mixture (configs/es-en.toml), average the last checkpoints, score each held-out test split
+with sacreBLEU (and the share of outputs that loop), and translate everyday sentences.
 """
 
 from __future__ import annotations
@@ -172,9 +173,9 @@ def run_demo(
 ) -> dict:
     """Build, train, average, evaluate, translate. Returns the scores and sample translations.
 
-    `data_dir` holds one folder per source (bible, ui, debian, dictionary, manuals, phrases); a
-    missing one is
-    built; the Bible is required, the others are left out (with a note) when they cannot be."""
+    `data_dir` holds one folder per source (bible and OPTIONAL_SOURCES); a missing one is built
+    (demo_sources.build: what it reads is installed first); the Bible is required, the others
+    are left out (with a note) when they cannot be."""
     from ..data.bible import build_bible_corpus
     from ..decoding.pipeline import Pipeline
     from ..training.checkpoint import average_into, step_dirs
