@@ -11,7 +11,7 @@ step counts (`transformer sweep --at`, docs/experiments.md). The trainer then:
    train.batch_tokens of PROBE_LENGTH positions, in the precision the run would resolve for that
    shape): PROBE_WARMUP steps, then the median of up to PROBE_REPEATS (the fastest one alone
    under-states what a run of such steps takes). Cached like the precision probe (same file, its
-   own key: the machine, the shape, the batch, the precision);
+   own key: the machine, the shape, the batch, the precision, the probe's method);
 2. turns the budget into steps: max_minutes x 60 x sizing.training_share / (step seconds x the
    machine's calibration). The calibration is what the last sized run here found: a run that
    ends on its budget records (its minutes x 60 x training_share / its steps) / its shape's probe
@@ -226,7 +226,7 @@ def _probe_key(config: RunConfig, precision: str, device: torch.device) -> str:
         f"training step | {machine_key()} | {device.type} | {m.arch} d_model={m.d_model} "
         f"layers={m.n_encoder_layers}+{m.n_decoder_layers} d_ff={m.d_ff} "
         f"vocab={config.data.vocab_size} model={shape} | batch_tokens={config.train.batch_tokens} "
-        f"length={PROBE_LENGTH} | {precision}"
+        f"length={PROBE_LENGTH} | {precision} | median of {PROBE_REPEATS} after {PROBE_WARMUP}"
     )
 
 
