@@ -87,13 +87,13 @@ def test_a_run_calibrates_the_next_prediction_on_this_machine(tiny, tmp_path):
     first = S.resolve_size(config, torch.device("cpu"), measure=fake, cache_file=cache)
     assert first.steps == pytest.approx(150.0) and "calibrated" not in first.reason
     # the run made 180 steps in its 60 s: 60 x 0.5 / 180 = 0.1667 s a step against the probe's 0.2
-    ratio = S.record_outcome(first, first.config, 180, 60.0, cache_file=cache)
+    ratio = S.record_outcome(first, first.config, 180, cache_file=cache)
     assert ratio == pytest.approx(60 * 0.5 / 180 / 0.2)
     again = S.resolve_size(config, torch.device("cpu"), measure=fake, cache_file=cache)
     assert again.name == "small" and again.steps == pytest.approx(180.0)
     assert again.step_seconds == pytest.approx(0.2 * ratio) and "x0.83, calibrated" in again.reason
     assert again.probe == first.probe  # the probe itself is kept as measured
-    assert S.record_outcome(S.SizeChoice(config, None, "off"), config, 10, 60.0, cache) is None
+    assert S.record_outcome(S.SizeChoice(config, None, "off"), config, 10, cache) is None
 
 
 def test_without_a_time_budget_or_with_auto_off_nothing_is_measured(tiny):

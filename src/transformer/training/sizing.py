@@ -14,7 +14,7 @@ step counts (`transformer sweep --at`, docs/experiments.md). The trainer then:
    own key: the machine, the shape, the batch, the precision, the probe's method);
 2. turns the budget into steps: max_minutes x 60 x sizing.training_share / (step seconds x the
    machine's calibration). The calibration is what the last sized run here found: a run that
-   ends on its budget records (its minutes x 60 x training_share / its steps) / its shape's probe
+   ends on its budget records (max_minutes x 60 x training_share / its steps) / its shape's probe
    (`record_outcome`: cached per machine, device and precision), so the next run's prediction for
    every shape is scaled alike and a run of the same shape is predicted the steps this one made
    (the probe alone missed a real run by 20% either way: the per-step Python, batches of varying
@@ -132,15 +132,16 @@ def record_outcome(
     choice: SizeChoice,
     config: RunConfig,
     steps: int,
-    elapsed_s: float,
     cache_file: str | Path | None = None,
 ) -> float | None:
-    """After a sized run that ended on its budget: cache the calibration (rule 2) that would have
-    predicted its steps; returns it (None when there is nothing to record)."""
-    if choice.probe is None or steps <= 0 or elapsed_s <= 0:
+    """After a sized run that ended on its budget (config.train.max_minutes): cache the
+    calibration (rule 2) that would have predicted its steps; returns it (None when there is
+    nothing to record)."""
+    budget_s = config.train.max_minutes * 60
+    if choice.probe is None or steps <= 0 or budget_s <= 0:
         return None
     key, probe = choice.probe
-    ratio = elapsed_s * config.sizing.training_share / steps / probe
+    ratio = budget_s * config.sizing.training_share / steps / probe
     if usable(ratio) and os.environ.get("TRANSFORMER_PRECISION_CACHE", "1") != "0":
         write_cache(Path(cache_file) if cache_file else default_cache_file(), key, ratio, "ratio")
     return ratio

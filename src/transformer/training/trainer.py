@@ -153,7 +153,7 @@ def _train(
     if sized is not None and sized.outcome(state.step):
         say(sized.outcome(state.step))
         if dist.is_main and not resume and state.step < config.train.max_steps:
-            record_outcome(sized, config, state.step, loop.elapsed())  # ended on its budget
+            record_outcome(sized, config, state.step)  # it ended on its budget
     return TrainResult(
         run_dir, state.step, state.best_metric, run_dir / "last", run_dir / "best", task.best_key
     )
