@@ -3,14 +3,18 @@ in training only, a missing game named; with fake readers here, and on the real 
 they are installed (or unpacked under $TRANSFORMER_TEST_DEB_ROOT)."""
 
 import os
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.cli.common import run as run_cli
 from transformer.data.sources.everyday import dialogue
-from transformer.data.sources.everyday.dialogue import Game, build_dialogue_corpus, dialogue_split, recase
+from transformer.data.sources.everyday.dialogue import (
+    Game,
+    build_dialogue_corpus,
+    dialogue_split,
+    recase,
+)
 from transformer.data.sources.splits import Pair
 from transformer.data.text import DataError
 

@@ -29,6 +29,6 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
 What the builders share: splits.py (hash splits by group, deduplication, atomic writing),
 sentences.py (sentence splitting and Gale & Church alignment), packages.py (a file's package,
 version and licence, for PROVENANCE.md), debs.py (Debian packages unpacked under a private root
-without installing them, with dpkg's records, so a builder's `root` reads them as installed). A builder raises DataError with one line naming what to
-install when its input is missing.
+without installing them, with dpkg's records, so a builder's `root` reads them as installed). A
+builder raises DataError with one line naming what to install when its input is missing.
 """
