@@ -34,7 +34,6 @@ tokenizer files, but neither knows a directory.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,6 @@ from .model_records import (
     PIXELS_FILE,
     SPECIAL_TOKENS_FILE,
     SPEECH_FILE,
-    SPEECH_KEYS,
     load_chat_template,
     load_decode_config,
     load_labels,
@@ -75,6 +73,8 @@ from .model_records import (
     load_speech,
     model_files,
     read_json,
+    write_json,
+    write_records,
 )
 
 CONFIG_FILE = "config.json"
@@ -170,30 +170,25 @@ class ModelDir:
                 f"the image token layout has {pixels.vocab_size} tokens, the model's vocabulary "
                 f"{self.model.config.vocab_size}: they must match"
             )
+        n_classes = getattr(self.model.config, "n_classes", 0)
+        if labels is not None and len(labels) != n_classes:
+            raise ValueError(
+                f"{len(labels)} labels for a model with n_classes={n_classes}: give one name "
+                "per class"
+            )
         path = save_weights(self.model, path)
         if self.tokenizers is not None:
             save_tokenizers(path, *self.tokenizers)
-        if self.decode is not None:
-            _write_json(path / DECODE_FILE, self.decode.to_dict(), indent=2, ensure_ascii=True)
-        if self.chat is not None:
-            _write_json(path / CHAT_TEMPLATE_FILE, self.chat, indent=2)
-        if labels is not None:
-            n_classes = getattr(self.model.config, "n_classes", 0)
-            if len(labels) != n_classes:
-                raise ValueError(
-                    f"{len(labels)} labels for a model with n_classes={n_classes}: give one name "
-                    "per class"
-                )
-            _write_json(path / LABELS_FILE, list(labels), indent=1)
-        if self.special_tokens is not None:
-            _write_json(path / SPECIAL_TOKENS_FILE, self.special_tokens, indent=1)
-        if self.speech is not None:
-            record = {key: [int(t) for t in self.speech.get(key, [])] for key in SPEECH_KEYS}
-            atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
-        if pixels is not None:
-            pixels.save(path / PIXELS_FILE)
-        if self.languages is not None:
-            _write_json(path / LANGUAGES_FILE, self.languages, indent=1)
+        write_records(
+            path,
+            decode=self.decode,
+            chat=self.chat,
+            labels=labels,
+            special_tokens=self.special_tokens,
+            speech=self.speech,
+            pixels=pixels,
+            languages=self.languages,
+        )
         if self.readme is not None:
             atomic_write_text(path / README_FILE, self.readme)
         return path
@@ -203,10 +198,6 @@ class ModelDir:
         if self.tokenizers is None:
             raise TokenizerError(_no_tokenizer(Path(path)))
         return self.tokenizers
-
-
-def _write_json(file: Path, value, indent: int, ensure_ascii: bool = False) -> None:
-    atomic_write_text(file, json.dumps(value, indent=indent, ensure_ascii=ensure_ascii) + "\n")
 
 
 def save_model(
@@ -261,7 +252,7 @@ def save_weights(model: Model, path: str | os.PathLike) -> Path:
             path / ADAPTER_WEIGHTS_FILE,
             lambda tmp: save_file(trained, tmp, metadata={"format": "pt"}),
         )
-        _write_json(path / ADAPTER_FILE, adapter.to_dict(), indent=2)
+        write_json(path / ADAPTER_FILE, adapter.to_dict(), indent=2)
     write_config(model.config, path / CONFIG_FILE)
     return path
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from .config import ConfigError, DecodeConfig
 from .config.checks import LANGUAGE_CODE
 from .data.pixels import ImageTokens, PixelTokenError
+from .files import atomic_write_text
 from .model.io import ModelFileError
 
 DECODE_FILE = "decode.json"
@@ -37,6 +38,33 @@ def model_files(path: str | os.PathLike) -> dict:
         "pixels": load_pixels(path),
         "languages": load_languages(path),
     }
+
+
+def write_records(path: Path, **records) -> None:
+    """Write each record given and not None (decode, chat, labels, special_tokens, speech,
+    pixels, languages) into the model directory `path`, each file atomically."""
+    decode, speech, pixels = records.get("decode"), records.get("speech"), records.get("pixels")
+    if decode is not None:
+        write_json(path / DECODE_FILE, decode.to_dict(), indent=2, ensure_ascii=True)
+    for name, file, indent in (
+        ("chat", CHAT_TEMPLATE_FILE, 2),
+        ("labels", LABELS_FILE, 1),
+        ("special_tokens", SPECIAL_TOKENS_FILE, 1),
+        ("languages", LANGUAGES_FILE, 1),
+    ):
+        if records.get(name) is not None:
+            value = records[name]
+            write_json(path / file, list(value) if name == "labels" else value, indent)
+    if speech is not None:
+        record = {key: [int(t) for t in speech.get(key, [])] for key in SPEECH_KEYS}
+        atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
+    if pixels is not None:
+        pixels.save(path / PIXELS_FILE)
+
+
+def write_json(file: Path, value, indent: int, ensure_ascii: bool = False) -> None:
+    """`value` as JSON in `file`, atomically."""
+    atomic_write_text(file, json.dumps(value, indent=indent, ensure_ascii=ensure_ascii) + "\n")
 
 
 def read_json(file: Path, what: str):
