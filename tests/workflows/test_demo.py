@@ -194,6 +194,15 @@ def test_the_manuals_are_rebuilt_when_any_of_their_packages_was_missing(tmp_path
     assert len(built) == 1 and fetched == [list(source.fetched)]
 
 
+def test_the_back_translation_is_built_after_the_corpora_whose_held_out_english_it_excludes():
+    from transformer.workflows.demo import OPTIONAL_SOURCES
+    from transformer.workflows.demo_sources import sources
+
+    assert set(OPTIONAL_SOURCES) == set(sources())
+    later = OPTIONAL_SOURCES.index("everyday-bt")
+    assert all(OPTIONAL_SOURCES.index(name) < later for name in ("dialogue", "vocabulary", "phrases"))
+
+
 def test_the_demo_names_each_corpus_and_its_pairs(tmp_path):
     from transformer.workflows import demo_sources
 
