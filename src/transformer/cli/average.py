@@ -35,6 +35,7 @@ def average(
     ] = None,
 ) -> None:
     """Average checkpoints' parameters into a model directory (§6.1)."""
+    from ..files import own
     from ..training.checkpoint import average_into, step_dirs
 
     if last is not None:
@@ -53,7 +54,8 @@ def average(
             note("average", f"the run has only {len(paths)} checkpoint(s); averaging those")
     else:
         paths = checkpoints
-    average_into(paths, out)
+    with own(out, "average"):  # not into a directory another process is writing (a live run's)
+        average_into(paths, out)
     print(f"averaged {len(paths)} checkpoint(s) ({', '.join(str(p) for p in paths)}) into {out}")
 
 

@@ -2,7 +2,8 @@
 and the attention path, prepares the objective (objectives/) and the model, then runs the loop
 (loop.py).
 
-A run directory holds the resolved `config.toml`, `metrics.jsonl` (one JSON record per step
+A run directory has one trainer at a time (`.owner`, files.own, while it runs) and holds the
+resolved `config.toml`, `metrics.jsonl` (one JSON record per step
 and per validation), the tokenizer, `checkpoints/step-NNNNNN/`, and the model directories
 `best/` (by the objective's best metric: the lowest validation loss, not BLEU; a classifier's
 highest accuracy) and `last/`. Translation runs also log the BLEU and exact-match share of greedy
@@ -11,8 +12,8 @@ output on a fixed validation sample (train.bleu_samples).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import torch
 from safetensors import safe_open
 
 from ..config import ConfigError, LoraConfig, RunConfig
-from ..files import atomic_write_text
+from ..files import OWNER_FILE, atomic_write_text, clear, own
 from ..model.attention import MultiHeadAttention
 from ..model.io import ModelFileError
 from ..model.lora import Adapter, add_lora
@@ -88,13 +89,17 @@ def train(
     threads = torch.get_num_threads()
     if t.num_threads:
         torch.set_num_threads(t.num_threads)
-    fresh = not run_dir.exists()
+    fresh = not run_dir.is_dir() or all(p.name == OWNER_FILE for p in run_dir.iterdir())
     try:
-        return _train(config, run_dir, resume, log, on_step, dist)
-    except BaseException:
-        if fresh and dist.is_main and run_dir.is_dir() and not (run_dir / "metrics.jsonl").exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+        _check_out(run_dir)
+        # one trainer per run directory (files.own): a second is refused, naming the first
+        with own(run_dir, "train", log) if dist.is_main else contextlib.nullcontext():
+            try:
+                return _train(config, run_dir, resume, log, on_step, dist)
+            except BaseException:
+                if fresh and dist.is_main and not (run_dir / "metrics.jsonl").exists():
+                    clear(run_dir)  # and own() removes the directory it made
+                raise
     finally:
         torch.set_num_threads(threads)  # a library call leaves the process's setting as it found it
         release_freed_memory()  # what keep_freed_memory kept in the heap goes back to the system
@@ -168,12 +173,6 @@ def _checkpoints(
             "train.precision='fp16' needs a GPU (gradient scaling): use precision = "
             '"bf16" or "fp32" on CPU'
         )
-    for parent in (run_dir, *run_dir.parents):
-        if parent.exists() and not parent.is_dir():
-            raise TrainError(
-                f"--out {run_dir}: {parent} is a file, not a directory: choose another "
-                "run directory"
-            )
     checkpoints = step_dirs(run_dir)
     if resume and not checkpoints:
         raise TrainError(
@@ -185,6 +184,16 @@ def _checkpoints(
             "choose another --out"
         )
     return checkpoints
+
+
+def _check_out(run_dir: Path) -> None:
+    """--out names a directory that can be made (no file in the way)."""
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists() and not parent.is_dir():
+            raise TrainError(
+                f"--out {run_dir}: {parent} is a file, not a directory: choose another "
+                "run directory"
+            )
 
 
 def _model(

@@ -18,6 +18,7 @@ keep them all). It is what a run stopped at N would score only when nothing in t
 on the run's length: the schedule must be inverse_sqrt (a cosine decays to the run's end), so
 other schedules are refused.
 
+One sweep writes a directory at a time (files.own: a second is refused, naming the first).
 Variants run one after another, never two at once: on a CPU two runs would share the cores and
 each budget would mean less. A killed sweep resumes (--resume): runs with a row are not run again,
 a run killed mid-training resumes from its last checkpoint (exact resume), a run whose training
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, RunConfig, load_config, parse_override
-from ..files import atomic_write_text
+from ..files import OWNER_FILE, atomic_write_text, own
 from ..tasks import run_task
 from ..training.checkpoint import step_dirs
 from .sweep_plan import PLAN_FILE, Plan, SweepError, parse_grid
@@ -134,10 +135,18 @@ def run_sweep(
                 "values from the grid"
             )
         names[name] = changes
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} is a file: choose a directory")
+    with own(out, "sweep", log):  # one sweep per directory; each variant's trainer owns its run
+        return _run(plan, out, resume, log, train_fn, names, seeds, len(variants))
+
+
+def _run(plan, out, resume, log, train_fn, names, seeds, n_variants) -> list[dict[str, Any]]:
+    """The sweep's runs and scores, in order, skipping what results.csv already holds."""
     _start(plan, out, resume)
     rows = read_rows(out / RESULTS_CSV)
     done = {(r["variant"], int(r["seed"]), str(r.get("at") or "")) for r in rows}
-    total = len(variants) * len(seeds)
+    total = n_variants * len(seeds)
     for k, ((name, changes), seed) in enumerate(itertools.product(names.items(), seeds), start=1):
         if (name, seed, "") in done:
             continue
@@ -184,9 +193,8 @@ def _start(plan: Plan, out: Path, resume: bool) -> None:
         return
     if resume:
         raise SweepError(f"--resume: {out} has no {PLAN_FILE}; start the sweep without --resume")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if any(p.name != OWNER_FILE for p in out.iterdir()):
         raise SweepError(f"--out {out} exists and is not an empty directory: choose another")
-    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(plan_file, json.dumps(asdict(plan), indent=1) + "\n")
 
 
