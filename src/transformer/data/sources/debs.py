@@ -15,6 +15,10 @@ Rules:
 - `apt-get download` needs apt's package lists; when it fails and we may (root, or sudo), the
   lists are updated once (`apt-get update`) and the download tried again. What still fails is
   one DataError naming the packages and the command to run.
+- Every apt-get that takes apt's or dpkg's lock (install, update: `apt_get`) waits for it when
+  another process holds it (a second terminal, or unattended-upgrades just after boot): apt's own
+  `DPkg::Lock::Timeout`, a line saying what it waits for, and one more try after a pause when it
+  still finds the lock held.
 """
 
 from __future__ import annotations
@@ -23,13 +27,58 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..text import DataError
 
 ADMIN = Path("var/lib/dpkg")
+LOCK_WAIT_S = 300
+"""How long apt-get waits for another apt or dpkg to let go of its lock (DPkg::Lock::Timeout)."""
+RETRY_PAUSE_S = 30.0
+"""The pause before the one more try when apt-get still found the lock held."""
+BUSY = ("Could not get lock", "Unable to acquire the dpkg frontend lock", "Unable to lock")
+"""The words of apt's answers when another process holds its lock."""
+
+
+def apt_get(
+    command: list[str],
+    log: Callable[[str], object] = print,
+    cwd: Path | None = None,
+    quiet: bool = False,
+) -> tuple[bool, str]:
+    """Run `command` (apt-get ..., perhaps after sudo), waiting for apt's lock (the rules above):
+    (succeeded, apt's last error line). Its output goes to ours (`quiet`: kept back, its errors
+    echoed when it fails)."""
+    at = command.index("apt-get") + 1
+    command = [*command[:at], "-o", f"DPkg::Lock::Timeout={LOCK_WAIT_S}", *command[at:]]
+    log("$ " + " ".join(command))
+    for attempt in (1, 2):
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            check=False,
+            text=True,
+            stdout=subprocess.PIPE if quiet else None,
+            stderr=subprocess.PIPE,
+        )
+        if done.returncode == 0:
+            return True, ""
+        errors = done.stderr.strip().splitlines()
+        sys.stderr.write(done.stderr)
+        busy = next((line for line in errors if any(b in line for b in BUSY)), None)
+        if busy is None or attempt == 2:
+            return False, (errors or ["apt-get failed"])[-1]
+        log(
+            f"apt is busy ({busy.removeprefix('E: ').strip()}): another apt or dpkg holds "
+            f"its lock; waiting {RETRY_PAUSE_S:.0f} s for it, then trying once more"
+        )
+        time.sleep(RETRY_PAUSE_S)
+    return False, "apt-get failed"
 
 
 def fetched(root: str | os.PathLike, package: str) -> bool:
@@ -121,8 +170,7 @@ def fetch(
     if done.returncode:
         update = _as_root(["apt-get", "update"])
         if update is not None:
-            log("$ " + " ".join(update))
-            _run(update)
+            apt_get(update, log, quiet=True)
             done = _run(command, cwd=debs)
     if done.returncode:
         reason = (done.stderr.strip().splitlines() or ["apt-get failed"])[-1]
