@@ -162,6 +162,7 @@ def test_a_damaged_cache_is_detected_and_rebuilt_never_read(files, tok, tmp_path
 
 def test_a_build_killed_midway_leaves_nothing_that_will_be_read(files, tok, tmp_path, monkeypatch):
     monkeypatch.setattr(C, "CHUNK_LINES", 100)
+    monkeypatch.setattr(C.encoding_pool, "start", lambda *a: None)  # in-process (workers: test_corpus_workers)
     calls = []
     real = type(tok).encode_batch
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from . import encoding_pool
 from .batching import Example
 from .text import DataError, ReadCounts, check_file, iter_examples
 from .tokenizer import Tokenizer
@@ -259,40 +260,35 @@ def _build(
         name: open(tmp / name, "wb")
         for name in ["lines"] + [f"{side}.{kind}" for side in sides for kind in ("ids", "offsets")]
     }
+    pool = None
     try:
         counts, too_long, n = ReadCounts(), 0, 0
         tokens = dict.fromkeys(sides, 0)
         for side in sides:
             files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
         stream = iter_examples(targets, sources, counts, protect)
-        while chunk := list(itertools.islice(stream, CHUNK_LINES)):
-            ids = {"target": tgt_tok.encode_batch([t for _, _, t in chunk])}
-            if sources:
-                ids["source"] = src_tok.encode_batch([s for _, s, _ in chunk])
-            tgt_len = np.fromiter(map(len, ids["target"]), np.int64, len(chunk))
-            size = tgt_len + 1
-            ok = tgt_len > 0
-            if sources:
-                src_len = np.fromiter(map(len, ids["source"]), np.int64, len(chunk))
-                size = np.maximum(size, src_len)
-                ok &= src_len > 0
-            ok &= size <= max_len
-            keep = np.flatnonzero(ok)
-            too_long += len(chunk) - len(keep)
-            files["lines"].write(
-                np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes()
-            )
-            for side in sides:
-                rows = [ids[side][i] for i in keep]
-                lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-                flat = np.fromiter(
-                    itertools.chain.from_iterable(rows), dtypes[side], int(lengths.sum())
+        columns = {"target": 2, "source": 1}
+        pending = None  # the chunk being encoded (by the workers while the next one is read)
+        while True:
+            chunk = list(itertools.islice(stream, CHUNK_LINES))
+            if pending is not None:
+                kept, dropped = _write(files, tokens, *pending, max_len, bool(sources))
+                n, too_long = n + kept, too_long + dropped
+            if not chunk:
+                break
+            if pool is None and pending is None and len(chunk) == CHUNK_LINES:
+                pool = encoding_pool.start(
+                    {side: tok.tokenizer.to_str() for side, tok in sides.items()}, dtypes
                 )
-                files[f"{side}.ids"].write(flat.tobytes())
-                files[f"{side}.offsets"].write((tokens[side] + np.cumsum(lengths)).tobytes())
-                tokens[side] += int(lengths.sum())
-            n += len(keep)
+            texts = {side: [e[columns[side]] for e in chunk] for side in sides}
+            if pool is not None:
+                pool.submit(texts)
+                pending = (chunk, pool.result)
+            else:
+                pending = (chunk, _encode_here(sides, texts, dtypes))
     finally:
+        if pool is not None:
+            pool.close()
         for f in files.values():
             f.close()
     if n == 0:
@@ -315,6 +311,37 @@ def _build(
         "lines_read": counts.lines,
     }
     (tmp / "header.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
+
+
+def _encode_here(sides: dict, texts: dict[str, list[str]], dtypes: dict):
+    """In-process encoding of one chunk, as encoding_pool.Pool.submit returns it."""
+    done = {
+        side: encoding_pool.arrays(tok.encode_batch(texts[side]), dtypes[side])
+        for side, tok in sides.items()
+    }
+    return lambda: done
+
+
+def _write(files, tokens, chunk, job, max_len: int, paired: bool) -> tuple[int, int]:
+    """Append one encoded chunk's kept examples (both sides non-empty, at most max_len) to the
+    files; (kept, dropped as too long)."""
+    ids = job()
+    tgt_len = ids["target"][0]
+    size = tgt_len + 1
+    ok = tgt_len > 0
+    if paired:
+        src_len = ids["source"][0]
+        size = np.maximum(size, src_len)
+        ok &= src_len > 0
+    ok &= size <= max_len
+    keep = np.flatnonzero(ok)
+    files["lines"].write(np.fromiter((chunk[i][0] for i in keep), np.int64, len(keep)).tobytes())
+    for side, (lengths, flat) in ids.items():
+        kept = lengths[keep]
+        files[f"{side}.ids"].write(flat[np.repeat(ok, lengths)].tobytes())
+        files[f"{side}.offsets"].write((tokens[side] + np.cumsum(kept)).tobytes())
+        tokens[side] += int(kept.sum())
+    return len(keep), len(chunk) - len(keep)
 
 
 class CorpusView(Sequence):
