@@ -5,7 +5,8 @@ shuffled (seeded), for each K of --repeats (default 1, 30, 156: 29k, 867k, 4.5M 
 each command in a fresh process, its process tree's RSS summed and sampled every 0.1 s:
 
 1. `transformer data prepare` on a cold cache: tokenizer training (at most data.tokenizer_sample
-   pairs) + tokenizing everything into the arrays;
+   pairs) + tokenizing everything into the arrays; and (--cold) `transformer train` on a cold cache
+   until "step 1": what a user's first run on a new corpus waits;
 2. `transformer train --set train.max_steps=1`: time until "step 1" is logged, with the corpus
    prepared (what every later run and every experiment on the same data pays), peak RSS;
 3. the same run resumed to step 2 (`--resume`): time until "step 2";
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, nargs="+", default=[1, 30, 156])
     parser.add_argument("--work", default="/tmp/data_scale")
     parser.add_argument("--torchrun", action="store_true")
+    parser.add_argument("--cold", action="store_true", help="also: train to step 1 on a cold cache")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -124,9 +126,20 @@ def main() -> None:
             "--set", "train.log_every=1", "--set", "train.save_every=1", "--set", "train.valid_every=1000",
             "--set", "train.precision=\"fp32\""]
         first_s, train_mb, out = run(train + ["--set", "train.max_steps=1"], until="step 1 ")
+        if args.cold:  # the same run with nothing prepared: tokenizer, arrays, then the step
+            cold = work / f"cache-x{k}-cold"
+            shutil.rmtree(cold, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            cold_sets = ["--set", f'data.cache="{cold}"']
+            cold_s, cold_mb, _ = run(train + cold_sets + ["--set", "train.max_steps=1"], until="step 1 ")
+            shutil.rmtree(cold, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            run(train + ["--set", "train.max_steps=1"], until="step 1 ")  # the run --resume continues
         resume_s, resume_mb, _ = run(train + ["--set", "train.max_steps=2", "--resume"], until="step 2 ")
         row = {"pairs": pairs, "prepare_s": prep_s, "prepare_mb": prep_mb, "first_step_s": first_s,
                "train_mb": train_mb, "resume_s": resume_s, "resume_mb": resume_mb}
+        if args.cold:
+            row["cold_s"], row["cold_mb"] = cold_s, cold_mb
         if args.torchrun:
             shutil.rmtree(run_dir, ignore_errors=True)
             ddp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -146,12 +159,14 @@ def main() -> None:
     print(f"\nmodel + Adam state: {state_mb:.0f} MB; torch {torch.__version__}; "
           f"{os.cpu_count()} CPUs; nothing else running is assumed\n")
     print("| pairs | prepare (cold) s | prepare peak RSS MB | to step 1 s | train peak RSS MB | resume to step 2 s "
-          "| resume peak RSS MB |" + (" torchrun x2 to step 1 s | torchrun total peak RSS MB |" if args.torchrun else ""))
-    print("|---|---|---|---|---|---|---|" + ("---|---|" if args.torchrun else ""))
+          "| resume peak RSS MB |" + (" torchrun x2 to step 1 s | torchrun total peak RSS MB |" if args.torchrun else "")
+          + (" cold cache, to step 1 s | its peak RSS MB |" if args.cold else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|---|" if args.torchrun else "") + ("---|---|" if args.cold else ""))
     for r in rows:
         print(f"| {r['pairs']:,} | {r['prepare_s']:.1f} | {r['prepare_mb']:.0f} | {r['first_step_s']:.1f} | "
               f"{r['train_mb']:.0f} | {r['resume_s']:.1f} | {r['resume_mb']:.0f} |" +
-              (f" {r['torchrun_s']:.1f} | {r['torchrun_mb']:.0f} |" if args.torchrun else ""))
+              (f" {r['torchrun_s']:.1f} | {r['torchrun_mb']:.0f} |" if args.torchrun else "") +
+              (f" {r['cold_s']:.1f} | {r['cold_mb']:.0f} |" if args.cold else ""))
 
 
 if __name__ == "__main__":

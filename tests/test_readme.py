@@ -56,3 +56,9 @@ def test_python_block_runs_and_prints_what_it_says(name, number, block, tmp_path
             assert stated in printed, f"{where} says it prints {stated}; it printed {printed!r}"
     finally:
         shutil.rmtree(work)  # a saved base model is ~250 MB: pytest keeps old temporary directories
+
+
+def test_the_readme_stays_short():
+    """The README is what to run and what it gives: at most 15 KB; figures live in docs/."""
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= 15_000, f"README.md is {size:,} bytes: move detail into docs/ (at most 15,000)"
