@@ -157,6 +157,10 @@ def own(directory: str | os.PathLike, command: str, log: Callable[[str], None] =
             f"{directory} is inside {outer[0]}, in use by {_holder(outer[1])}: wait for it to "
             "finish, or choose a directory outside it"
         )
+    for folder in (directory, *directory.parents):
+        if folder.exists() and not folder.is_dir():
+            where = "" if folder == directory else f"{directory}: "
+            raise NotADirectoryError(f"{where}{folder} is a file: pass a directory")
     made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     lock = directory / OWNER_FILE

@@ -78,3 +78,29 @@ def test_every_public_name_resolves_and_an_unknown_one_is_an_attribute_error():
         assert getattr(transformer, name).__name__ == name
     with pytest.raises(AttributeError, match="has no attribute 'build_modle'"):
         transformer.build_modle  # noqa: B018
+
+
+def test_one_command_builds_only_its_own_parser_and_the_table_names_each_module():
+    import argparse
+
+    from transformer.cli import COMMANDS, build_parser
+
+    full = build_parser()
+    subparsers = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(subparsers.choices) == [name for name, _ in COMMANDS]
+    for name, _ in COMMANDS:
+        alone = build_parser(only=name)
+        (sub,) = (a for a in alone._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(sub.choices) == [name]
+        assert sub.choices[name].format_help() == subparsers.choices[name].format_help()
+
+
+def test_a_command_does_not_import_the_other_commands():
+    _, last = run(["translate", "--help"])
+    code = ("import sys\nfrom transformer.cli import main\n"
+            "try:\n    main(['translate', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('transformer.cli.') and m.count('.') == 2))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120).stdout
+    loaded = eval(out.strip().splitlines()[-1])
+    assert "transformer.cli.translate" in loaded
+    assert not {"transformer.cli.data", "transformer.cli.evaluation", "transformer.cli.serve"} & set(loaded), loaded
