@@ -37,7 +37,7 @@ RACE = textwrap.dedent("""
     while time.time() < float(sys.argv[3]):  # both start at once, torch imported
         time.sleep(0.001)
     try:
-        train(config, sys.argv[2], log=lambda line: None, on_step=lambda step, record: time.sleep(0.1))
+        train(config, sys.argv[2], log=lambda line: None, on_step=lambda step, record: time.sleep(0.3))
     except DirectoryInUse as e:
         print(e, file=sys.stderr)
         sys.exit(3)
@@ -71,7 +71,7 @@ def test_two_trainers_racing_for_one_directory_exactly_one_trains(tmp_path, tiny
     config = tmp_path / "tiny.toml"
     config.write_text(tiny().to_toml())
     out = tmp_path / "run"
-    start = time.time() + 6  # after both have imported torch
+    start = time.time() + 10  # after both have imported torch (the winner then holds it 3 s and more)
     racers = [subprocess.Popen([sys.executable, "-c", RACE, str(config), str(out), str(start)],
                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in racers]
