@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from transformer.config import ConfigError, DataConfig, RunConfig, build_run_config, load_config
-from transformer.data import corpus as C
+from transformer.data.mixture import Mixture
 from transformer.training import distributed as D
 from transformer.training.corpora import mixture_texts, prepare_data, tokenizer_cache_key
 
@@ -143,4 +143,4 @@ def test_bad_mixtures_say_what_to_change(values, says):
 def test_a_mixture_of_one_file_is_the_plain_corpus(sources):
     d = DataConfig.from_dict({"train_src": [sources["a_src"]], "train_tgt": [sources["a_tgt"]]})
     assert not d.is_mixture and d.train_sources == ((sources["a_src"], sources["a_tgt"]),)
-    assert C.Mixture([], [], 0).counts() == []
+    assert Mixture([], [], 0).counts() == []

@@ -11,6 +11,8 @@ Text and tokens
     text.py        read and validate aligned or monolingual text, plain or gzipped, as streams
     tokenizer.py   tokenizers (BPE, Unigram, word, char) trained on the corpus; encoder specials
     corpus.py      corpora tokenized once into memory-mapped arrays, kept in a cache
+    encoding_pool.py  a large corpus tokenized by one worker process per core
+    mixture.py     several prepared corpora mixed by weight, epoch by epoch
     stream.py      packed language-model text: one token stream cut into blocks
     batching.py    batches by token count, grouped by length, shuffled per epoch from a seed
     noising.py     BERT's masked-LM masking and T5's span corruption

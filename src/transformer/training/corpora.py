@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import ModelConfig, RunConfig
 from ..data import corpus as C
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
+from ..data.mixture import CorpusView, Mixture
 from ..data.tokenizer import (
     Tokenizer,
     TokenizerError,
@@ -66,11 +67,11 @@ class TrainingData:
     segmentations: list[C.Corpus] = field(default_factory=list)
     """With data.bpe_dropout: the training corpus in several random segmentations, epoch e training
     on segmentations[e % len]; `train` is the first. Empty without BPE-dropout."""
-    mixture: C.Mixture | None = None
+    mixture: Mixture | None = None
     """With several training sources (data.train_weights): the examples each epoch draws from
     them; `train` is epoch 0's."""
 
-    def corpus(self, epoch: int) -> C.Corpus | C.CorpusView:
+    def corpus(self, epoch: int) -> C.Corpus | CorpusView:
         """The training corpus epoch `epoch` reads."""
         if self.mixture is not None:
             return self.mixture.epoch(epoch)
@@ -214,7 +215,7 @@ def prepare_data(
     if not dist.is_main:
         src_tok, tgt_tok = run_tokenizers(config, run_dir, dist, say, resume)
         corpora = training_corpora(config, src_tok, tgt_tok, say=lambda _: None)
-    mixture = C.Mixture(corpora, d.weights, t.seed) if d.is_mixture else None
+    mixture = Mixture(corpora, d.weights, t.seed) if d.is_mixture else None
     train = corpora[0] if mixture is None else mixture.epoch(0)
     if mixture is not None:
         say(describe_mixture(mixture, [src for src, _ in d.train_sources]))
@@ -255,7 +256,7 @@ def prepare_data(
     )
 
 
-def describe_mixture(mixture: C.Mixture, names: list[str]) -> str:
+def describe_mixture(mixture: Mixture, names: list[str]) -> str:
     """The run's header line for a mixture: each source's examples, weight and share of an
     epoch."""
     counts = mixture.counts()

@@ -138,15 +138,15 @@ def run_sweep(
     if out.exists() and not out.is_dir():
         raise SweepError(f"--out {out} is a file: choose a directory")
     with own(out, "sweep", log):  # one sweep per directory; each variant's trainer owns its run
-        return _run(plan, out, resume, log, train_fn, names, seeds, len(variants))
+        return _run(plan, out, resume, log, train_fn, names, seeds)
 
 
-def _run(plan, out, resume, log, train_fn, names, seeds, n_variants) -> list[dict[str, Any]]:
+def _run(plan, out, resume, log, train_fn, names, seeds) -> list[dict[str, Any]]:
     """The sweep's runs and scores, in order, skipping what results.csv already holds."""
     _start(plan, out, resume)
     rows = read_rows(out / RESULTS_CSV)
     done = {(r["variant"], int(r["seed"]), str(r.get("at") or "")) for r in rows}
-    total = n_variants * len(seeds)
+    total = len(names) * len(seeds)
     for k, ((name, changes), seed) in enumerate(itertools.product(names.items(), seeds), start=1):
         if (name, seed, "") in done:
             continue

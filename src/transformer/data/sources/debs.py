@@ -56,7 +56,8 @@ def apt_get(
     at = command.index("apt-get") + 1
     command = [*command[:at], "-o", f"DPkg::Lock::Timeout={LOCK_WAIT_S}", *command[at:]]
     log("$ " + " ".join(command))
-    for attempt in (1, 2):
+    retried = False
+    while True:
         done = subprocess.run(
             command,
             cwd=cwd,
@@ -71,14 +72,14 @@ def apt_get(
         errors = done.stderr.strip().splitlines()
         sys.stderr.write(done.stderr)
         busy = next((line for line in errors if any(b in line for b in BUSY)), None)
-        if busy is None or attempt == 2:
+        if busy is None or retried:
             return False, (errors or ["apt-get failed"])[-1]
         log(
             f"apt is busy ({busy.removeprefix('E: ').strip()}): another apt or dpkg holds "
             f"its lock; waiting {RETRY_PAUSE_S:.0f} s for it, then trying once more"
         )
         time.sleep(RETRY_PAUSE_S)
-    return False, "apt-get failed"
+        retried = True
 
 
 def fetched(root: str | os.PathLike, package: str) -> bool:
