@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU measurement of docs/benchmarks.md ("On a GPU") in one run, for a GPU machine that is
+# Every GPU measurement of docs/benchmarks/gpu.md ("On a GPU") in one run, for a GPU machine that is
 # lent for a few minutes: each stage has its own time cap, so one stage that hangs or fails costs
 # only its cap. Everything is written under $WORK (default runs/gpu-session); the logs, the
 # summary and every small result (no weights) are packed after each stage into

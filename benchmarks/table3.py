@@ -2,7 +2,7 @@
 
     python benchmarks/table3.py run              # all groups, one after another (resumable: run it again)
     python benchmarks/table3.py run --groups A,B # some groups
-    python benchmarks/table3.py table            # the markdown table of docs/experiments.md, from docs/table3.csv
+    python benchmarks/table3.py table            # the markdown table of docs/experiments/table3.md, from docs/table3.csv
     python benchmarks/table3.py record --groups A # copy a finished group's scores into docs/table3.csv
 
 Each group is one `transformer sweep` of benchmarks/table3_base.toml (the recipe as it was when the

@@ -151,11 +151,13 @@ class TrainConfig:
     """Keep only each layer's input for the backward pass and compute the layer again there
     (activation checkpointing: Hugging Face's gradient_checkpointing): a forward pass more, for a
     fraction of the activation memory, which at long sequences or large batches is most of a
-    fine-tuning run's memory (with LoRA, nearly all of it). Measured in docs/benchmarks.md."""
+    fine-tuning run's memory (with LoRA, nearly all of it). Measured in
+    docs/benchmarks/training.md."""
     compile: bool = False
     """Run the training forward and backward through torch.compile (TorchInductor fuses the
     elementwise work into fewer kernels). The first steps, and each new batch shape until torch
-    marks the shapes dynamic, spend time compiling. Measured per device in docs/benchmarks.md."""
+    marks the shapes dynamic, spend time compiling. Measured per device in
+    docs/benchmarks/gpu.md."""
 
     def __post_init__(self) -> None:
         if isinstance(self.lora, dict):  # from TOML / JSON

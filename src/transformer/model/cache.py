@@ -14,7 +14,7 @@ itself). A beam step that moves beams to their parents only reorders `ancestors`
 value is copied. Attention is then one (G, S) block per sentence and head, masked by
 `ancestors`: the G queries of a sentence read its cells once. Cells on no live beam's path are
 dropped by an occasional compaction; because beams soon share most of their history, a
-sentence holds far fewer cells than G * steps (docs/benchmarks.md). The flat layout copied
+sentence holds far fewer cells than G * steps (docs/benchmarks/decoding.md). The flat layout copied
 every row's whole history on every beam step instead.
 
 One layer's storage (LayerCache: preallocated, growing by doubling) is layer_cache.py's.

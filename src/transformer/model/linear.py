@@ -3,9 +3,9 @@
 torch's default CPU path for `nn.Linear` is a BLAS call (MKL). For the small batches of
 incremental decoding (16-80 rows x 256-1024 features, an 8k-way output layer), oneDNN's
 float32 matmul, which torch ships and uses for its own compiled graphs, can be faster (by how
-much depends on the CPU: benchmarks/decode.py --linear onednn|default, docs/benchmarks.md), and
-faster again when the weight is handed to it already in its blocked layout ("packed") instead of
-being reordered on every call.
+much depends on the CPU: benchmarks/decode.py --linear onednn|default,
+docs/benchmarks/decoding.md), and faster again when the weight is handed to it already in its
+blocked layout ("packed") instead of being reordered on every call.
 It is still IEEE float32 arithmetic; only the summation order differs (results agree to ~1e-6
 relative). It is used only where nothing needs gradients, on CPU float32 tensors and plain
 `nn.Linear` modules; everything else, and training, takes the ordinary `layer(x)`, and so do

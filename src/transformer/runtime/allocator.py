@@ -5,16 +5,16 @@ Why: glibc hands every block above its mmap threshold (128 KiB, raised by its ow
 as fresh pages, each zeroed by the kernel on its first touch (a minor page fault). A training step
 allocates and frees the same large tensors every step: in the Bible recipe the (N, V) logits and
 their gradient, ~50 MB each: tens of thousands of page faults a step, a tenth of a CPU step
-(benchmarks/loop_speed.py; the counts and timings are in docs/benchmarks.md).
+(benchmarks/loop_speed.py; the counts and timings are in docs/benchmarks/training.md).
 
 What: mallopt(M_MMAP_THRESHOLD, 1 GiB) and mallopt(M_TRIM_THRESHOLD, 2 GiB - 1), so that freed
 blocks stay in the heap and the next step reuses them (fewer page faults and faster steps:
-benchmarks/loop_speed.py, docs/benchmarks.md). It is what jemalloc or tcmalloc under LD_PRELOAD
-do for PyTorch on CPUs, without a library to install. Batches differ in shape, so freed blocks
-do not always fit the next request and the heap's free fragments add up (without trimming, the
-resident memory keeps growing over an hour's run: docs/benchmarks.md): every TRIM_EVERY_STEPS
-steps and when training ends, release_freed_memory() gives the free pages back to the kernel
-(malloc_trim), which costs one step's page faults per TRIM_EVERY_STEPS.
+benchmarks/loop_speed.py, docs/benchmarks/training.md). It is what jemalloc or tcmalloc under
+LD_PRELOAD do for PyTorch on CPUs, without a library to install. Batches differ in shape, so
+freed blocks do not always fit the next request and the heap's free fragments add up (without
+trimming, the resident memory keeps growing over an hour's run: docs/benchmarks/training.md):
+every TRIM_EVERY_STEPS steps and when training ends, release_freed_memory() gives the free pages
+back to the kernel (malloc_trim), which costs one step's page faults per TRIM_EVERY_STEPS.
 The thresholds stay as set: glibc has no call that restores its adaptive rule.
 
 Where not: other C libraries (musl, macOS: mallopt is absent or does nothing), GPU runs (their

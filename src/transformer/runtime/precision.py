@@ -5,7 +5,7 @@ Rules:
 - Why a measurement: whether bf16 autocast pays on a CPU cannot be read off its flags. CPUs with
   native bf16 (AVX512-BF16, AMX) run bf16 matrix products several times faster than fp32, a VM may
   run them slower than fp32 although it reports avx512_bf16, and AVX2-only CPUs emulate bf16, far
-  slower (figures per CPU: benchmarks/precision.py, docs/benchmarks.md).
+  slower (figures per CPU: benchmarks/precision.py, docs/benchmarks/training.md).
 - What is measured (measure_bf16_speedup): the feed-forward and output projection at the
   model's shapes, x (T, C) @ W1 (C, d_ff) -> relu -> @ W2 (d_ff, C) -> @ Wout (C, V), forward
   and backward with fp32 master weights, under torch.autocast("cpu", bfloat16) against plain
@@ -20,8 +20,8 @@ Rules:
 - Threshold: bf16 iff speedup >= min_speedup (MIN_SPEEDUP = 1.5). The products are only part of a
   training step (attention, norms, the optimizer and the casts themselves are not faster in bf16),
   so a step gains much less than they do (benchmarks/precision.py measures both on real training;
-  the figures per CPU are in docs/benchmarks.md). Below ~1.5x the step would gain little or lose,
-  and bf16 also costs accuracy, so there fp32 is chosen.
+  the figures per CPU are in docs/benchmarks/training.md). Below ~1.5x the step would gain little
+  or lose, and bf16 also costs accuracy, so there fp32 is chosen.
 - Not measured: an explicit precision ("fp32", "bf16", "fp16") is used as set; a CUDA device
   gets bf16 when torch.cuda.is_bf16_supported(), else fp32; other devices (mps...) get fp32.
 - The cache (key and file): transformer.runtime.measure_cache.
@@ -199,7 +199,7 @@ def measure_bf16_speedup(
 # in fp32, but its bf16 backward carries a fixed cost that short sequences cannot hide, so at short
 # lengths the written-out softmax(QK^T/sqrt(d))V trains faster and at long ones the fused kernel
 # does (benchmarks/attention_auto.py and benchmarks/vit_speed.py; the timings per shape are in
-# docs/benchmarks.md). The crossover depends on the CPU, the dtype and the shapes, so it is
+# docs/benchmarks/training.md). The crossover depends on the CPU, the dtype and the shapes, so it is
 # measured: forward and backward of both paths at the run's (rows, heads, length, head dim) and
 # dtype, with a padding mask, interleaved after a warm-up, the fastest of each (as above). The
 # textbook path is chosen iff it is at least MIN_ATTENTION_SPEEDUP times faster (it holds the (T,

@@ -5,8 +5,8 @@ Why: a small model on a small corpus under a time budget is in two regimes in tu
 underfits, and dropout only slows it; late it over-fits (its training NLL falls below the
 validation's), and dropout is what holds it back. `train.late_dropout = s` trains without dropout
 until a share s of the budget is spent, then with it to the end. Whether that pays on a given
-recipe is measured, not assumed: docs/experiments.md keeps the runs (dropout against none at a
-fixed step count; late dropout on the Bible hour).
+recipe is measured, not assumed: docs/experiments/ keeps the runs (dropout against none at a
+fixed step count: table3.md; late dropout on the Bible hour: recipe.md).
 
 The share is the one the cosine schedule reads (schedule.ScheduleClock.budget_spent): of
 max_minutes on the run's clock when a time budget is set, of max_steps otherwise, whichever is

@@ -15,7 +15,7 @@ The forward pass works through the rows in cache-sized chunks and, when a gradie
 writes softmax(x) - q for each chunk while it is at hand; the backward pass only scales it.
 One exp per logit instead of autograd's two (log_softmax and its backward), and no (N, V)
 float32 log-probabilities, gather gradient or sum gradient. benchmarks/loss_speed.py measures it
-against the unfused loss on the recipe's batch shapes (results, dated: docs/benchmarks.md).
+against the unfused loss on the recipe's batch shapes (results, dated: docs/benchmarks/training.md).
 On a GPU the same sums and gradient come from _smoothed_rows through torch.compile, which fuses
 them into two passes over the logits (the chunked loop there would be about ten). There the
 factor the loss is back-propagated with (1 / the step's token count) can be folded into that

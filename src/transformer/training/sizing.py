@@ -4,7 +4,7 @@ With a time budget the best model depends on how many steps the machine affords:
 takes more steps in the same minutes, a larger one learns more per step (compute-optimal sizing,
 Kaplan et al. 2020, Hoffmann et al. 2022, at the scale of minutes). The config carries the
 measurements: for each candidate shape (its --set changes) the score its runs reached at a list of
-step counts (`transformer sweep --at`, docs/experiments.md). The trainer then:
+step counts (`transformer sweep --at`, docs/experiments/translation-real-text.md). The trainer then:
 
 1. measures each shape's training step here (measure_step_seconds: a forward, the label-smoothed
    loss, a backward, clipping and the AdamW update, on random tokens in batches of

@@ -113,12 +113,12 @@ def config_path() -> Path:
 
 # What the 15-minute budget changes in the config's 60-minute recipe: no dropout, and the paper's
 # inverse-sqrt schedule instead of the hour's cosine. Fifteen minutes are about 2.5 epochs, where
-# the model underfits and dropout only slows it (docs/experiments.md, Table 3 (D)); the hour's
-# 12 epochs keep 0.1. At 15 minutes the average of the last 3 checkpoints of the still-high
+# the model underfits and dropout only slows it (docs/experiments/table3.md, Table 3 (D)); the
+# hour's 12 epochs keep 0.1. At 15 minutes the average of the last 3 checkpoints of the still-high
 # inverse-sqrt rate beats the cosine's annealed end; at the hour the cosine wins (the scores:
-# docs/experiments.md, "The recipe, re-measured at its budgets"). And the model's shape follows
-# what this machine affords in the budget: the config's [sizing] table, measured with these
-# settings (transformer.training.sizing). A --set wins.
+# docs/experiments/recipe.md, "The recipe, re-measured at its budgets"). And the model's shape
+# follows what this machine affords in the budget: the config's [sizing] table, measured with
+# these settings (transformer.training.sizing). A --set wins.
 DEMO_SETTINGS = ("model.dropout=0.0", 'train.schedule="inverse_sqrt"', "sizing.auto=true")
 
 
