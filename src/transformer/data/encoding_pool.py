@@ -2,8 +2,8 @@
 lines with one thread, while the parent reads the next chunk.
 
 Why processes: Hugging Face `tokenizers` encodes a batch on its own threads, but turning the
-encodings into Python objects (and our id lists into arrays) runs on one core under the GIL; on
-2 cores its two threads gave 1.5x one thread, while two processes of one thread each give ~2x
+encodings into Python objects (and our id lists into arrays) runs on one core under the GIL, so
+its threads do not scale with the cores, while processes of one thread each do
 (docs/benchmarks/training.md, "Corpora of any size").
 
 Rules:

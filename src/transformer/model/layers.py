@@ -53,8 +53,9 @@ class FeedForward(nn.Module):
 
 def dropped(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     """dropout(x), skipped outright where it is the identity (eval mode, p = 0): decoding calls it
-    ~13 times a step. On the CPU through cpu_dropout (same distribution, ~2x faster forward and
-    backward), elsewhere (and inside torch.compile, which fuses it) nn.Dropout."""
+    ~13 times a step. On the CPU through cpu_dropout (same distribution, a faster forward and
+    backward: docs/benchmarks/training.md, "The CPU training step"), elsewhere (and inside
+    torch.compile, which fuses it) nn.Dropout."""
     if not dropout.training or dropout.p == 0:
         return x
     if x.device.type == "cpu" and not torch.compiler.is_compiling():
@@ -71,12 +72,11 @@ def cpu_dropout(
 ) -> torch.Tensor:
     """Inverted dropout, x * keep / (1 - p) with keep ~ Bernoulli(1 - p), for the CPU.
 
-    torch's CPU dropout draws each element with bernoulli_ (~4.9 ns an element, 2 cores) and keeps a
-    mask in x's dtype for the backward pass. Here one 64-bit draw of the generator (torch's default
-    unless given: seeding and exact resume work as before) gives four elements 15 random bits each,
-    compared with round(p * 2^15): 4 ms -> 0.6 ms of drawing for a (3,072, 256) batch; in float32
-    the mask carries the scale. On the Bible recipe's training steps (17 dropouts a step) ~7%
-    faster; benchmarks/loop_speed.py.
+    torch's CPU dropout draws each element with bernoulli_ and keeps a mask in x's dtype for the
+    backward pass. Here one 64-bit draw of the generator (torch's default unless given: seeding
+    and exact resume work as before) gives four elements 15 random bits each, compared with
+    round(p * 2^15): a quarter of the draws; in float32 the mask carries the scale. What it saves
+    (benchmarks/loop_speed.py): docs/benchmarks/training.md, "The CPU training step".
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")

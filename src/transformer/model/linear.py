@@ -15,12 +15,12 @@ Row buckets (`set_row_buckets(True)`, per thread; a server's decoding thread tur
 the runtime switch, `transformer.runtime.onednn`, which sets the state this module owns):
 oneDNN builds (and keeps) a kernel per input shape, each holding memory of its own, so a server
 whose batches change size at every step (continuous batching: rows join and leave; prefills of any
-length) builds kernels for hours, its memory creeping up with them (measured over 4,000 requests
-of the demo model: 650 -> 810 MB with one shape per row count up to 256 rows, 525 -> 565 MB
-with 21 shapes). With buckets, the rows are padded with zeros up to the next multiple of the
-step for their range (ROW_BUCKETS: up to 16 rows exact, as at batch 1 and small beams; then the
-step doubles with each doubling of the rows, 2 up to 32, ..., 16 up to 256, and 64 beyond): 48
-shapes up to 256 rows instead of 256, padding under 1/8 of the rows up to 256. Each real row's
+length) builds kernels for hours, its memory creeping up with them (the server's memory with
+and without buckets: docs/benchmarks/serving.md, "Small batches"). With buckets, the rows are
+padded with zeros up to the next multiple of the step for their range (ROW_BUCKETS: up to 16 rows
+exact, as at batch 1 and small beams; then the step doubles with each doubling of the rows, 2 up
+to 32, ..., 16 up to 256, and 64 beyond): 48 shapes up to 256 rows instead of 256, padding under
+1/8 of the rows up to 256. Each real row's
 result is unchanged. Off by default: one-off batch jobs meet few shapes.
 
 Packed weights are a derived copy (the same number of floats as the weight), made on first use

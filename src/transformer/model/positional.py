@@ -153,7 +153,8 @@ def _version(t: torch.Tensor) -> int | None:
 
 def swap_pairs(x: torch.Tensor) -> torch.Tensor:
     """(x1, x2) -> (x2, x1) in each pair of the last dimension. Stacking the two strided halves is
-    2.5x faster than flip on the CPU (0.5 against 1.4 ms for a (83, 4, 37, 64) batch of queries)."""
+    faster than flip on the CPU (docs/benchmarks/training.md, "fp32 training against the machine's
+    product ceiling")."""
     pairs = x.unflatten(-1, (-1, 2))
     return torch.stack((pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
 

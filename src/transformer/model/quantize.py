@@ -19,11 +19,11 @@ Rules:
   KV cache. A fourth (q8) or an eighth (q4) of fp32's weight bytes a token. torch's CPU kernels
   (aten._weight_int8pack_mm, aten._weight_int4pack_mm_for_cpu). The output layer (lm_head) stays
   fp32: those kernels return bf16, and logits rounded to bf16 are 1/8 apart between 16 and 32,
-  enough to flip greedy choices and move sampling probabilities by 12% (SmolLM2-135M in q4,
-  greedy: 7% of the tokens agree with fp32 before the first difference with a 4-bit output
-  layer, 99% with an fp32 one, at 117 against 94 tokens/s: benchmarks/lm_generate.py). Layers
-  under MIN_WEIGHT elements, and for q4 those whose input width is not a multiple of 32 or whose
-  output width is not a multiple of 16 (the kernel's packing), stay fp32 too.
+  enough to flip greedy choices and move sampling probabilities by 12% (SmolLM2-135M in q4: its
+  agreement with fp32 and its speed with either output layer, benchmarks/lm_generate.py, are in
+  docs/benchmarks/serving.md, "Language model at batch 1"). Layers under MIN_WEIGHT elements,
+  and for q4 those whose input width is not a multiple of 32 or whose output width is not a
+  multiple of 16 (the kernel's packing), stay fp32 too.
 - The conversion happens in place, on a model that will not be trained again.
 """
 

@@ -4,8 +4,9 @@ Why: glibc hands every block above its mmap threshold (128 KiB, raised by its ow
 32 MiB) straight back to the kernel when it is freed, and the next block of that size comes back
 as fresh pages, each zeroed by the kernel on its first touch (a minor page fault). A training step
 allocates and frees the same large tensors every step: in the Bible recipe the (N, V) logits and
-their gradient, ~50 MB each: tens of thousands of page faults a step, a tenth of a CPU step
-(benchmarks/loop_speed.py; the counts and timings are in docs/benchmarks/training.md).
+their gradient, ~50 MB each: a page fault per 4 KiB page of them, every step
+(benchmarks/loop_speed.py; the counts and what they cost a step are in
+docs/benchmarks/training.md).
 
 What: mallopt(M_MMAP_THRESHOLD, 1 GiB) and mallopt(M_TRIM_THRESHOLD, 2 GiB - 1), so that freed
 blocks stay in the heap and the next step reuses them (fewer page faults and faster steps:

@@ -105,7 +105,8 @@ class Worker:
         """Run the jobs on the calling thread until stop() (or until alive() turns false).
 
         `transformer serve` calls this on the main thread: torch's OpenMP thread pool wakes slowly
-        for a thread other than the main one (one verse, 2 threads: 227 ms instead of 63 here)."""
+        for a thread other than the main one (docs/benchmarks/serving.md, "`transformer serve`
+        under load")."""
         self._alive = alive
         self._serve()
 

@@ -53,9 +53,9 @@ from .schedule import learning_rate
 
 def fused_adam(params: list[torch.Tensor]) -> bool:
     """Whether AdamW takes its fused kernel: one pass over all parameters instead of a loop of
-    small ops per tensor (measured 5x faster on a CPU for a 0.8M-parameter model: 0.75 ms a step
-    against 3.9; the same update up to float rounding, 2e-7). It takes floating-point parameters
-    on the CPU or a GPU. It does not bump the weights' version counters: the loop does, after
+    small ops per tensor; the same update up to float rounding (measured in
+    docs/benchmarks/training.md, "The fused AdamW"). It takes floating-point parameters on the CPU
+    or a GPU. It does not bump the weights' version counters: the loop does, after
     each step, or copies keyed on them (model.linear's packed weights, used by validation) would
     go stale."""
     return bool(params) and all(
