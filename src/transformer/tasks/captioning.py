@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .inputs import patches_and_tokens, per_image
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -28,6 +29,8 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     batch_size=64,
+    inputs=patches_and_tokens,
+    cost=per_image,
     command="caption",
     evaluate=(Scored("--images", "captions", "a captioner's exact match and chrF"),),
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .inputs import patches, per_image_and_token
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -29,6 +30,8 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     batch_size=256,
+    inputs=patches,
+    cost=per_image_and_token,
     command="embed",
     evaluate=(Scored("--images", "zero-shot", "a dual encoder's zero-shot and retrieval scores"),),
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .inputs import feature_map, per_detection
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -42,6 +43,9 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     batch_size=64,
+    tokenizers=False,
+    inputs=feature_map,
+    cost=per_detection,
     command="detect",
     routes=("/v1/detect",),
     evaluate=(Scored("--detection", "object detection", "a detector's COCO mAP"),),
