@@ -15,7 +15,8 @@ The rules:
   (none: the server only describes it), `evaluate` the `transformer evaluate` inputs that score it.
 - `tokenizers` says whether its model directories hold text tokenizers (Pipeline loads them);
   `inputs` is the trainer's words for what its models read, `cost` the lines `transformer info`
-  prints of their FLOPs (inputs.py).
+  prints of their FLOPs (inputs.py), `attention` the figure `transformer attention` draws of them
+  (figures.py).
 - `prepare` makes the training objective with its data; `score` is what a sweep reports of a
   finished run (validation and test splits), both imported lazily so that reading the table costs
   nothing.
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OBJECTIVE_ARCHS, ModelConfig, RunConfig
+from .figures import Figure
 from .inputs import per_token, tokens
 
 Prepare = Callable[[RunConfig, Path, Any, Callable[[str], None], bool], Any]
@@ -85,6 +87,8 @@ class Task:
     """What its models read, in the words of the trainer's first line (inputs.py)."""
     cost: Callable[[ModelConfig, int], list[str]] = per_token
     """The lines `transformer info` prints of a model's FLOPs, at a sequence length (inputs.py)."""
+    attention: Figure | None = None
+    """The figure `transformer attention` draws of its models (figures.py; None: none)."""
 
     @property
     def archs(self) -> tuple[str, ...]:

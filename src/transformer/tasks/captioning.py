@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import CAPTION
 from .inputs import patches_and_tokens, per_image
 
 
@@ -28,6 +29,7 @@ TASK = Task(
     family="captioning",
     runs=runs,
     prepare=prepare,
+    attention=CAPTION,
     batch_size=64,
     inputs=patches_and_tokens,
     cost=per_image,

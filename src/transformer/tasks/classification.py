@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import IMAGE
 from .inputs import patches, per_image
 
 
@@ -75,6 +76,7 @@ IMAGES = Task(
     tokenizers=False,
     inputs=patches,
     cost=per_image,
+    attention=IMAGE,
     command="classify",
     routes=("/v1/classify",),
     evaluate=(Scored("--images", "image classification", "an image classifier's accuracy"),),

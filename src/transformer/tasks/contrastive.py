@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import IMAGE
 from .inputs import patches, per_image_and_token
 
 
@@ -29,6 +30,7 @@ TASK = Task(
     family="encoder",
     runs=runs,
     prepare=prepare,
+    attention=IMAGE,
     batch_size=256,
     inputs=patches,
     cost=per_image_and_token,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import DETECTION
 from .inputs import feature_map, per_detection
 
 
@@ -42,6 +43,7 @@ TASK = Task(
     family="detection",
     runs=runs,
     prepare=prepare,
+    attention=DETECTION,
     batch_size=64,
     tokenizers=False,
     inputs=feature_map,

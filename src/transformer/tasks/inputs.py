@@ -53,9 +53,7 @@ def per_token(cfg: ModelConfig, seq_len: int) -> list[str]:
 def per_image(cfg: ModelConfig, seq_len: int) -> list[str]:
     """An image encoder's FLOPs per image (a captioner's with a caption of CAPTION_TOKENS)."""
     v = cfg.vision
-    caption = (
-        f" and a caption of {CAPTION_TOKENS} tokens" if cfg.arch == "encoder-decoder" else ""
-    )
+    caption = f" and a caption of {CAPTION_TOKENS} tokens" if cfg.arch == "encoder-decoder" else ""
     flops = flops_per_image(cfg, caption_tokens=CAPTION_TOKENS)
     return [
         f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]"
