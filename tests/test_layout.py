@@ -4,8 +4,8 @@ inside a function counts too:
 - config/ is the bottom of the house: it imports nothing from the other packages;
 - model/ and data/ never import each other; model/ takes from config/ only types and choice lists;
 - training/ imports nothing from decoding/ or viz/ (what needs both lives in evaluation.scoring);
-- tasks/ (the table of tasks) stands on training/, evaluation/ and decoding/'s parts and below them
-  nothing imports it but training's entry, decoding's Pipeline and the top;
+- tasks/ (the table of tasks) stands on training/, evaluation/, decoding/'s parts and viz/'s figures,
+  and below them nothing imports it but training's entry, decoding's Pipeline and the top;
 - evaluation/'s metric modules work on plain strings and arrays: nothing of the package but each
   other; the modules that drive a model over a test set (scoring.py and its per-task siblings) are
   listed, and only they may use decoding/;
@@ -15,6 +15,8 @@ inside a function counts too:
   model_dir, tasks/ and runtime/: serve/ imports nothing of model/, export/ only the Model types
   and the positional tables it writes out;
 - no import circles, not even inside a folder.
+
+An import under `if TYPE_CHECKING:` serves annotations only and never runs: it is not an edge.
 """
 
 import ast
@@ -43,11 +45,11 @@ FORBIDDEN = {
     "evaluation": {"tasks", "training", "interop", "viz", *TOP},
     "training": {"decoding", "viz", "interop", *TOP},
     "interop": {"tasks", "training", "decoding", "evaluation", "viz", "runtime", *TOP},
-    "viz": {"training", "interop", *TOP},
+    "viz": {"tasks", "training", "interop", *TOP},
     "export": {"training", "viz", "cli", "workflows", "serve"},
     "serve": {"training", "cli", "workflows", "export"},
     "workflows": {"cli", "serve", "export"},
-    "tasks": {"viz", "interop", *TOP},
+    "tasks": {"interop", *TOP},
 }
 
 
@@ -57,12 +59,23 @@ def module_name(file: Path) -> tuple[str, ...]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
+def executed(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of a module but those under `if TYPE_CHECKING:` (imports for annotations only,
+    which never run)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            yield from (n for child in node.orelse for n in [child, *executed(child)])
+            continue
+        yield node
+        yield from executed(node)
+
+
 def imports(file: Path) -> list[tuple[tuple[str, ...], list[str]]]:
     """Every import of a module under `transformer`, relative or absolute: (module path, names imported)."""
     module = module_name(file)
     package = module if file.name == "__init__.py" else module[:-1]
     found = []
-    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+    for node in executed(ast.parse(file.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             names = [a.name for a in node.names]
             if node.level:
@@ -86,6 +99,12 @@ def imported_parts(file: Path) -> set[str]:
 def files_of(part: str) -> list[Path]:
     path = PACKAGE / part
     return sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+
+
+def test_the_scanner_skips_imports_for_annotations_only():
+    tree = ast.parse("if TYPE_CHECKING:\n    import a\nelse:\n    import b\nimport c\ndef f():\n    import d\n")
+    seen = {a.name for n in executed(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert seen == {"b", "c", "d"}
 
 
 def test_the_scanner_sees_relative_and_lazy_imports():

@@ -303,6 +303,6 @@ def test_attention_cli_draws_an_image_encoder(quadrant_model, tmp_path, capsys):
     assert "[CLS] attention per head, layer 0 of 0-0, and the rollout" in printed and "model: top-right" in printed
     assert out.stat().st_size > 2000
     assert main(["attention", str(quadrant_model.best_dir), "--text", "hi", "--out", str(out)]) == 2
-    assert "this is an image encoder: give --image FILE" in capsys.readouterr().err
+    assert "this is an image classifier: give --image FILE, not --text" in capsys.readouterr().err
     assert main(["attention", str(quadrant_model.best_dir), "--out", str(out)]) == 2
     assert "give --text (a sentence or prompt), --image (for an image encoder or a detector) or --audio" in capsys.readouterr().err

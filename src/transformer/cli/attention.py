@@ -83,9 +83,9 @@ def attention(figure: Figure, where: Where) -> None:
         raise UserError(
             "plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)"
         )
-    from ..decoding.caption import is_captioner
     from ..decoding.pipeline import Pipeline
-    from ..viz.attention import attention_map, plot_attention
+    from ..tasks import TASKS
+    from ..viz.views import View
 
     if Path(figure.out).is_dir():
         raise UserError(
@@ -114,128 +114,25 @@ def attention(figure: Figure, where: Where) -> None:
         )
     if figure.threshold is not None and not detector:
         raise UserError("--threshold is for a detector's objects (--detection): drop it")
-    if detector and figure.image is None:
-        raise UserError("this is an object detector: give --image FILE, not --text or --audio")
-    if detector:
-        return _detection_attention(figure, pipeline)
-    if figure.image is not None and is_captioner(pipeline.model):
-        return caption_attention(figure, pipeline, head)
-    if figure.image is not None:
-        return _image_attention(figure, pipeline)
-    if figure.audio is not None:
-        return _audio_attention(figure, pipeline, head)
-    if pipeline.model.config.audio is not None:
-        raise UserError("this is a speech model: give --audio FILE.wav, not --text")
-    if pipeline.model.config.vision is not None:
-        raise UserError("this is an image encoder: give --image FILE, not --text")
-    m = attention_map(
-        pipeline,
-        figure.text,
-        layer=figure.layer,
-        kind=figure.kind,
-        head=head,
-        beam_size=figure.beam_size,
+    task = pipeline.task
+    drawn = task.attention
+    if drawn is None:
+        having = " or ".join(t.described for t in TASKS.values() if t.attention is not None)
+        raise UserError(f"this is {task.described}: attention draws the attention of {having}")
+    given, value = next(
+        (flag, value)
+        for flag, value in (
+            ("--text", figure.text),
+            ("--image", figure.image),
+            ("--audio", figure.audio),
+        )
+        if value is not None
     )
-    plot_attention(m.weights, m.columns, m.rows, figure.out, title=m.title)
-    print(f"wrote {figure.out}: {m.title}")
-    if m.kind != "encoder":
-        print(f"output: {m.output_text}")
-
-
-def _image_attention(figure: Figure, pipeline) -> None:
-    """An image encoder's [CLS] attention per head of one layer, and the rollout over all layers."""
-    import torch
-
-    from ..data.images import read_image, to_pixels
-    from ..viz.image_attention import image_attention, plot_image_attention
-
-    v = pipeline.model.config.vision
-    if v is None:
-        raise UserError("this model reads text: give --text, not --image")
-    image = torch.from_numpy(
-        read_image(figure.image, "L" if v.channels == 1 else "RGB", v.image_size)
-    )
-    device = next(pipeline.model.parameters()).device
-    maps = image_attention(
-        pipeline.model, to_pixels(image[None]).to(device), figure.layer, pipeline.labels
-    )
-    guess = ", ".join(f"{label} {p:.1%}" for label, p in maps.probabilities)
-    layers = f"layer {maps.layer} of 0-{maps.n_layers - 1}"
-    title = f"{Path(figure.image).name}: [CLS] attention, {layers}, and rollout" + (
-        f"\nmodel: {guess}" if guess else ""
-    )
-    plot_image_attention(image, maps, figure.out, title=title)
-    print(
-        f"wrote {figure.out}: [CLS] attention per head, {layers}, and the rollout over all layers"
-        + (f"; model: {guess}" if guess else "")
-    )
-
-
-def _detection_attention(figure: Figure, pipeline) -> None:
-    """A detector's objects and where each one's query looked, in one decoder layer."""
-    import torch
-
-    from ..data.images import read_image_resized, to_pixels
-    from ..viz.detection_attention import MAX_PANELS, detection_attention, plot_detection_attention
-
-    d = pipeline.model.config.detection
-    array, _ = read_image_resized(figure.image, "L" if d.channels == 1 else "RGB", d.image_size)
-    image = torch.from_numpy(array)
-    device = next(pipeline.model.parameters()).device
-    threshold = pipeline.settings(
-        **({} if figure.threshold is None else {"threshold": figure.threshold})
-    ).threshold
-    result = detection_attention(
-        pipeline.model, to_pixels(image[None]).to(device), pipeline.labels, threshold, figure.layer
-    )
-    layers = f"layer {result.layer} of 0-{result.n_layers - 1}"
-    what = f"cross-attention of each object's query, {layers}, mean of {result.n_heads} heads"
-    title = f"{Path(figure.image).name}: {what}"
-    plot_detection_attention(result, image, figure.out, title=title, labels=pipeline.labels)
-    n = len(result.objects)
-    found = (
-        f"{n} object(s) at or above {threshold:g}"
-        + (f", the {MAX_PANELS} most likely drawn" if n > MAX_PANELS else "")
-        if n
-        else f"no object at or above {threshold:g} (the best scored {result.best:.2f})"
-    )
-    print(f"wrote {figure.out}: {what}; {found}")
-
-
-def _audio_attention(figure: Figure, pipeline, head) -> None:
-    """A speech model's cross-attention over the spectrogram of one WAV file."""
-    from ..data.audio import read_wav
-    from ..viz.audio_attention import audio_attention, plot_audio_attention
-
-    if pipeline.model.config.audio is None:
-        raise UserError("this model reads text: give --text, not --audio")
-    m = audio_attention(pipeline, read_wav(figure.audio), figure.layer, head, figure.beam_size)
-    heads = {"mean": f"mean of {m.n_heads} heads", "all": f"{m.n_heads} heads"}.get(
-        m.head, f"head {m.head}"
-    )
-    what = f"cross-attention, layer {m.layer} of 0-{m.n_layers - 1}, {heads}"
-    plot_audio_attention(m, figure.out, title=f"{Path(figure.audio).name}: {what}")
-    print(f"wrote {figure.out}: {what}")
-    print(f"output: {m.text}")
-
-
-def caption_attention(figure: Figure, pipeline, head) -> None:
-    """`attention --image` for a captioner: the caption and, per token, the cross-attention of one
-    decoder layer over the image."""
-    import torch
-
-    from ..data.images import read_image_resized
-    from ..viz.caption_attention import caption_attention as attention
-    from ..viz.caption_attention import plot_caption_attention
-
-    v = pipeline.model.config.vision
-    array, _ = read_image_resized(figure.image, "L" if v.channels == 1 else "RGB", v.image_size)
-    m = attention(pipeline, torch.from_numpy(array), figure.layer, head, figure.beam_size)
-    heads = f"mean of {m.n_heads} heads" if m.head == "mean" else f"head {m.head}"
-    what = f"cross-attention per caption token, layer {m.layer} of 0-{m.n_layers - 1}, {heads}"
-    plot_caption_attention(m, figure.out, title=f"{Path(figure.image).name}: {m.text!r}\n{what}")
-    print(f"wrote {figure.out}: {what}")
-    print(f"caption: {m.text}")
+    if given != drawn.flag:
+        raise UserError(f"this is {task.described}: give {drawn.give}, not {given}")
+    view = View(figure.out, figure.layer, head, figure.kind, figure.beam_size, figure.threshold)
+    for line in drawn.draw(pipeline, value, view):
+        print(line)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

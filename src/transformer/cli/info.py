@@ -26,8 +26,9 @@ def info(
     ] = 128,
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
-    from ..model.accounting import count_parameters, flops_per_image, flops_per_token
-    from ..model_dir import load_config, load_languages, load_model
+    from ..model.accounting import count_parameters
+    from ..model_dir import PIXELS_FILE, load_config, load_languages, load_model
+    from ..tasks import model_task
 
     config = load_config(model_dir)
     model = load_model(model_dir)
@@ -40,34 +41,9 @@ def info(
         print(f"  {key} = {value}")
     total = count_parameters(model)
     print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
-    if config.detection is not None:
-        d, flops = config.detection, flops_per_image(config)
-        print(
-            f"FLOPs per image ({d.grid} x {d.grid} feature map from a {d.backbone} backbone, "
-            f"{d.n_queries} object queries): forward {flops['forward']:,} "
-            f"({flops['forward'] / 1e9:.3f} GFLOP), training {flops['training']:,} "
-            f"({flops['training'] / 1e9:.3f} GFLOP)"
-        )
-        return
-    if config.vision is not None:
-        v, flops = config.vision, flops_per_image(config, caption_tokens=16)
-        caption = " and a caption of 16 tokens" if config.arch == "encoder-decoder" else ""
-        print(
-            f"FLOPs per image ({v.n_patches} patches of {v.patch_size} x {v.patch_size} + [CLS]"
-            f"{caption}): "
-            f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-            f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
-        )
-        if config.contrastive is None:
-            return
-        config = config.text_tower()  # a dual encoder's text tower, counted per token
-        print("text tower:", end=" ")
-    flops = flops_per_token(config, seq_len)
-    print(
-        f"FLOPs per token at sequence length {seq_len}: "
-        f"forward {flops['forward']:,} ({flops['forward'] / 1e9:.3f} GFLOP), "
-        f"training {flops['training']:,} ({flops['training'] / 1e9:.3f} GFLOP)"
-    )
+    task = model_task(config, (Path(model_dir) / PIXELS_FILE).is_file())
+    for line in task.cost(config, seq_len):
+        print(line)
     _adapters(model_dir, total)
 
 

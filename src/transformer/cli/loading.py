@@ -8,12 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import (
     ModelRun,
     UserError,
     load_pipeline,
 )
+
+if TYPE_CHECKING:  # the table is imported when a command runs, not when it is parsed
+    from ..tasks import Task
 
 
 def image_files(paths: list[str], flag: str = "--input") -> list[str]:
@@ -51,34 +55,38 @@ def is_captioner_dir(path: str) -> bool:
     )
 
 
-def task_pipeline(args: argparse.Namespace | ModelRun, command: str, task: str):
-    """The model directory as a Pipeline, which must run `task` (transformer.tasks): else one line
-    naming what it is and the command that runs it."""
-    from ..tasks import TASKS
+def task_pipeline(args: argparse.Namespace | ModelRun, command: str, task: Task):
+    """The model directory as a Pipeline, which must run `task` (a record of transformer.tasks):
+    else one line naming what it is and the command that runs it."""
     from ..tasks.base import wrong_task
 
     pipeline = load_pipeline(args, command)
-    if pipeline.task.name != task:
+    if pipeline.task is not task:
         raise UserError(
-            f"{args.model_dir} is not {TASKS[task].described}; "
-            + wrong_task(pipeline.task, command)
+            f"{args.model_dir} is not {task.described}; " + wrong_task(pipeline.task, command)
         )
     return pipeline
 
 
 def captioner(args: argparse.Namespace | ModelRun, command: str):
     """An image captioner's Pipeline."""
-    return task_pipeline(args, command, "captioning")
+    from ..tasks import captioning
+
+    return task_pipeline(args, command, captioning.TASK)
 
 
 def detector(args: argparse.Namespace | ModelRun, command: str):
     """A detector's Pipeline."""
-    return task_pipeline(args, command, "detection")
+    from ..tasks import detection
+
+    return task_pipeline(args, command, detection.TASK)
 
 
 def speech_pipeline(args: argparse.Namespace | ModelRun, command: str):
     """A speech model's Pipeline."""
-    return task_pipeline(args, command, "speech")
+    from ..tasks import speech
+
+    return task_pipeline(args, command, speech.TASK)
 
 
 def is_contrastive(model_dir: str) -> bool:
@@ -95,4 +103,6 @@ def is_contrastive(model_dir: str) -> bool:
 
 def dual_encoder(args: argparse.Namespace | ModelRun, command: str):
     """A text-image dual encoder's Pipeline."""
-    return task_pipeline(args, command, "contrastive")
+    from ..tasks import contrastive
+
+    return task_pipeline(args, command, contrastive.TASK)

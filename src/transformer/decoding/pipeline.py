@@ -26,7 +26,7 @@ import torch
 
 from ..config import DecodeConfig, unknown_key_error
 from ..model.quantize import set_inference_precision
-from ..model.transformer import EncoderDecoder, Model
+from ..model.transformer import Model
 from ..model_dir import ModelDir
 from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
@@ -81,9 +81,7 @@ class Pipeline:
         (default fp32)."""
         files = ModelDir.read(path, device)
         model, cfg, pixels = files.model, files.model.config, files.pixels
-        captioner = isinstance(model, EncoderDecoder) and cfg.vision is not None
-        reads_text = captioner or cfg.contrastive is not None  # a dual encoder: pixels and text
-        if reads_text or (cfg.vision is None and cfg.detection is None and pixels is None):
+        if model_task(cfg, pixels is not None).tokenizers:
             source, target = files.require_tokenizers(path)
         else:  # pixels in or out: no text tokenizer
             source = target = None

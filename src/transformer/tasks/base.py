@@ -13,6 +13,10 @@ The rules:
   before the plain families they are built on.
 - `command` is the CLI command and `Pipeline` method that runs it, `routes` the server's endpoints
   (none: the server only describes it), `evaluate` the `transformer evaluate` inputs that score it.
+- `tokenizers` says whether its model directories hold text tokenizers (Pipeline loads them);
+  `inputs` is the trainer's words for what its models read, `cost` the lines `transformer info`
+  prints of their FLOPs (inputs.py), `attention` the figure `transformer attention` draws of them
+  (figures.py).
 - `prepare` makes the training objective with its data; `score` is what a sweep reports of a
   finished run (validation and test splits), both imported lazily so that reading the table costs
   nothing.
@@ -26,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OBJECTIVE_ARCHS, ModelConfig, RunConfig
+from .figures import Figure
+from .inputs import per_token, tokens
 
 Prepare = Callable[[RunConfig, Path, Any, Callable[[str], None], bool], Any]
 """(config, run_dir, dist, say, resume) -> the run's Objective, its data prepared."""
@@ -75,6 +81,14 @@ class Task:
     """How many files a sweep's --test takes (translation: SRC and REF; 0: none)."""
     trains: Callable[[RunConfig], bool] = lambda config: True
     """Among the tasks of one objective, whether this one trains `config`."""
+    tokenizers: bool = True
+    """Whether its models read or write text (a model directory then holds its tokenizers)."""
+    inputs: Callable[[ModelConfig], str] = tokens
+    """What its models read, in the words of the trainer's first line (inputs.py)."""
+    cost: Callable[[ModelConfig, int], list[str]] = per_token
+    """The lines `transformer info` prints of a model's FLOPs, at a sequence length (inputs.py)."""
+    attention: Figure | None = None
+    """The figure `transformer attention` draws of its models (figures.py; None: none)."""
 
     @property
     def archs(self) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import CAPTION
+from .inputs import patches_and_tokens, per_image
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -27,7 +29,10 @@ TASK = Task(
     family="captioning",
     runs=runs,
     prepare=prepare,
+    attention=CAPTION,
     batch_size=64,
+    inputs=patches_and_tokens,
+    cost=per_image,
     command="caption",
     evaluate=(Scored("--images", "captions", "a captioner's exact match and chrF"),),
 )

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import IMAGE
+from .inputs import patches, per_image
 
 
 def runs_texts(model: ModelConfig, pixels: bool) -> bool:
@@ -15,7 +17,9 @@ def runs_texts(model: ModelConfig, pixels: bool) -> bool:
 
 
 def runs_images(model: ModelConfig, pixels: bool) -> bool:
-    return model.arch == "encoder" and model.n_classes > 0 and model.vision is not None
+    """An image encoder (a dual encoder's task comes before): with its head, or the body of one
+    (an imported ViT without a classifier: it reads images and no text)."""
+    return model.arch == "encoder" and model.vision is not None
 
 
 def prepare_texts(config: RunConfig, run_dir: Path, dist, say, resume: bool):
@@ -69,6 +73,10 @@ IMAGES = Task(
     runs=runs_images,
     prepare=prepare_images,
     batch_size=256,
+    tokenizers=False,
+    inputs=patches,
+    cost=per_image,
+    attention=IMAGE,
     command="classify",
     routes=("/v1/classify",),
     evaluate=(Scored("--images", "image classification", "an image classifier's accuracy"),),

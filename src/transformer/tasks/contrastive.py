@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import IMAGE
+from .inputs import patches, per_image_and_token
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -28,7 +30,10 @@ TASK = Task(
     family="encoder",
     runs=runs,
     prepare=prepare,
+    attention=IMAGE,
     batch_size=256,
+    inputs=patches,
+    cost=per_image_and_token,
     command="embed",
     evaluate=(Scored("--images", "zero-shot", "a dual encoder's zero-shot and retrieval scores"),),
 )

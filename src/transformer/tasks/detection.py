@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import DETECTION
+from .inputs import feature_map, per_detection
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -41,7 +43,11 @@ TASK = Task(
     family="detection",
     runs=runs,
     prepare=prepare,
+    attention=DETECTION,
     batch_size=64,
+    tokenizers=False,
+    inputs=feature_map,
+    cost=per_detection,
     command="detect",
     routes=("/v1/detect",),
     evaluate=(Scored("--detection", "object detection", "a detector's COCO mAP"),),

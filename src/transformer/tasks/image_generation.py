@@ -29,5 +29,6 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     command="generate_images",
+    tokenizers=False,
     evaluate=(Scored("--images", "bits per dimension", "an image generator's bits per dimension"),),
 )

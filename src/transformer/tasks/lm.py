@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import TEXT
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -34,6 +35,7 @@ TASK = Task(
     family="decoder",
     runs=runs,
     prepare=prepare,
+    attention=TEXT,
     command="generate",
     routes=("/v1/generate", "/v1/attention", "/v1/completions", "/v1/chat/completions"),
     evaluate=(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import AUDIO
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -27,6 +28,7 @@ TASK = Task(
     family="speech",
     runs=runs,
     prepare=prepare,
+    attention=AUDIO,
     batch_size=8,
     command="transcribe",
     routes=("/v1/transcribe",),

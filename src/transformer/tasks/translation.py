@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .figures import TEXT
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -87,6 +88,7 @@ TASK = Task(
     family="encoder-decoder",
     runs=runs,
     prepare=prepare,
+    attention=TEXT,
     command="translate",
     routes=("/v1/translate", "/v1/attention", "/translate", "/languages"),  # + LibreTranslate's
     evaluate=(

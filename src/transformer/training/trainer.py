@@ -38,7 +38,7 @@ from ..runtime.precision import (
     resolve_attention,
     resolve_precision,
 )
-from ..tasks import prepare_objective
+from ..tasks import prepare_objective, run_task
 from . import distributed as D
 from .checkpoint import load_training_state, step_dirs
 from .loop import Loop, TrainError
@@ -148,8 +148,9 @@ def _train(
     frozen = n_params - sum(p.numel() for p in loop.trainable)
     frozen_note = f" ({frozen / 1e6:.2f}M frozen)" if frozen else ""
     mcfg = model.config
+    inputs = run_task(config).inputs(mcfg)
     say(
-        f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{frozen_note}, {_inputs(mcfg)}; "
+        f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{frozen_note}, {inputs}; "
         f"objective {task.name}; device {device}, {dist.world_size} process(es)"
         f"{f' (process group {dist.backend})' if dist.backend else ''}, precision "
         f"{choice.describe()}; attention {attention.describe()}; allocator {allocator.describe()}"
@@ -288,16 +289,3 @@ def _attention(
         )
     return D.gather_objects(choice, dist)[0]
 
-
-def _inputs(cfg) -> str:
-    if cfg.detection is not None:
-        d = cfg.detection
-        return (
-            f"{d.grid} x {d.grid} feature map ({d.backbone}) of {d.image_size} x {d.image_size} x "
-            f"{d.channels} images, {d.n_queries} object queries, {cfg.n_classes} classes"
-        )
-    v = cfg.vision
-    if v is None:
-        return f"vocabulary {cfg.vocab_size}"
-    patches = f"{v.n_patches} patches of {v.patch_size} x {v.patch_size} x {v.channels} per image"
-    return patches + (f", vocabulary {cfg.vocab_size}" if cfg.arch == "encoder-decoder" else "")

@@ -14,14 +14,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..config import ATTENTION_KINDS as KINDS
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.inputs import PipelineError
 from ..decoding.step import inference
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from . import figure_format, save_figure
+
+if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
+    from ..decoding.pipeline import Pipeline
 
 
 @dataclass

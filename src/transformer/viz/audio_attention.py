@@ -15,14 +15,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..data.audio import HOP, SAMPLE_RATE, log_mel
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.inputs import PipelineError
 from ..decoding.transcribe import speech_options
 from . import figure_format, save_figure
 from .attention import _index, _select_head, token_pieces
+
+if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
+    from ..decoding.pipeline import Pipeline
 
 
 @dataclass

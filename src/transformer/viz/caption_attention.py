@@ -16,14 +16,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..data.images import to_pixels
 from ..decoding.caption import is_captioner
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.inputs import PipelineError
 from . import figure_format, save_figure
 from .attention import _index, _select_head, token_pieces
+
+if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
+    from ..decoding.pipeline import Pipeline
 
 PANELS_PER_ROW = 8
 
