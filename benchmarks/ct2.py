@@ -52,7 +52,8 @@ from pathlib import Path
 import ctranslate2
 import torch
 
-from transformer.decoding.pipeline import Pipeline, batches_by_tokens
+from transformer.decoding.inputs import batches_by_tokens
+from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.metrics import bleu, chrf
 from transformer.export import export_model
 

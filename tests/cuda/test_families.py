@@ -50,7 +50,7 @@ from transformer.data.pixels import START, sequences
 from transformer.decoding.detect import all_predictions, read_images
 from transformer.decoding.images import image_log_likelihoods, sample_images
 from transformer.decoding.pipeline import Pipeline
-from transformer.decoding.step import Stepper, blocked_tokens, inference
+from transformer.decoding.search.step import Stepper, blocked_tokens, inference
 from transformer.decoding.transcribe import features_batch
 from transformer.model_dir import save_model
 from transformer.training.checkpoint import step_dirs

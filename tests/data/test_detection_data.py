@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.cli.common import run
-from transformer.cli.data import DETECTION_MIN_SIZE
+from transformer.cli.data.tasks import DETECTION_MIN_SIZE
 from transformer.data.images import (
     FASHION_MNIST_DIR,
     FASHION_MNIST_LABELS,
