@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer.data.detection import load_detection
+from transformer.data.coco import load_detection
 from transformer.data.images import to_pixels
 from transformer.evaluation.detection import coco_map
 from transformer.evaluation.detector import relative_to_xywh

@@ -4,7 +4,7 @@ in COCO's format (model.detection; data.train_detection).
 The rules:
 - Data: data.train_detection / valid_detection are COCO folders (annotations.json and the images),
   as `transformer data detection` writes them or a user brings them; images are resized to
-  model.detection.image_size, boxes kept relative to the image (data.detection.load_detection).
+  model.detection.image_size, boxes kept relative to the image (data.coco.load_detection).
   Classes are the annotation file's categories in the order of their ids.
 - Batches: train.batch_tokens // P images a batch (P feature-map positions, what the encoder
   sees), in an order shuffled per epoch; whole batches only. data.horizontal_flip mirrors an image
@@ -37,7 +37,7 @@ import torch
 
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_seed, fixed_size_batches, to_device
-from ...data.detection import load_detection
+from ...data.coco import load_detection
 from ...data.images import to_pixels
 from ...data.text import DataError
 from ...evaluation.detection import coco_map
