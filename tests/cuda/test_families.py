@@ -54,10 +54,10 @@ from transformer.decoding.search.step import Stepper, blocked_tokens, inference
 from transformer.decoding.transcribe import features_batch
 from transformer.model_dir import save_model
 from transformer.training.checkpoint import step_dirs
-from transformer.training.dense_loss import dense_loss
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.objectives.contrastive import contrastive_loss
-from transformer.training.set_loss import detr_loss, hungarian_match
+from transformer.training.objectives.detection.dense_loss import dense_loss
+from transformer.training.objectives.detection.set_loss import detr_loss, hungarian_match
 from transformer.training.trainer import train
 
 pytestmark = pytest.mark.cuda
