@@ -139,7 +139,8 @@ def evaluate(
     perplexity (--text), or the scores of the model's task on its input. The decoding settings
     (search, speech, answers, sampling) are those given, by name; the others keep the model's."""
     flags = {k: v for k, v in locals().items() if k not in ("run", *GROUPS)}
-    from ..tasks.evaluation import Evaluation  # after `flags`: locals() are the flags
+    from ..decoding.pipeline import Pipeline, open_pipeline  # after `flags`: locals() are them
+    from ..tasks.evaluation import Evaluation, Models
 
     decode = {
         name: value
@@ -147,7 +148,10 @@ def evaluate(
         for name, value in (group or {}).items()
         if value is not None
     }
-    return cmd_evaluate(Evaluation(**dataclasses.asdict(run), **flags, decode=decode))
+    models = Models(open_pipeline, Pipeline.load)
+    return cmd_evaluate(
+        Evaluation(**dataclasses.asdict(run), models=models, **flags, decode=decode)
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

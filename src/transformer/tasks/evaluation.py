@@ -7,12 +7,16 @@ The rules:
   that were given, by name; a setting left out keeps the model's decode.json.
 - An evaluate function prints the scores on standard output (and writes --output). An error a
   user can fix is an EvaluationError (a ValueError): the CLI prints it as one line.
-- A confusion matrix to draw (--plot) is returned as a Confusion, not drawn: viz/ stands above
-  tasks/, so the caller draws it and says where.
+- A confusion matrix to draw (--plot) is returned as a Confusion, not drawn: the caller draws it
+  and says where.
+- Model directories are opened through the record's `models` (decoding.pipeline's open_pipeline
+  and Pipeline.load, handed in by the caller): decoding/ stands on the table of tasks, so tasks/
+  does not import it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +30,22 @@ class EvaluationError(ValueError):
 
 
 @dataclass(frozen=True)
+class Models:
+    """How an evaluation opens model directories (decoding.pipeline's functions)."""
+
+    open: Callable[..., Any]
+    """open_pipeline(model_dir, device, threads, precision, command, task): the model evaluated."""
+    load: Callable[[str], Any]
+    """Pipeline.load(model_dir): another model an evaluation reads (--classifier)."""
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """Where an evaluation runs, what it reads and the options it was given (the flags of
     `transformer evaluate`, each described there)."""
 
     model_dir: str
+    models: Models
     device: str = "auto"
     threads: int | None = None
     precision: str | None = None

@@ -27,7 +27,6 @@ def evaluate_image_lm(e: Evaluation) -> Confusion | None:
     recognises (and --plot: their confusion matrix to draw)."""
     from ..data.images import ImageError
     from ..decoding.inputs import PipelineError
-    from ..decoding.pipeline import Pipeline
     from ..evaluation.image_lm import score_image_lm, score_samples
     from ..evaluation.metrics import classification_scores
     from ..files import check_picture
@@ -58,7 +57,7 @@ def evaluate_image_lm(e: Evaluation) -> Confusion | None:
     if not e.classifier:
         return None
     try:
-        classifier = Pipeline.load(e.classifier)
+        classifier = e.models.load(e.classifier)
     except (OSError, ValueError) as error:
         raise EvaluationError(f"--classifier {e.classifier}: {error}") from None
     if not pipeline.pixels.labels:

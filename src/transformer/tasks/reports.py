@@ -1,9 +1,9 @@
 """What the tasks' evaluate functions share: the model opened where the evaluation runs and the
 table of scores per task (--pairs, --chat, --metric rouge).
 
-Rules: the model is opened as every command opens one (decoding.pipeline.open_pipeline: "auto"'s
-choices said on stderr as notes of `evaluate`); the table has a row per task and a column per
-score, then the share of exact matches.
+Rules: the model is opened as every command opens one (the evaluation's `models.open`, decoding's
+open_pipeline: "auto"'s choices said on stderr as notes of `evaluate`); the table has a row per
+task and a column per score, then the share of exact matches.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ if TYPE_CHECKING:
 def open_model(evaluation: Evaluation, task: Task | None = None):
     """The evaluation's model directory as a Pipeline on its device in its precision; with `task`
     (a task's record), one line saying what it is unless it runs that task."""
-    from ..decoding.pipeline import open_pipeline
-
     e = evaluation
-    return open_pipeline(e.model_dir, e.device, e.threads, e.precision, "evaluate", task)
+    return e.models.open(e.model_dir, e.device, e.threads, e.precision, "evaluate", task)
 
 
 def print_pair_scores(scores: dict[str, dict[str, float]]) -> None:
