@@ -119,7 +119,7 @@ def test_the_resolved_config_round_trips_through_toml(sources, tmp_path):
     path.write_text(config.to_toml(), encoding="utf-8")
     again = load_config(str(path))
     assert again.data == config.data
-    assert again.data.train_weights == (0.5, 2.5) and again.data.train_sources[1][0].endswith("b.src")
+    assert again.data.text.train_weights == (0.5, 2.5) and again.data.train_sources[1][0].endswith("b.src")
 
 
 @pytest.mark.parametrize(

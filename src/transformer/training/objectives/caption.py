@@ -143,18 +143,18 @@ class Caption(Objective):
                 '"encoder-decoder" with [model.vision]'
             )
         self.vision = v = model.vision
-        train = load_images(d.train_images, v.channels, v.image_size)
+        train = load_images(d.images.train, v.channels, v.image_size)
         names = [train.names[i] for i in train.labels.tolist()]
         self.tokenizer = caption_tokenizer(config, run_dir, dist, say, resume, names)
         self.train = Captioned.of(train, self.tokenizer, d.max_len)
         if not len(self.train):
             raise DataError(
-                f"no caption of {d.train_images} fits data.max_len={d.max_len} tokens with </s>: "
+                f"no caption of {d.images.train} fits data.max_len={d.max_len} tokens with </s>: "
                 "raise data.max_len"
             )
         self.valid = None
-        if d.valid_images:
-            valid = load_images(d.valid_images, v.channels, v.image_size)
+        if d.images.valid:
+            valid = load_images(d.images.valid, v.channels, v.image_size)
             self.valid = Captioned.of(valid, self.tokenizer, d.max_len)
         self.positions = v.n_patches + 1
         self.per_batch = max(1, config.train.batch_tokens // self.positions)
@@ -194,9 +194,9 @@ class Caption(Objective):
     def collate(self, indices, key):
         d = self.config.data
         images = self.train.images[indices]
-        if d.random_crop or d.horizontal_flip:
+        if d.images.random_crop or d.images.horizontal_flip:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-            images = augment(images, d.random_crop, d.horizontal_flip, generator)
+            images = augment(images, d.images.random_crop, d.images.horizontal_flip, generator)
         return self._batch(images, [self.train.targets[i] for i in indices])
 
     def _batch(self, images: torch.Tensor, targets: list[list[int]]) -> CaptionBatch:

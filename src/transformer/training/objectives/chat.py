@@ -80,8 +80,9 @@ class ChatSFT(Objective):
             )
         self.tokenizer = load_tokenizers(base)[1]
         self.pad = load_config(base).pad_id
-        self.train_rows = self._read(d.train_chat, "train_chat", say)
-        self.valid_rows = self._read(d.valid_chat, "valid_chat", say) if d.valid_chat else []
+        self.train_rows = self._read(d.text.train_chat, "train_chat", say)
+        valid = d.text.valid_chat
+        self.valid_rows = self._read(valid, "valid_chat", say) if valid else []
         self.sizes = np.fromiter((len(r[0]) for r in self.train_rows), np.int64)
         learned = sum(int(r[1].sum()) for r in self.train_rows)
         say(

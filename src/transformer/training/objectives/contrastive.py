@@ -121,7 +121,7 @@ class Contrastive(EncoderObjective):
                 f"train.init_from={t.init_from} is not a dual encoder: it has no model.contrastive"
             )
         self.vision = v = cfg.vision
-        sets = (d.train_images,) if isinstance(d.train_images, str) else d.train_images
+        sets = (d.images.train,) if isinstance(d.images.train, str) else d.images.train
         if not sets:
             raise ConfigError("data.train_images is an empty list: give at least one image set")
         images, names = [], []
@@ -149,8 +149,8 @@ class Contrastive(EncoderObjective):
             say(f"cut {cut:,} training name(s) to data.max_len={d.max_len} tokens")
 
         self.valid_images = self.valid_texts = None
-        if d.valid_images:
-            x, valid_names = image_names(d.valid_images)
+        if d.images.valid:
+            x, valid_names = image_names(d.images.valid)
             self.valid_images = fit_images(x, v.channels, v.image_size)
             self.valid_names = sorted(set(valid_names))
             valid_index = {name: i for i, name in enumerate(self.valid_names)}
@@ -209,9 +209,9 @@ class Contrastive(EncoderObjective):
     def collate(self, indices, key):
         d = self.config.data
         images = self.train_images[indices]
-        if d.random_crop or d.horizontal_flip:
+        if d.images.random_crop or d.images.horizontal_flip:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-            images = augment(images, d.random_crop, d.horizontal_flip, generator)
+            images = augment(images, d.images.random_crop, d.images.horizontal_flip, generator)
         return self._batch(images, self.train_labels[indices], self.texts)
 
     def _batch(

@@ -86,13 +86,13 @@ class SpanQA(TextRows, EncoderObjective):
         d, s = config.data, config.decode
         tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
-        train = read_squad(d.train_squad)
+        train = read_squad(d.squad.train)
         self.train_rows = self._windows(train)
         self.sizes = np.fromiter((len(r.ids) for r in self.train_rows), np.int64)
         self.valid_questions: list[Question] = []
-        if d.valid_squad:
+        if d.squad.valid:
             limit = config.train.valid_questions or None
-            self.valid_questions = read_squad(d.valid_squad)[:limit]
+            self.valid_questions = read_squad(d.squad.valid)[:limit]
         self.valid_rows = self._windows(self.valid_questions)
         held = sum(r.start > 0 for r in self.train_rows)
         say(
@@ -103,7 +103,7 @@ class SpanQA(TextRows, EncoderObjective):
         )
         if not held:
             raise DataError(
-                f"no window of {d.train_squad} holds a whole answer: raise decode.answer_window "
+                f"no window of {d.squad.train} holds a whole answer: raise decode.answer_window "
                 "or check the answers"
             )
 

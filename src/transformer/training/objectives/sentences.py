@@ -175,13 +175,13 @@ class SentenceQA(EncoderObjective):
         self.threshold = config.decode.sentence_threshold  # until a validation chooses one
         tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
-        train = read_squad(d.train_squad)
+        train = read_squad(d.squad.train)
         self.train_items = self._items(train, self._bounds(train))
         self.sizes = np.fromiter((c.tokens for c in self.train_items), np.int64)
         self.valid_questions: list[Question] = []
-        if d.valid_squad:
+        if d.squad.valid:
             limit = config.train.valid_questions or None
-            self.valid_questions = read_squad(d.valid_squad)[:limit]
+            self.valid_questions = read_squad(d.squad.valid)[:limit]
         self.valid_bounds = self._bounds(self.valid_questions)
         self.valid_items = self._items(self.valid_questions, self.valid_bounds)
         rows = sum(len(c.sentences) * len(c.questions) for c in self.train_items)
@@ -193,7 +193,7 @@ class SentenceQA(EncoderObjective):
         )
         if not inside:
             raise DataError(
-                f"no sentence of {d.train_squad} lies mostly inside its answer: check the answers"
+                f"no sentence of {d.squad.train} lies mostly inside its answer: check the answers"
             )
 
     @staticmethod

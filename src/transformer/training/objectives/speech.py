@@ -165,14 +165,14 @@ class Speech(Objective):
                 f'decode.speech_head = "{config.decode.speech_head}" needs a CTC head: set '
                 "model.audio.ctc = true"
             )
-        self.train = SpeechCorpus(d.train_audio, self.tokenizer, audio.max_frames, d.max_len)
+        self.train = SpeechCorpus(d.audio.train, self.tokenizer, audio.max_frames, d.max_len)
         self.valid = (
-            SpeechCorpus(d.valid_audio, self.tokenizer, audio.max_frames, d.max_len)
-            if d.valid_audio
+            SpeechCorpus(d.audio.valid, self.tokenizer, audio.max_frames, d.max_len)
+            if d.audio.valid
             else None
         )
         if len(self.train) == 0:
-            raise DataError(f"{d.train_audio} has no clip that fits the model: see data.max_len")
+            raise DataError(f"{d.audio.train} has no clip that fits the model: see data.max_len")
         positions = (
             np.full(len(self.train), audio.n_positions)
             if audio.pad_to_max
@@ -220,7 +220,7 @@ class Speech(Objective):
 
     def _batch(self, corpus: SpeechCorpus, indices: list[int], key=None) -> SpeechBatch:
         feats = [corpus.features(i) for i in indices]
-        if key is not None and self.config.data.spec_augment:
+        if key is not None and self.config.data.audio.spec_augment:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
             feats = [spec_augment(f, generator) for f in feats]
         n_mels = self.audio.n_mels
