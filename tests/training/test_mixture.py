@@ -1,4 +1,4 @@
-"""A mixture of training sources (data.train_src as a list, data.train_weights): each epoch holds
+"""A mixture of training sources (data.text.train_src as a list, data.text.train_weights): each epoch holds
 weight x each source's examples, a pure function of (seed, epoch); the tokenizer sees the mixture;
 validation lists are read one after the other; bad mixtures get one clear line."""
 

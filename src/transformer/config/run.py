@@ -127,9 +127,9 @@ class TrainConfig:
     off)."""
     valid_questions: int = setting(200, ge=0)
     """Question answering: validate (loss, exact match, F1) on the first this many questions of
-    data.valid_squad; speech: the greedy WER of the first this many clips of data.valid_audio;
+    data.squad.valid; speech: the greedy WER of the first this many clips of data.audio.valid;
     caption: the greedy captions' exact match and chrF on this many images spread evenly over
-    data.valid_images (0 = all)."""
+    data.images.valid (0 = all)."""
     ctc_weight: float = setting(0.3, ge=0, le=1)
     """speech, with a CTC head on the encoder (model.audio.ctc): the loss is (1 - w) x the
     decoder's cross entropy + w x CTC's (Kim et al. 2017, joint CTC-attention)."""
@@ -309,7 +309,7 @@ class RunConfig:
 
     @property
     def packed(self) -> bool:
-        """A language model on packed text (data.pack, unset = packed for objective lm)."""
+        """A language model on packed text (data.text.pack, unset = packed for objective lm)."""
         return self.objective == "lm" and self.data.text.pack is not False
 
     @property

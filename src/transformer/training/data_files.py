@@ -11,8 +11,8 @@ from ..data import text as T
 
 def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
     """(targets, sources) of each training source: one, or one per file of a mixture
-    (data.train_weights); sources None for a language model (for a classifier, the TSV file: its
-    texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
+    (data.text.train_weights); sources None for a language model (for a classifier, the TSV file:
+    its texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
     if d.text.train_pairs is not None:
         return [(T.TsvColumn(d.text.train_pairs, 1), T.TsvColumn(d.text.train_pairs, 0))]
     if d.is_translation:

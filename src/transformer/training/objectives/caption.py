@@ -3,7 +3,7 @@ patches, [CLS] included), by teacher forcing with label-smoothed cross entropy o
 tokens.
 
 The rules:
-- Data: data.train_images / valid_images are labelled images (a prepared .safetensors split or a
+- Data: data.images.train / valid are labelled images (a prepared .safetensors split or a
   folder of class folders, at model.vision's channels and size); an image's caption is its label's
   name ("red apple" for the emoji dataset). Validation names need not occur in training (the
   emoji's unseen split can validate). An image whose caption has more than data.max_len tokens
@@ -15,9 +15,10 @@ The rules:
   units are target tokens (</s> included).
 - Batches: train.batch_tokens // (1 + P) images (the encoder's positions, which outweigh a
   caption's tokens), in an order drawn per epoch from data.batching.batch_seed, whole batches only.
-  Augmentation (data.random_crop, data.horizontal_flip; data.images.augment) draws from a generator
-  seeded per batch, so a resumed run sees the same images. A flip changes what some pictures mean
-  (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such names.
+  Augmentation (data.images.random_crop, data.images.horizontal_flip; data.images.augment) draws
+  from a generator seeded per batch, so a resumed run sees the same images. A flip changes what some
+  pictures mean (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such
+  names.
 - Validation: loss, NLL and perplexity per target token over every validation image; then greedy
   captions of train.valid_questions images spread evenly over the split (0 = all): exact match
   (the whole caption equal to the name) and chrF (evaluation.captions). best/ by exact match: the

@@ -1,10 +1,10 @@
-"""Classification: a label per text ([CLS] text [SEP] -> pooled -> classes; data.train_tsv) or per
-image (patches -> pooled -> classes; data.train_images), cross entropy per example.
+"""Classification: a label per text ([CLS] text [SEP] -> pooled -> classes; data.text.train_tsv) or
+per image (patches -> pooled -> classes; data.images.train), cross entropy per example.
 
 Validation accuracy and macro-F1 (and loss, perplexity per example); best/ by accuracy.
 Image batches hold train.batch_tokens // (1 + patches) images (the positions the encoder sees),
-in an order shuffled per epoch; augmentation (data.random_crop, data.horizontal_flip) draws from
-a generator seeded per batch, so a resumed run sees the same images.
+in an order shuffled per epoch; augmentation (data.images.random_crop, data.images.horizontal_flip)
+draws from a generator seeded per batch, so a resumed run sees the same images.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Labelled:
 
 
 class Classify(Labelled, TextRows, EncoderObjective):
-    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a
+    """A label per text (data.text.train_tsv: label<TAB>text), through the pooled encoder and a
     classifier."""
 
     def __init__(
@@ -202,7 +202,7 @@ class ImageBatch:
 
 
 class ImageClassify(Labelled, Objective):
-    """A label per image (data.train_images), through the image encoder (model.vision) and a
+    """A label per image (data.images.train), through the image encoder (model.vision) and a
     classifier."""
 
     def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None], resume: bool):

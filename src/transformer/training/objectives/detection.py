@@ -1,14 +1,14 @@
 """detection: object detection as set prediction (DETR, Carion et al. 2020) over images with boxes
-in COCO's format (model.detection; data.train_detection).
+in COCO's format (model.detection; data.detection.train).
 
 The rules:
-- Data: data.train_detection / valid_detection are COCO folders (annotations.json and the images),
+- Data: data.detection.train / valid are COCO folders (annotations.json and the images),
   as `transformer data detection` writes them or a user brings them; images are resized to
   model.detection.image_size, boxes kept relative to the image (data.detection.load_detection).
   Classes are the annotation file's categories in the order of their ids.
 - Batches: train.batch_tokens // P images a batch (P feature-map positions, what the encoder
-  sees), in an order shuffled per epoch; whole batches only. data.horizontal_flip mirrors an image
-  and its boxes with probability 1/2, drawn from the batch's generator.
+  sees), in an order shuffled per epoch; whole batches only. data.images.horizontal_flip mirrors an
+  image and its boxes with probability 1/2, drawn from the batch's generator.
 - Loss: each decoder layer's predictions are matched one to one to the image's objects by the
   Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
   all queries (the "no object" class weighted by model.detection.no_object_weight; or with
@@ -79,7 +79,7 @@ def flip_boxes(boxes: torch.Tensor) -> torch.Tensor:
 
 
 class Detection(Objective):
-    """DETR's set prediction over data.train_detection."""
+    """DETR's set prediction over data.detection.train."""
 
     name = "detection"
     best_key, higher_is_better = "valid_map", True

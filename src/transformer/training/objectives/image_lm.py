@@ -2,10 +2,10 @@
 
 Each image is a condition (a class token, a name, or the unconditional <s>) then its pixels as
 tokens in raster order (transformer.data.pixels has the layout). The loss is next-token cross
-entropy over the pixel tokens only, summed over them; units = pixels. With data.drop_condition,
-that share of the training images (drawn per batch from its own seed) trades its condition for <s>,
-so one model samples and scores both ways. Horizontal flips (data.horizontal_flip) mirror images
-before they become tokens.
+entropy over the pixel tokens only, summed over them; units = pixels. With
+data.images.drop_condition, that share of the training images (drawn per batch from its own seed)
+trades its condition for <s>, so one model samples and scores both ways. Horizontal flips
+(data.images.horizontal_flip) mirror images before they become tokens.
 
 Validation: loss, NLL per pixel token and bits per dimension (conditioned as trained, no
 dropping); best/ by validation loss.

@@ -1,14 +1,14 @@
 """lm on packed text: next-token prediction over blocks of one token stream, as GPT-style trainers
 train language models (nanoGPT, Hugging Face's run_clm, fairseq's --sample-break-mode none).
 
-The training text is one stream (data.stream: each document <s> ... </s>, data.documents), read
-each epoch as a ring from a drawn offset, in blocks of data.block_size positions in a drawn order,
-data.batch_tokens // block_size blocks a batch. Validation reads the validation text's stream once,
-from its start, in blocks (the same every time): loss, NLL and perplexity per token, and NLL per
-character (nats; bits per character = that / ln 2), which compares models with other
+The training text is one stream (data.stream: each document <s> ... </s>, data.text.documents), read
+each epoch as a ring from a drawn offset, in blocks of data.text.block_size positions in a drawn
+order, data.batch_tokens // block_size blocks a batch. Validation reads the validation text's stream
+once, from its start, in blocks (the same every time): loss, NLL and perplexity per token, and NLL
+per character (nats; bits per character = that / ln 2), which compares models with other
 tokenizers. best/ by validation loss.
 
-With data.pack = false a language model reads one example per line instead (seq2seq.Seq2Seq).
+With data.text.pack = false a language model reads one example per line instead (seq2seq.Seq2Seq).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """qa_sentences: answer-sentence selection, extractive question answering whose answers are whole
 sentences (data.sentences has the rule, model.heads.SentenceHead the head).
 
-The questions of data.train_squad (each its first gold answer) are grouped by context. The encoder
+The questions of data.squad.train (each its first gold answer) are grouped by context. The encoder
 embeds each sentence and each question alone ([CLS] text [SEP], rows of at most data.max_len
 tokens; a context's sentences once for all its questions), the sentence head gives a logit per
 (question, sentence) pair, and the loss is the binary cross entropy against "more than half of
 the sentence lies in the answer"; a unit is a pair. Batches hold whole contexts, train.batch_tokens
 tokens of them at most (one larger context alone), their sentences read in runs of similar length.
 
-Validation, on the first train.valid_questions questions of data.valid_squad: the loss and, from
+Validation, on the first train.valid_questions questions of data.squad.valid: the loss and, from
 the same logits, each question's answer (the best run of sentences) at each of THRESHOLDS, scored
 with SQuAD's exact match and F1 (evaluation.overlap); the F1-best threshold is the one reported
 and saved as the model's decode.sentence_threshold; best/ by that F1.
@@ -157,7 +157,7 @@ class ContextBatch:
 
 
 class SentenceQA(EncoderObjective):
-    """Which sentences of a context answer the question (data.train_squad)."""
+    """Which sentences of a context answer the question (data.squad.train)."""
 
     name = "qa_sentences"
     best_key, higher_is_better = "valid_f1", True
