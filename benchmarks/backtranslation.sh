@@ -69,9 +69,9 @@ for variant in $VARIANTS; do
         train es-en-base configs/es-en.toml
     else
         train "es-en-$variant" configs/es-en.toml \
-            --set "data.train_src=[$SOURCES, \"$WORK/bt-$variant/train.spa\"]" \
-            --set "data.train_tgt=[$TARGETS, \"$WORK/bt-$variant/train.eng\"]" \
-            --set "data.train_weights=[$WEIGHTS, $BT_WEIGHT]"
+            --set "data.text.train_src=[$SOURCES, \"$WORK/bt-$variant/train.spa\"]" \
+            --set "data.text.train_tgt=[$TARGETS, \"$WORK/bt-$variant/train.eng\"]" \
+            --set "data.text.train_weights=[$WEIGHTS, $BT_WEIGHT]"
     fi
     models+=(--model "$variant=$WORK/es-en-$variant/avg5")
 done

@@ -117,7 +117,7 @@ def main() -> None:
         src, tgt, pairs = write_corpus(work, k)
         cache = work / f"cache-x{k}"
         shutil.rmtree(cache, ignore_errors=True)
-        sets = ["--set", f'data.train_src="{src}"', "--set", f'data.train_tgt="{tgt}"', "--set", f'data.cache="{cache}"']
+        sets = ["--set", f'data.text.train_src="{src}"', "--set", f'data.text.train_tgt="{tgt}"', "--set", f'data.cache="{cache}"']
         prep_s, prep_mb, out = run(cli + ["data", "prepare", str(CONFIG)] + sets)
         print(out.strip().splitlines()[-1], flush=True)
         run_dir = work / f"run-x{k}"

@@ -94,9 +94,9 @@ if [ -n "$SMOKE" ]; then  # a tiny model for a few steps, 20 test lines, two tes
     BIBLE_SMOKE="--set model.d_model=64 --set model.d_ff=128 --set model.n_encoder_layers=1 \
         --set model.n_decoder_layers=1 --set data.vocab_size=500 --set train.max_steps=4 \
         --set train.valid_every=4 --set train.bleu_samples=0 --set train.device=cpu \
-        --set train.batch_tokens=1000 --set data.train_src=$R/small.train.spa \
-        --set data.train_tgt=$R/small.train.eng --set data.valid_src=$R/small.valid.spa \
-        --set data.valid_tgt=$R/small.valid.eng"
+        --set train.batch_tokens=1000 --set data.text.train_src=$R/small.train.spa \
+        --set data.text.train_tgt=$R/small.train.eng --set data.text.valid_src=$R/small.valid.spa \
+        --set data.text.valid_tgt=$R/small.valid.eng"
 fi
 PIN_TRAIN="" PIN_SUITE=""  # the bible run and the suite on separate cores where there are 8+
 if [ "$(nproc)" -ge 8 ] && command -v taskset >/dev/null; then

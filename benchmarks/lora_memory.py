@@ -34,8 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
-    "smollm2": ("configs/smollm2-lora-summaries.toml", {"data.valid_chat": None}),
-    "minilm": ("configs/commentary-qa-minilm.toml", {"data.valid_squad": None}),
+    "smollm2": ("configs/smollm2-lora-summaries.toml", {"data.text.valid_chat": None}),
+    "minilm": ("configs/commentary-qa-minilm.toml", {"data.squad.valid": None}),
 }
 LORA = {"rank": 16, "alpha": 32.0, "targets": ["q_proj", "k_proj", "v_proj", "out_proj", "w1", "w2"]}
 """The adapters of both LoRA variants: every product of attention and the feed-forward (SmolLM2's

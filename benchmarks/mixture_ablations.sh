@@ -61,16 +61,16 @@ flags() {  # the --set flags of a variant's data
     case $1 in
         base) ;;
         tags)
-            echo "--set data.train_src=$(list "$WORK/tagged" train spa $DOMAINS)"
-            echo "--set data.valid_src=$(list "$WORK/tagged" valid spa bible ui debian)" ;;
+            echo "--set data.text.train_src=$(list "$WORK/tagged" train spa $DOMAINS)"
+            echo "--set data.text.valid_src=$(list "$WORK/tagged" valid spa bible ui debian)" ;;
         nodict)
-            echo "--set data.train_src=$(list data train spa bible ui debian)"
-            echo "--set data.train_tgt=$(list data train eng bible ui debian)"
-            echo "--set data.train_weights=[1.0,2.0,3.0]" ;;
+            echo "--set data.text.train_src=$(list data train spa bible ui debian)"
+            echo "--set data.text.train_tgt=$(list data train eng bible ui debian)"
+            echo "--set data.text.train_weights=[1.0,2.0,3.0]" ;;
         bt)
-            echo "--set data.train_src=[$(list data train spa $DOMAINS | tr -d '[]'),\"$BT_DIR/train.spa\"]"
-            echo "--set data.train_tgt=[$(list data train eng $DOMAINS | tr -d '[]'),\"$BT_DIR/train.eng\"]"
-            echo "--set data.train_weights=[1.0,2.0,3.0,2.0,$BT_WEIGHT]" ;;
+            echo "--set data.text.train_src=[$(list data train spa $DOMAINS | tr -d '[]'),\"$BT_DIR/train.spa\"]"
+            echo "--set data.text.train_tgt=[$(list data train eng $DOMAINS | tr -d '[]'),\"$BT_DIR/train.eng\"]"
+            echo "--set data.text.train_weights=[1.0,2.0,3.0,2.0,$BT_WEIGHT]" ;;
         *) echo "unknown variant $1 (base, tags, nodict, bt)" >&2; exit 2 ;;
     esac
 }

@@ -61,7 +61,7 @@ NANOGPT_BABY = [
 BABY = {
     "model.n_decoder_layers": 4, "model.n_heads": 4, "model.d_model": 128, "model.d_ff": 512,
     "model.max_positions": 64, "model.dropout": 0.0, "model.bias": "false",
-    "model.scale_embedding": "false", "data.block_size": 64, "train.batch_tokens": 768,
+    "model.scale_embedding": "false", "data.text.block_size": 64, "train.batch_tokens": 768,
     "train.max_steps": 2000, "train.max_minutes": 0, "train.lr": 1e-3, "train.min_lr": 1e-4,
     "train.warmup_steps": 100, "train.adam_beta1": 0.9, "train.adam_beta2": 0.99,
     "train.weight_decay": 0.1, "train.clip_norm": 1.0, "train.valid_every": 2000,

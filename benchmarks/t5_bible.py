@@ -47,8 +47,8 @@ def recipe_model() -> list[str]:
     return [f"model.{k}={json.dumps(v)}" for k, v in recipe.items() if v != span[k] and v is not None]
 
 
-SWAP = ['data.train_src="data/bible/train.eng"', 'data.train_tgt="data/bible/train.spa"',
-        'data.valid_src="data/bible/valid.eng"', 'data.valid_tgt="data/bible/valid.spa"']  # en->es
+SWAP = ['data.text.train_src="data/bible/train.eng"', 'data.text.train_tgt="data/bible/train.spa"',
+        'data.text.valid_src="data/bible/valid.eng"', 'data.text.valid_tgt="data/bible/valid.spa"']  # en->es
 
 
 # The recipe's hour trains on a cosine to 0; these short budgets, like the demo and the T5 configs, on

@@ -231,7 +231,7 @@ def test_tokenizer_sample_trains_on_a_seeded_subset_in_file_order(files):
 def test_data_prepare_then_train_reuses_the_tokenizer_and_the_arrays(files, tmp_path, capsys):
     from transformer.cli import main
 
-    sets = [f'data.train_src="{files / "train.src"}"', f'data.train_tgt="{files / "train.tgt"}"',
+    sets = [f'data.text.train_src="{files / "train.src"}"', f'data.text.train_tgt="{files / "train.tgt"}"',
             "data.vocab_size=300", "data.max_len=40", f'data.cache="{tmp_path / "cache"}"']
     argv = ["data", "prepare", str(Path(__file__).resolve().parents[2] / "configs" / "copy.toml")] + [a for s in sets for a in ("--set", s)]
     assert main(argv) in (0, None)

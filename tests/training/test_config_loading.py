@@ -16,9 +16,9 @@ def _write(path: Path, text: str) -> Path:
 
 def test_load_config_with_overrides_and_round_trip(tmp_path):
     file = _write(tmp_path / "c.toml", '[model]\narch = "decoder"\nd_model = 64\nn_heads = 4\n[data]\ntrain_text = "x.txt"\n[train]\nmax_steps = 5\n')
-    cfg = load_config(file, ["train.max_steps=7", "train.lr_factor=2", "data.valid_text=v.txt", "train.precision=bf16",
+    cfg = load_config(file, ["train.max_steps=7", "train.lr_factor=2", "data.text.valid_text=v.txt", "train.precision=bf16",
                              "decode.beam_size=2"])
-    assert (cfg.train.max_steps, cfg.train.lr_factor, cfg.data.valid_text) == (7, 2, "v.txt")
+    assert (cfg.train.max_steps, cfg.train.lr_factor, cfg.data.text.valid_text) == (7, 2, "v.txt")
     assert cfg.train.precision == "bf16" and cfg.decode.beam_size == 2 and cfg.model.arch == "decoder"
     again = load_config(_write(tmp_path / "resolved.toml", cfg.to_toml()))
     assert again == cfg

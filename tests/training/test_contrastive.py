@@ -201,7 +201,7 @@ def test_config_rules(data):
     with pytest.raises(ConfigError, match=r"dual encoder \(\[model.contrastive\]\)"):
         build_run_config(values)
     values = config(data, 2, train_images=str(data / "grey.safetensors"))
-    assert build_run_config(values).data.train_images == str(data / "grey.safetensors")
+    assert build_run_config(values).data.images.train == str(data / "grey.safetensors")
 
 
 def test_a_text_tower_from_a_sentence_encoder_brings_its_tokenizer(data, tmp_path):

@@ -1,4 +1,4 @@
-"""A mixture of training sources (data.train_src as a list, data.train_weights): each epoch holds
+"""A mixture of training sources (data.text.train_src as a list, data.text.train_weights): each epoch holds
 weight x each source's examples, a pure function of (seed, epoch); the tokenizer sees the mixture;
 validation lists are read one after the other; bad mixtures get one clear line."""
 
@@ -119,7 +119,7 @@ def test_the_resolved_config_round_trips_through_toml(sources, tmp_path):
     path.write_text(config.to_toml(), encoding="utf-8")
     again = load_config(str(path))
     assert again.data == config.data
-    assert again.data.train_weights == (0.5, 2.5) and again.data.train_sources[1][0].endswith("b.src")
+    assert again.data.text.train_weights == (0.5, 2.5) and again.data.train_sources[1][0].endswith("b.src")
 
 
 @pytest.mark.parametrize(

@@ -104,9 +104,9 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
     assert recipe.train.schedule == "cosine" and config.train.schedule == "inverse_sqrt"  # the demo averages a high rate
     # the recipe's corpora, each data/NAME/... moved under the demo's folder, with their weights
     moved = lambda files: tuple(str(tmp_path / Path(f).relative_to("data")) for f in files)  # noqa: E731
-    paths = {k: moved(getattr(recipe.data, k)) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
-    assert {k: getattr(config.data, k) for k in paths} == paths
-    assert config.data.train_weights == recipe.data.train_weights
+    paths = {k: moved(getattr(recipe.data.text, k)) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
+    assert {k: getattr(config.data.text, k) for k in paths} == paths
+    assert config.data.text.train_weights == recipe.data.text.train_weights
     # nothing else differs from the recipe: the same model but for dropout, the same training but for the
     # budget and the schedule (whose peak is the same: 1.8e-3 at step 300)
     assert dataclasses.replace(config.model, dropout=recipe.model.dropout) == recipe.model
@@ -114,7 +114,8 @@ def test_demo_trains_the_recipe_without_dropout_unless_told(tmp_path):
         == recipe.train
     peak = config.train.warmup_steps
     assert learning_rate(config, config.model.d_model, peak) == pytest.approx(learning_rate(recipe, recipe.model.d_model, peak), rel=0.01)
-    assert config.data.replace(**{k: getattr(recipe.data, k) for k in paths}) == recipe.data
+    recipe_text = dataclasses.replace(config.data.text, **{k: getattr(recipe.data.text, k) for k in paths})
+    assert dataclasses.replace(config.data, text=recipe_text) == recipe.data
     assert config.decode == recipe.decode
     # the demo sizes its model by the recipe's [sizing] table (measured with the demo's settings)
     assert config.sizing == dataclasses.replace(recipe.sizing, auto=True) and config.sizing.names
@@ -129,10 +130,10 @@ def test_the_demo_leaves_out_the_sources_it_could_not_build(tmp_path):
     recipe = load_config(str(config_path())).data
     weight = dict(zip((Path(s).parent.name for s, _ in recipe.train_sources), recipe.weights, strict=True))
     config = demo_config(15, tmp_path, sources=("bible", "debian"))
-    assert config.data.train_src == (str(tmp_path / "bible/train.spa"), str(tmp_path / "debian/train.spa"))
-    assert config.data.train_weights == (weight["bible"], weight["debian"])
-    assert config.data.valid_tgt == (str(tmp_path / "bible/valid.eng"), str(tmp_path / "debian/valid.eng"))
-    assert demo_config(15, tmp_path, sources=("bible",)).data.train_tgt == (str(tmp_path / "bible/train.eng"),)
+    assert config.data.text.train_src == (str(tmp_path / "bible/train.spa"), str(tmp_path / "debian/train.spa"))
+    assert config.data.text.train_weights == (weight["bible"], weight["debian"])
+    assert config.data.text.valid_tgt == (str(tmp_path / "bible/valid.eng"), str(tmp_path / "debian/valid.eng"))
+    assert demo_config(15, tmp_path, sources=("bible",)).data.text.train_tgt == (str(tmp_path / "bible/train.eng"),)
 
 
 def test_an_optional_source_that_cannot_be_built_is_left_out_saying_why(tmp_path, monkeypatch):

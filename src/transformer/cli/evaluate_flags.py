@@ -43,7 +43,7 @@ STRIDE = Annotated[
 ]
 PER_LINE = Annotated[
     bool,
-    Arg("with --text: score each line on its own (a model trained with data.pack = false)"),
+    Arg("with --text: score each line on its own (a model trained with data.text.pack = false)"),
 ]
 TSV = Annotated[
     str | None,

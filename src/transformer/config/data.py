@@ -6,9 +6,11 @@ augmentation), `[data.audio]` (speech), `[data.detection]` (images with boxes) a
 (questions on contexts). How text is tokenized (vocab_size, tokenizer, max_len, ...) stays in
 `[data]` itself: every kind with text reads it.
 
-The flat names of earlier configs (`[data] train_src = ...`, `train_images`, `spec_augment`, ...)
-still read and still work as attributes (`config.data.train_src`): FLAT maps each to its section.
-In a TOML file a flat key given beside its section's key overrides it, as a `--set` would.
+Code reads only the nested names (`config.data.text.train_src`, `config.data.images.train`). The
+flat names of earlier configs (`[data] train_src = ...`, `train_images`, `spec_augment`, ...) still
+load: nest_flat_keys translates them once, where a [data] table is read (FLAT maps each to its
+section). In one table a flat key given beside its section's key overrides it, as a `--set` would;
+`--set`s apply in order, flat or nested.
 """
 
 from __future__ import annotations
@@ -77,6 +79,27 @@ TRAINING_DATA = {
     "train_detection": "object detection",
 }
 """The kinds of training data a run may set one of, with what each trains."""
+
+
+def nest_flat_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """A [data] table with the flat keys of earlier configs moved into their sections (FLAT): the
+    one place they are translated; a flat key overrides its section's key beside it."""
+    nested = {key: value for key, value in values.items() if key not in FLAT}
+    for key, value in values.items():
+        if key in FLAT:
+            section, name = FLAT[key]
+            table = nested.get(section, {})
+            nested[section] = {**table, name: value} if isinstance(table, dict) else table
+    return nested
+
+
+def flat_value(data: DataConfig, key: str) -> Any:
+    """The value of `key` as the check tables and their messages name it (TRAINING_DATA,
+    objectives.py): a flat name (FLAT) or one of [data]'s own."""
+    if key in FLAT:
+        section, name = FLAT[key]
+        return getattr(getattr(data, section), name)
+    return getattr(data, key)
 
 
 @dataclass(frozen=True)
@@ -182,7 +205,7 @@ class DataConfig:
                 "data.protect_markup is for translation pairs (data.train_src/train_tgt or "
                 "data.train_pairs): set it false for this kind of training data"
             )
-        given = [name for name in TRAINING_DATA if getattr(self, name.split("/")[0]) is not None]
+        given = [name for name in TRAINING_DATA if flat_value(self, name.split("/")[0]) is not None]
         kinds = ", ".join(f"{n} ({what})" for n, what in TRAINING_DATA.items())
         if len(given) > 1:
             raise ConfigError(
@@ -194,52 +217,28 @@ class DataConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DataConfig:
-        """From a [data] table: nested sections ([data.text] ...) and the flat names of earlier
-        configs (a flat key overrides its section's), unknown keys named with the closest one."""
+        """From a [data] table (flat keys of earlier configs nested first, nest_flat_keys), unknown
+        keys named with the closest one."""
+        values = nest_flat_keys(values)
         own = [f.name for f in fields(cls) if f.name not in SECTIONS]
-        top: dict[str, Any] = {}
-        sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-        for key, value in values.items():
-            if key in SECTIONS and isinstance(value, dict):
-                sections[key] = {**value, **sections[key]}
-            elif key in FLAT:
-                section, name = FLAT[key]
-                sections[section][name] = value
-            elif key in own:
-                top[key] = value
-            else:
+        for key in values:
+            if key not in own and key not in SECTIONS:
                 raise unknown_key_error("data", key, [*own, *SECTIONS, *FLAT])
         built = {}
         for name, cls_ in SECTIONS.items():
-            valid = [f.name for f in fields(cls_)]
-            for key in sections[name]:
-                if key not in valid:
-                    raise unknown_key_error(f"data.{name}", key, valid)
-            built[name] = cls_(**sections[name])
-        return cls(**built, **top)
+            table = values.get(name, {})
+            if isinstance(table, dict):  # else __post_init__ says it must be a table
+                valid = [f.name for f in fields(cls_)]
+                for key in table:
+                    if key not in valid:
+                        raise unknown_key_error(f"data.{name}", key, valid)
+                table = cls_(**table)
+            built[name] = table
+        return cls(**built, **{key: values[key] for key in own if key in values})
 
     def to_dict(self) -> dict[str, Any]:
         """The [data] table, its sections nested ([data.text] ...)."""
         return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> DataConfig:
-        """A copy with changes, by flat or [data] names (`train_src=...`, `vocab_size=...`)."""
-        values = self.to_dict()
-        for key, value in changes.items():
-            if key in FLAT:
-                section, name = FLAT[key]
-                values[section][name] = value
-            else:
-                values[key] = value
-        return DataConfig.from_dict(values)
-
-    def __getattr__(self, name: str) -> Any:
-        """The flat names of earlier configs: config.data.train_src is config.data.text.train_src
-        (FLAT)."""
-        if name in FLAT:
-            section, key = FLAT[name]
-            return getattr(getattr(self, section), key)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def train_sources(self) -> tuple[tuple[str, str], ...]:

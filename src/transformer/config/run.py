@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import ConfigError, check_settings, check_types, from_values, setting
-from .data import DataConfig
+from .data import DataConfig, flat_value
 from .decode import DecodeConfig
 from .lora import LoraConfig
 from .model import ModelConfig
@@ -127,9 +127,9 @@ class TrainConfig:
     off)."""
     valid_questions: int = setting(200, ge=0)
     """Question answering: validate (loss, exact match, F1) on the first this many questions of
-    data.valid_squad; speech: the greedy WER of the first this many clips of data.valid_audio;
+    data.squad.valid; speech: the greedy WER of the first this many clips of data.audio.valid;
     caption: the greedy captions' exact match and chrF on this many images spread evenly over
-    data.valid_images (0 = all)."""
+    data.images.valid (0 = all)."""
     ctc_weight: float = setting(0.3, ge=0, le=1)
     """speech, with a CTC head on the encoder (model.audio.ctc): the loss is (1 - w) x the
     decoder's cross entropy + w x CTC's (Kim et al. 2017, joint CTC-attention)."""
@@ -195,11 +195,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         objective = self.objective
-        given = [key for key in OBJECTIVE_DATA[objective] if getattr(self.data, key) is not None]
+        given = [key for key in OBJECTIVE_DATA[objective] if flat_value(self.data, key) is not None]
         data_key = (given or OBJECTIVE_DATA[objective])[0]
         self._check_families(objective)
         self._check_what_applies(objective)
-        if getattr(self.data, data_key) is None:
+        if flat_value(self.data, data_key) is None:
             raise ConfigError(
                 f"train.objective={objective!r} trains on data.{data_key}"
                 + ("/train_tgt" if data_key == "train_src" else "")
@@ -221,7 +221,7 @@ class RunConfig:
         for key, part, what in FRONT_ENDS:
             if key == "train_images" and objective == "image_lm":
                 continue  # an image generator reads pixel tokens, not patches
-            if (getattr(self.data, key) is not None) != (getattr(self.model, part) is not None):
+            if (flat_value(self.data, key) is not None) != (getattr(self.model, part) is not None):
                 raise ConfigError(
                     f"data.{key} needs {what} ([model.{part}]), and {what} needs data.{key}: set "
                     "both or neither"
@@ -236,18 +236,20 @@ class RunConfig:
         """Settings that only some objectives read (APPLIES) are refused for the others."""
         for name, (objectives, fix) in APPLIES.items():
             section, key = name.split(".")
-            if getattr(getattr(self, section), key) and objective not in objectives:
+            table = getattr(self, section)
+            value = flat_value(table, key) if section == "data" else getattr(table, key)
+            if value and objective not in objectives:
                 which = f"objective{'s' if len(objectives) > 1 else ''} " + " and ".join(objectives)
                 raise ConfigError(f"{name} is for {which}, not {objective!r}: {fix}")
         d = self.data
-        if d.random_crop and objective == "detection":
+        if d.images.random_crop and objective == "detection":
             raise ConfigError(
                 "data.random_crop is for image classification: a detector's boxes would leave the "
                 "image; remove it (data.horizontal_flip works)"
             )
-        if isinstance(d.train_images, tuple) and objective != "contrastive":
+        if isinstance(d.images.train, tuple) and objective != "contrastive":
             raise ConfigError(
-                f"data.train_images lists {len(d.train_images)} image sets: only objective "
+                f"data.train_images lists {len(d.images.train)} image sets: only objective "
                 "contrastive trains on several; give one"
             )
         if self.packed and d.bpe_dropout:
@@ -300,17 +302,17 @@ class RunConfig:
                 f"model.max_positions={m.max_positions}: lower decode.answer_window or raise "
                 "model.max_positions"
             )
-        if self.packed and (self.data.block_size or 0) > m.max_positions:
+        if self.packed and (self.data.text.block_size or 0) > m.max_positions:
             raise ConfigError(
-                f"data.block_size={self.data.block_size} exceeds "
+                f"data.block_size={self.data.text.block_size} exceeds "
                 f"model.max_positions={m.max_positions}: lower data.block_size or raise "
                 "model.max_positions"
             )
 
     @property
     def packed(self) -> bool:
-        """A language model on packed text (data.pack, unset = packed for objective lm)."""
-        return self.objective == "lm" and self.data.pack is not False
+        """A language model on packed text (data.text.pack, unset = packed for objective lm)."""
+        return self.objective == "lm" and self.data.text.pack is not False
 
     @property
     def objective(self) -> str:
@@ -322,21 +324,21 @@ class RunConfig:
             return self.train.objective
         if self.data.is_translation:
             return "seq2seq"
-        if self.data.train_images is not None and self.model.arch == "decoder":
+        if self.data.images.train is not None and self.model.arch == "decoder":
             return "image_lm"
-        if self.data.train_images is not None and self.model.contrastive is not None:
+        if self.data.images.train is not None and self.model.contrastive is not None:
             return "contrastive"
-        if self.data.train_images is not None and self.model.arch == "encoder-decoder":
+        if self.data.images.train is not None and self.model.arch == "encoder-decoder":
             return "caption"
-        if self.data.train_tsv is not None or self.data.train_images is not None:
+        if self.data.text.train_tsv is not None or self.data.images.train is not None:
             return "classify"
-        if self.data.train_squad is not None:
+        if self.data.squad.train is not None:
             return "qa"
-        if self.data.train_chat is not None:
+        if self.data.text.train_chat is not None:
             return "chat"
-        if self.data.train_audio is not None:
+        if self.data.audio.train is not None:
             return "speech"
-        if self.data.train_detection is not None:
+        if self.data.detection.train is not None:
             return "detection"
         return "mlm" if self.model.arch == "encoder" else "lm"
 

@@ -1,5 +1,9 @@
 """A training config's TOML file: reading it, `--set section.key=value` overrides in order, and the
-RunConfig they build (unknown sections and keys named with the closest valid one)."""
+RunConfig they build (unknown sections and keys named with the closest valid one).
+
+The flat [data] keys of earlier configs (`train_src`, `train_images`, ...) are nested as the file is
+read and after each `--set` (data.nest_flat_keys), so that `--set`s apply in order, flat or nested,
+and a file's flat key beside its section's key overrides it."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .checks import ConfigError, from_values, parse_override, tomllib
-from .data import DataConfig
+from .data import DataConfig, nest_flat_keys
 from .decode import DecodeConfig
 from .model import ModelConfig
 from .run import SECTIONS, RunConfig, TrainConfig
@@ -78,7 +82,8 @@ def load_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> RunCo
 
 
 def _override(values: dict[str, Any], overrides) -> None:
-    """Apply `section.key=value` overrides, in order, to parsed TOML."""
+    """Apply `section.key=value` overrides, in order, to parsed TOML ([data]'s flat keys nested)."""
+    _nest_data(values)
     for text in overrides:
         section, key, value = parse_override(text)
         table = values.setdefault(section, {})
@@ -90,6 +95,12 @@ def _override(values: dict[str, Any], overrides) -> None:
             if not isinstance(table, dict):
                 raise ConfigError(f"--set {text!r}: {section}.{name} is not a table")
         table[last] = value
+        _nest_data(values)
+
+
+def _nest_data(values: dict[str, Any]) -> None:
+    if isinstance(values.get("data"), dict):
+        values["data"] = nest_flat_keys(values["data"])
 
 
 def with_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:

@@ -1,6 +1,6 @@
-"""Several prepared corpora mixed by weight (data.train_weights): each epoch draws every source's
-examples its weight's times (a fraction: a seeded share of them), laid end to end and read as one
-corpus (CorpusView)."""
+"""Several prepared corpora mixed by weight (data.text.train_weights): each epoch draws every
+source's examples its weight's times (a fraction: a seeded share of them), laid end to end and read
+as one corpus (CorpusView)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Packed language-model text: a file read as one token stream, cut into blocks (GPT-style).
 
 The stream: each document's tokens between <s> and </s>, documents one after the other. A document
-is (data.documents) the whole file ("file": its line breaks are text, as nanoGPT reads a file),
+is (data.text.documents) the whole file ("file": its line breaks are text, as nanoGPT reads a file),
 the lines up to a blank line ("paragraph", joined by line breaks), or each non-empty line ("line",
 as fairseq's language models read text). The ids are written once into a memory-mapped array in
 the corpus cache (data.corpus's folder and rules: a key of the file, the tokenizer and the document

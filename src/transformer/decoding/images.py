@@ -12,8 +12,8 @@ the plain start <s> beside its condition, over the same cache, and each pixel is
     log p_uncond + s * (log p_cond - log p_uncond)
 (the log-probabilities of the conditioned and the plain row; then temperature, top-k and top-p as
 usual). s = 1 is the conditioned model itself, s = 0 the unconditional one, s > 1 pushes samples
-towards what sets the condition apart. It needs a model trained with data.drop_condition > 0, which
-has learned the plain start.
+towards what sets the condition apart. It needs a model trained with data.images.drop_condition > 0,
+which has learned the plain start.
 
 Scoring runs each image's condition and pixels through the model once (teacher forcing) and sums
 the log-probabilities of the pixel tokens over the full vocabulary: the model's likelihood of the

@@ -3,7 +3,7 @@ class-conditional samples are to a classifier.
 
 Bits per dimension are reported three ways (transformer.data.pixels has the rules): given each
 image's condition (its label or name, as trained), unconditionally (from <s> alone; a model trained
-with data.drop_condition > 0 has learned this), and the conditional figure as an 8-bit bound
+with data.images.drop_condition > 0 has learned this), and the conditional figure as an 8-bit bound
 (each level spread evenly over its bin), the number comparable with published 8-bit results.
 
 Sample recognition (a Classification Accuracy Score in the spirit of Ravuri & Vinyals 2019, read

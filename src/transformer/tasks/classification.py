@@ -41,7 +41,7 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
     from ..evaluation.scoring import score_classifier
 
     row: dict[str, float] = {}
-    valid = config.data.valid_images or config.data.valid_tsv
+    valid = config.data.images.valid or config.data.text.valid_tsv
     for split, path in (("valid", valid), ("test", test[0] if test else None)):
         if path:
             scores, _ = score_classifier(pipeline, path)
@@ -141,7 +141,7 @@ TEXTS = Task(
     ),
     score=score,
     test_files=1,
-    trains=lambda config: config.data.train_images is None,
+    trains=lambda config: config.data.images.train is None,
 )
 
 IMAGES = Task(
@@ -169,5 +169,5 @@ IMAGES = Task(
     ),
     score=score,
     test_files=1,
-    trains=lambda config: config.data.train_images is not None,
+    trains=lambda config: config.data.images.train is not None,
 )

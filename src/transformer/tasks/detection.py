@@ -40,7 +40,7 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
     from ..evaluation.detector import score_detector
 
     row: dict[str, float] = {}
-    valid = config.data.valid_detection
+    valid = config.data.detection.valid
     for split, path in (("valid", valid), ("test", test[0] if test else None)):
         if path:
             scores, _, _ = score_detector(pipeline, path)

@@ -34,8 +34,8 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
     """BLEU and chrF on the validation files and on the test pair (SRC, REF)."""
     row: dict[str, float] = {}
     d = config.data
-    if d.valid_src and d.valid_tgt:
-        row.update(translation_scores(pipeline, d.valid_src, d.valid_tgt, "valid"))
+    if d.text.valid_src and d.text.valid_tgt:
+        row.update(translation_scores(pipeline, d.text.valid_src, d.text.valid_tgt, "valid"))
     if test:
         row.update(translation_scores(pipeline, test[0], test[1], "test"))
     return row

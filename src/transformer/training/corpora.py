@@ -68,7 +68,7 @@ class TrainingData:
     """With data.bpe_dropout: the training corpus in several random segmentations, epoch e training
     on segmentations[e % len]; `train` is the first. Empty without BPE-dropout."""
     mixture: Mixture | None = None
-    """With several training sources (data.train_weights): the examples each epoch draws from
+    """With several training sources (data.text.train_weights): the examples each epoch draws from
     them; `train` is epoch 0's."""
 
     def corpus(self, epoch: int) -> C.Corpus | CorpusView:

@@ -11,15 +11,15 @@ from ..data import text as T
 
 def train_parts(d: DataConfig) -> list[tuple[str, str | None]]:
     """(targets, sources) of each training source: one, or one per file of a mixture
-    (data.train_weights); sources None for a language model (for a classifier, the TSV file: its
-    texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
-    if d.train_pairs is not None:
-        return [(T.TsvColumn(d.train_pairs, 1), T.TsvColumn(d.train_pairs, 0))]
+    (data.text.train_weights); sources None for a language model (for a classifier, the TSV file:
+    its texts are the targets; text-to-text pairs: the TSV's two columns, data.text.TsvColumn)."""
+    if d.text.train_pairs is not None:
+        return [(T.TsvColumn(d.text.train_pairs, 1), T.TsvColumn(d.text.train_pairs, 0))]
     if d.is_translation:
         return [(tgt, src) for src, tgt in d.train_sources]
-    if d.train_audio is not None:  # the transcripts: clip<TAB>voice<TAB>text
-        return [(str(Path(d.train_audio) / "transcripts.tsv"), None)]
-    return [((d.train_text or d.train_tsv or d.train_squad), None)]
+    if d.audio.train is not None:  # the transcripts: clip<TAB>voice<TAB>text
+        return [(str(Path(d.audio.train) / "transcripts.tsv"), None)]
+    return [((d.text.train_text or d.text.train_tsv or d.squad.train), None)]
 
 
 def train_files(d: DataConfig) -> tuple[str, str | None]:
@@ -33,11 +33,11 @@ def train_files(d: DataConfig) -> tuple[str, str | None]:
 def valid_files(d: DataConfig) -> tuple[str | tuple[str, ...] | None, str | tuple | None]:
     """(targets, sources) of the validation data; targets None when there is none. Translation
     files may be lists, read one after the other (read_valid)."""
-    if d.valid_pairs is not None:
-        return T.TsvColumn(d.valid_pairs, 1), T.TsvColumn(d.valid_pairs, 0)
+    if d.text.valid_pairs is not None:
+        return T.TsvColumn(d.text.valid_pairs, 1), T.TsvColumn(d.text.valid_pairs, 0)
     if d.is_translation:
-        return d.valid_tgt, d.valid_src
-    return (d.valid_text or d.valid_tsv), None
+        return d.text.valid_tgt, d.text.valid_src
+    return (d.text.valid_text or d.text.valid_tsv), None
 
 
 def read_valid(

@@ -71,14 +71,14 @@ def tokenizer_cache_key(config: RunConfig) -> dict:
         key["weights"] = list(d.weights)
     if special_tokens(config) != SPECIAL_TOKENS:
         key["specials"] = list(special_tokens(config))
-    if d.train_tsv:
+    if d.text.train_tsv:
         key["labelled"] = True
-    if d.train_squad:
+    if d.squad.train:
         key["squad"] = True
-    if d.train_audio:
+    if d.audio.train:
         key["audio"] = True
     if config.packed:
-        key["documents"] = d.documents
+        key["documents"] = d.text.documents
     if d.protect_markup:
         key["protect_markup"] = True
     return key
@@ -91,14 +91,14 @@ def _train_pair(config: RunConfig, kind: str, sample: int) -> tuple[Tokenizer, T
     parts = train_parts(d)
     sources = parts[0][1]
     specials = special_tokens(config)
-    if d.train_tsv:
-        texts = lambda side: T.labelled_texts(d.train_tsv, sample)  # noqa: E731
-    elif d.train_squad:
-        texts = lambda side: squad_texts(d.train_squad, sample)  # noqa: E731
-    elif d.train_audio:
+    if d.text.train_tsv:
+        texts = lambda side: T.labelled_texts(d.text.train_tsv, sample)  # noqa: E731
+    elif d.squad.train:
+        texts = lambda side: squad_texts(d.squad.train, sample)  # noqa: E731
+    elif d.audio.train:
         texts = lambda side: transcript_texts(sources_of_audio(d), sample)  # noqa: E731
     elif config.packed:  # running text: the pieces the stream is encoded in, line breaks kept
-        texts = lambda side: stream_texts(d.train_text, d.documents, sample)  # noqa: E731
+        texts = lambda side: stream_texts(d.text.train_text, d.text.documents, sample)  # noqa: E731
     elif d.protect_markup:  # the text between the slot tokens, as encoding will see it
         texts = lambda side: split_at_slots(  # noqa: E731
             mixture_texts(parts, d.weights, side, sample, protect=True)
@@ -132,7 +132,7 @@ def squad_texts(path: str, sample: int) -> Iterator[str]:
 
 
 def sources_of_audio(d: DataConfig) -> Path:
-    return Path(d.train_audio) / "transcripts.tsv"
+    return Path(d.audio.train) / "transcripts.tsv"
 
 
 def transcript_texts(path: Path, sample: int) -> Iterator[str]:

@@ -141,17 +141,18 @@ def demo_config(
             (Path(src), Path(tgt), w)
             for (src, tgt), w in zip(recipe.train_sources, recipe.weights, strict=True)
         ]
-        valid = list(zip(_as_list(recipe.valid_src), _as_list(recipe.valid_tgt), strict=True))
+        text = recipe.text
+        valid = list(zip(_as_list(text.valid_src), _as_list(text.valid_tgt), strict=True))
         kept = lambda path: sources is None or Path(path).parent.name in sources  # noqa: E731
         moved = lambda path: data_dir / Path(path).relative_to("data")  # noqa: E731
         train = [(moved(s), moved(t), w) for s, t, w in train if kept(s)]
         valid = [(moved(s), moved(t)) for s, t in valid if kept(s)]
         settings = [
-            f"data.train_src={_toml_list(s for s, _, _ in train)}",
-            f"data.train_tgt={_toml_list(t for _, t, _ in train)}",
-            f"data.train_weights=[{', '.join(repr(float(w)) for _, _, w in train)}]",
-            f"data.valid_src={_toml_list(s for s, _ in valid)}",
-            f"data.valid_tgt={_toml_list(t for _, t in valid)}",
+            f"data.text.train_src={_toml_list(s for s, _, _ in train)}",
+            f"data.text.train_tgt={_toml_list(t for _, t, _ in train)}",
+            f"data.text.train_weights=[{', '.join(repr(float(w)) for _, _, w in train)}]",
+            f"data.text.valid_src={_toml_list(s for s, _ in valid)}",
+            f"data.text.valid_tgt={_toml_list(t for _, t in valid)}",
         ]
         return load_config(
             str(config_path()),

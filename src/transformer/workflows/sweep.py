@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, RunConfig, load_config, parse_override
+from ..config import ConfigError, RunConfig, load_config, with_overrides
 from ..files import OWNER_FILE, atomic_write_text, own
 from ..tasks import run_task
 from ..training.checkpoint import step_dirs
@@ -68,12 +68,11 @@ def variant_name(changes: list[tuple[str, str]], base: RunConfig | None = None) 
 
 
 def _unchanged(base: RunConfig, key: str, value: str) -> bool:
-    obj: Any = base
-    for part in key.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return parse_override(f"{key}={value}")[2] == obj
+    """Whether `key=value` leaves base as it is (a flat [data] key of earlier configs too)."""
+    try:
+        return with_overrides(base, [f"{key}={value}"]) == base
+    except (ConfigError, TypeError, ValueError):
+        return False
 
 
 def _run_config(plan: Plan, changes: list[tuple[str, str]], seed: int) -> RunConfig:

@@ -15,7 +15,7 @@ Rules:
 - The same text is kept once, in the first of train, valid, test where it occurs; a text found
   with both labels is dropped everywhere (counted).
 - Writes OUT/{train,valid,test}.tsv (`label<TAB>text`, in the file's order: what `train` reads as
-  data.train_tsv) and OUT/PROVENANCE.md, each atomically.
+  data.text.train_tsv) and OUT/PROVENANCE.md, each atomically.
 """
 
 from __future__ import annotations

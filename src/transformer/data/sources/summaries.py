@@ -16,7 +16,7 @@ Rules:
 - Splits hold whole articles: sha256 of the title (splits.split_of), VALID_PERCENT valid,
   TEST_PERCENT test, the rest train; in the package's article order. An input seen before is
   dropped (the same lead under two titles).
-- Writes OUT/{train,valid,test}.tsv (`input<TAB>summary`: data.train_pairs / evaluate --pairs;
+- Writes OUT/{train,valid,test}.tsv (`input<TAB>summary`: data.text.train_pairs / evaluate --pairs;
   --prefix starts each input with a task name, as a text-to-text model reads it),
   OUT/articles.tsv (title and split: the attribution CC BY-SA asks for) and OUT/PROVENANCE.md,
   each atomically.

@@ -1,8 +1,8 @@
 """What a run learns: each objective's data, batches, model, loss and validation, behind one
 interface (base.Objective) that the loop (trainer.py) drives. One module per family:
 
-- seq2seq.py: seq2seq (translation, text-to-text), lm on one example per line (data.pack = false)
-  and span_corruption (T5): teacher forcing over target tokens; best/ by validation loss.
+- seq2seq.py: seq2seq (translation, text-to-text), lm on one example per line (data.text.pack =
+  false) and span_corruption (T5): teacher forcing over target tokens; best/ by validation loss.
 - lm.py: lm on packed text (the default): blocks of one token stream, GPT-style; best/ by loss.
 - encoder.py: mlm (BERT's masked-LM) and what the encoder family shares; best/ by loss.
 - classify.py: classify, a label per text or per image; best/ by validation accuracy.

@@ -3,7 +3,7 @@ patches, [CLS] included), by teacher forcing with label-smoothed cross entropy o
 tokens.
 
 The rules:
-- Data: data.train_images / valid_images are labelled images (a prepared .safetensors split or a
+- Data: data.images.train / valid are labelled images (a prepared .safetensors split or a
   folder of class folders, at model.vision's channels and size); an image's caption is its label's
   name ("red apple" for the emoji dataset). Validation names need not occur in training (the
   emoji's unseen split can validate). An image whose caption has more than data.max_len tokens
@@ -15,9 +15,10 @@ The rules:
   units are target tokens (</s> included).
 - Batches: train.batch_tokens // (1 + P) images (the encoder's positions, which outweigh a
   caption's tokens), in an order drawn per epoch from data.batching.batch_seed, whole batches only.
-  Augmentation (data.random_crop, data.horizontal_flip; data.images.augment) draws from a generator
-  seeded per batch, so a resumed run sees the same images. A flip changes what some pictures mean
-  (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such names.
+  Augmentation (data.images.random_crop, data.images.horizontal_flip; data.images.augment) draws
+  from a generator seeded per batch, so a resumed run sees the same images. A flip changes what some
+  pictures mean (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such
+  names.
 - Validation: loss, NLL and perplexity per target token over every validation image; then greedy
   captions of train.valid_questions images spread evenly over the split (0 = all): exact match
   (the whole caption equal to the name) and chrF (evaluation.captions). best/ by exact match: the
@@ -143,18 +144,18 @@ class Caption(Objective):
                 '"encoder-decoder" with [model.vision]'
             )
         self.vision = v = model.vision
-        train = load_images(d.train_images, v.channels, v.image_size)
+        train = load_images(d.images.train, v.channels, v.image_size)
         names = [train.names[i] for i in train.labels.tolist()]
         self.tokenizer = caption_tokenizer(config, run_dir, dist, say, resume, names)
         self.train = Captioned.of(train, self.tokenizer, d.max_len)
         if not len(self.train):
             raise DataError(
-                f"no caption of {d.train_images} fits data.max_len={d.max_len} tokens with </s>: "
+                f"no caption of {d.images.train} fits data.max_len={d.max_len} tokens with </s>: "
                 "raise data.max_len"
             )
         self.valid = None
-        if d.valid_images:
-            valid = load_images(d.valid_images, v.channels, v.image_size)
+        if d.images.valid:
+            valid = load_images(d.images.valid, v.channels, v.image_size)
             self.valid = Captioned.of(valid, self.tokenizer, d.max_len)
         self.positions = v.n_patches + 1
         self.per_batch = max(1, config.train.batch_tokens // self.positions)
@@ -194,9 +195,9 @@ class Caption(Objective):
     def collate(self, indices, key):
         d = self.config.data
         images = self.train.images[indices]
-        if d.random_crop or d.horizontal_flip:
+        if d.images.random_crop or d.images.horizontal_flip:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-            images = augment(images, d.random_crop, d.horizontal_flip, generator)
+            images = augment(images, d.images.random_crop, d.images.horizontal_flip, generator)
         return self._batch(images, [self.train.targets[i] for i in indices])
 
     def _batch(self, images: torch.Tensor, targets: list[list[int]]) -> CaptionBatch:

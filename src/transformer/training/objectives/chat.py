@@ -1,8 +1,8 @@
 """chat: supervised fine-tuning of a chat model (train.init_from, with its chat template) on
-conversations (data.train_chat: JSONL of {"messages": [...]}, data/chat.py): next-token prediction
-over each rendered conversation with the loss on the assistant's tokens only; the system and user
-turns and the template's markup are read, not learned (trl's SFTTrainer with assistant_only_loss,
-torchtune's train_on_input = false).
+conversations (data.text.train_chat: JSONL of {"messages": [...]}, data/chat.py): next-token
+prediction over each rendered conversation with the loss on the assistant's tokens only; the system
+and user turns and the template's markup are read, not learned (trl's SFTTrainer with
+assistant_only_loss, torchtune's train_on_input = false).
 
 One conversation is one row; conversations longer than data.max_len tokens are dropped and
 counted. Rows are bucketed by length into batches of at most train.batch_tokens padded tokens
@@ -11,7 +11,7 @@ mask is needed: right padding in a causal model is never attended to by a real t
 layer runs on the learned positions only (DecoderOnly(positions=...)): on SmolLM2-135M the output
 layer is a fifth of the model's products. The units are the learned tokens; the padding id may be
 a real token there (SmolLM2's end of turn), so no target is dropped as padding. Validation: loss,
-NLL and perplexity per learned token of data.valid_chat; best/ by validation loss.
+NLL and perplexity per learned token of data.text.valid_chat; best/ by validation loss.
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ class ChatSFT(Objective):
             )
         self.tokenizer = load_tokenizers(base)[1]
         self.pad = load_config(base).pad_id
-        self.train_rows = self._read(d.train_chat, "train_chat", say)
-        self.valid_rows = self._read(d.valid_chat, "valid_chat", say) if d.valid_chat else []
+        self.train_rows = self._read(d.text.train_chat, "train_chat", say)
+        valid = d.text.valid_chat
+        self.valid_rows = self._read(valid, "valid_chat", say) if valid else []
         self.sizes = np.fromiter((len(r[0]) for r in self.train_rows), np.int64)
         learned = sum(int(r[1].sum()) for r in self.train_rows)
         say(

@@ -1,10 +1,10 @@
-"""Classification: a label per text ([CLS] text [SEP] -> pooled -> classes; data.train_tsv) or per
-image (patches -> pooled -> classes; data.train_images), cross entropy per example.
+"""Classification: a label per text ([CLS] text [SEP] -> pooled -> classes; data.text.train_tsv) or
+per image (patches -> pooled -> classes; data.images.train), cross entropy per example.
 
 Validation accuracy and macro-F1 (and loss, perplexity per example); best/ by accuracy.
 Image batches hold train.batch_tokens // (1 + patches) images (the positions the encoder sees),
-in an order shuffled per epoch; augmentation (data.random_crop, data.horizontal_flip) draws from
-a generator seeded per batch, so a resumed run sees the same images.
+in an order shuffled per epoch; augmentation (data.images.random_crop, data.images.horizontal_flip)
+draws from a generator seeded per batch, so a resumed run sees the same images.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Labelled:
 
 
 class Classify(Labelled, TextRows, EncoderObjective):
-    """A label per text (data.train_tsv: label<TAB>text), through the pooled encoder and a
+    """A label per text (data.text.train_tsv: label<TAB>text), through the pooled encoder and a
     classifier."""
 
     def __init__(
@@ -95,17 +95,17 @@ class Classify(Labelled, TextRows, EncoderObjective):
         if resume:
             labels = load_labels(step_dirs(run_dir)[-1])
         else:
-            labels = sorted({label for _, label, _ in iter_labelled(d.train_tsv)})
+            labels = sorted({label for _, label, _ in iter_labelled(d.text.train_tsv)})
         if len(labels) < 2:
             raise DataError(
-                f"{d.train_tsv} has {len(labels)} label ({', '.join(labels)}): "
+                f"{d.text.train_tsv} has {len(labels)} label ({', '.join(labels)}): "
                 "a classifier needs at least 2"
             )
         self.labels = labels
-        self.train_ids, self.train_labels, dropped = self._read(d.train_tsv)
+        self.train_ids, self.train_labels, dropped = self._read(d.text.train_tsv)
         if not self.train_ids:
             raise DataError(
-                f"no text of {d.train_tsv} is at most data.max_len={d.max_len} tokens with "
+                f"no text of {d.text.train_tsv} is at most data.max_len={d.max_len} tokens with "
                 "[CLS] and [SEP]: raise data.max_len"
             )
         if dropped:
@@ -114,8 +114,8 @@ class Classify(Labelled, TextRows, EncoderObjective):
                 "with [CLS] and [SEP]"
             )
         self.valid_ids, self.valid_labels = [], []
-        if d.valid_tsv:
-            self.valid_ids, self.valid_labels, dropped = self._read(d.valid_tsv)
+        if d.text.valid_tsv:
+            self.valid_ids, self.valid_labels, dropped = self._read(d.text.valid_tsv)
             if dropped:
                 say(
                     f"dropped {dropped:,} validation text(s) longer than "
@@ -138,7 +138,7 @@ class Classify(Labelled, TextRows, EncoderObjective):
             if label not in index:
                 raise DataError(
                     f"{path} line {line + 1}: label {label!r} does not occur in the training "
-                    f"data ({self.config.data.train_tsv}): a classifier can only predict "
+                    f"data ({self.config.data.text.train_tsv}): a classifier can only predict "
                     "the labels it was trained on"
                 )
             texts.append(text)
@@ -202,7 +202,7 @@ class ImageBatch:
 
 
 class ImageClassify(Labelled, Objective):
-    """A label per image (data.train_images), through the image encoder (model.vision) and a
+    """A label per image (data.images.train), through the image encoder (model.vision) and a
     classifier."""
 
     def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None], resume: bool):
@@ -215,15 +215,15 @@ class ImageClassify(Labelled, Objective):
                 f"train.init_from={init_from} is not an image encoder: it has no model.vision"
             )
         self.vision = vision
-        train = load_images(d.train_images, vision.channels, vision.image_size)
+        train = load_images(d.images.train, vision.channels, vision.image_size)
         self.labels = load_labels(step_dirs(run_dir)[-1]) if resume else train.names
         if len(self.labels) < 2:
             raise DataError(
-                f"{d.train_images} has {len(self.labels)} label: a classifier needs at least 2"
+                f"{d.images.train} has {len(self.labels)} label: a classifier needs at least 2"
             )
         self.train_images, self.train_labels = train.images, train.labels
         self.valid_images = self.valid_labels = None
-        if d.valid_images:
+        if d.images.valid:
             self.valid_images, self.valid_labels = self._read_valid(vision)
         self.per_batch = max(1, config.train.batch_tokens // (vision.n_patches + 1))
         counts = torch.bincount(self.train_labels, minlength=len(self.labels)).tolist()
@@ -239,13 +239,13 @@ class ImageClassify(Labelled, Objective):
     def _read_valid(self, vision) -> tuple[torch.Tensor, torch.Tensor]:
         """The validation images, their labels numbered as the training labels are."""
         d = self.config.data
-        valid = load_images(d.valid_images, vision.channels, vision.image_size)
+        valid = load_images(d.images.valid, vision.channels, vision.image_size)
         index = {name: i for i, name in enumerate(self.labels)}
         unknown = sorted(set(valid.names) - set(index))
         if unknown:
             raise DataError(
-                f"{d.valid_images}: label {unknown[0]!r} does not occur in the training images "
-                f"({d.train_images}): a classifier can only predict the labels it was trained on"
+                f"{d.images.valid}: label {unknown[0]!r} does not occur in the training images "
+                f"({d.images.train}): a classifier can only predict the labels it was trained on"
             )
         remap = torch.tensor([index[name] for name in valid.names], dtype=torch.long)
         return valid.images, remap[valid.labels]
@@ -267,9 +267,9 @@ class ImageClassify(Labelled, Objective):
     def collate(self, indices, key):
         d = self.config.data
         images = self.train_images[indices]
-        if d.random_crop or d.horizontal_flip:
+        if d.images.random_crop or d.images.horizontal_flip:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-            images = augment(images, d.random_crop, d.horizontal_flip, generator)
+            images = augment(images, d.images.random_crop, d.images.horizontal_flip, generator)
         return self._batch(images, self.train_labels[indices])
 
     def _batch(self, images: torch.Tensor, labels: torch.Tensor) -> ImageBatch:

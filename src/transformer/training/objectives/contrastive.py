@@ -2,7 +2,7 @@
 image's text its label name (transformer.model.contrastive has the model).
 
 The rules:
-- Data: data.train_images, one image set or a list of them (a prepared split or a folder of class
+- Data: data.images.train, one image set or a list of them (a prepared split or a folder of class
   folders each), every set fitted to model.vision's channels and size (data.images.fit_images:
   grey -> RGB by repeating the channel, smaller images padded with their background colour) and
   joined. An image's text is its label name, lowercased ("T-shirt/top" reads "t-shirt/top"); one
@@ -15,8 +15,8 @@ The rules:
   text tower's max_positions).
 - Batches: train.batch_tokens // (1 + patches) images, drawn in an order permuted per epoch from
   batch_seed(seed, epoch), whole batches only, so a resumed run sees the batches the
-  uninterrupted one did; data.random_crop and data.horizontal_flip draw from a generator seeded
-  per batch (a flip also mirrors "left" and "right" in a picture, not in its name).
+  uninterrupted one did; data.images.random_crop and data.images.horizontal_flip draw from a
+  generator seeded per batch (a flip also mirrors "left" and "right" in a picture, not in its name).
 - Loss: symmetric InfoNCE over the batch's (B, B) logits, image i against the text of image j:
   cross entropy of each image over the texts plus of each text over the images, halved, summed
   over the batch (units: images). One name can occur several times in a batch (renderings of one
@@ -24,7 +24,7 @@ The rules:
   never a negative (UniCL, Yang et al. 2022): the target of image i is uniform over the texts of
   its name, and of text j uniform over the images of its name. Without repeated names this is
   CLIP's loss exactly. The text tower runs once per distinct name of a batch.
-- Validation (data.valid_images): the loss over fixed batches of the validation images (one
+- Validation (data.images.valid): the loss over fixed batches of the validation images (one
   seeded order), and zero-shot accuracy: each validation image given the nearest of the validation
   split's distinct names; best/ by that accuracy.
 """
@@ -121,7 +121,7 @@ class Contrastive(EncoderObjective):
                 f"train.init_from={t.init_from} is not a dual encoder: it has no model.contrastive"
             )
         self.vision = v = cfg.vision
-        sets = (d.train_images,) if isinstance(d.train_images, str) else d.train_images
+        sets = (d.images.train,) if isinstance(d.images.train, str) else d.images.train
         if not sets:
             raise ConfigError("data.train_images is an empty list: give at least one image set")
         images, names = [], []
@@ -149,8 +149,8 @@ class Contrastive(EncoderObjective):
             say(f"cut {cut:,} training name(s) to data.max_len={d.max_len} tokens")
 
         self.valid_images = self.valid_texts = None
-        if d.valid_images:
-            x, valid_names = image_names(d.valid_images)
+        if d.images.valid:
+            x, valid_names = image_names(d.images.valid)
             self.valid_images = fit_images(x, v.channels, v.image_size)
             self.valid_names = sorted(set(valid_names))
             valid_index = {name: i for i, name in enumerate(self.valid_names)}
@@ -209,9 +209,9 @@ class Contrastive(EncoderObjective):
     def collate(self, indices, key):
         d = self.config.data
         images = self.train_images[indices]
-        if d.random_crop or d.horizontal_flip:
+        if d.images.random_crop or d.images.horizontal_flip:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-            images = augment(images, d.random_crop, d.horizontal_flip, generator)
+            images = augment(images, d.images.random_crop, d.images.horizontal_flip, generator)
         return self._batch(images, self.train_labels[indices], self.texts)
 
     def _batch(

@@ -153,7 +153,7 @@ def init_dir(config: RunConfig, run_dir: Path, resume: bool) -> Path | None:
 
 
 class MaskedLM(EncoderObjective):
-    """BERT's masked-LM pretraining on one text per line (data.train_text)."""
+    """BERT's masked-LM pretraining on one text per line (data.text.train_text)."""
 
     name = "mlm"
 

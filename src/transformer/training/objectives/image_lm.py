@@ -2,10 +2,10 @@
 
 Each image is a condition (a class token, a name, or the unconditional <s>) then its pixels as
 tokens in raster order (transformer.data.pixels has the layout). The loss is next-token cross
-entropy over the pixel tokens only, summed over them; units = pixels. With data.drop_condition,
-that share of the training images (drawn per batch from its own seed) trades its condition for <s>,
-so one model samples and scores both ways. Horizontal flips (data.horizontal_flip) mirror images
-before they become tokens.
+entropy over the pixel tokens only, summed over them; units = pixels. With
+data.images.drop_condition, that share of the training images (drawn per batch from its own seed)
+trades its condition for <s>, so one model samples and scores both ways. Horizontal flips
+(data.images.horizontal_flip) mirror images before they become tokens.
 
 Validation: loss, NLL per pixel token and bits per dimension (conditioned as trained, no
 dropping); best/ by validation loss.
@@ -38,10 +38,10 @@ class ImageLM(Objective):
     def __init__(self, config: RunConfig, run_dir: Path, say: Callable[[str], None]):
         super().__init__(config)
         d, t = config.data, config.train
-        train = open_images(d.train_images)
+        train = open_images(d.images.train)
         self.train_images, self.train_names = train.images, [train.names[i] for i in train.labels]
         _, channels, size, width = train.images.shape
-        check_levels(d.pixel_levels, channels)
+        check_levels(d.images.pixel_levels, channels)
         if t.init_from:
             self.tokens = load_pixels(t.init_from)
             if self.tokens is None:
@@ -50,15 +50,15 @@ class ImageLM(Objective):
             self.tokens = ImageTokens(
                 size,
                 channels,
-                d.pixel_levels,
-                tuple(train.names) if d.condition == "label" else (),
-                names_alphabet(train.names) if d.condition == "name" else "",
+                d.images.pixel_levels,
+                tuple(train.names) if d.images.condition == "label" else (),
+                names_alphabet(train.names) if d.images.condition == "name" else "",
             )
-        self.condition = d.condition
-        self.valid = open_images(d.valid_images) if d.valid_images else None
-        for name, images in (("train_images", train), ("valid_images", self.valid)):
+        self.condition = d.images.condition
+        self.valid = open_images(d.images.valid) if d.images.valid else None
+        for images, path in ((train, d.images.train), (self.valid, d.images.valid)):
             if images is not None:
-                self._check(images, getattr(d, name))
+                self._check(images, path)
         self.length = max(len(self._prefix(n)) for n in set(self.train_names)) + size * size - 1
         if self.length > config.model.max_positions and not t.init_from:
             raise ConfigError(
@@ -71,7 +71,7 @@ class ImageLM(Objective):
         say(
             f"data: {len(self.train_images):,} training and {n_valid:,} validation images of "
             f"{channels} x {size} x {size}, {self.tokens.n_colours} colours "
-            f"({d.pixel_levels} levels a channel), condition {self.condition!r}"
+            f"({d.images.pixel_levels} levels a channel), condition {self.condition!r}"
             + (f" ({len(train.names)} labels)" if self.condition != "none" else "")
             + f", {self.per_batch} images ({self.length} positions each) a batch"
         )
@@ -119,11 +119,11 @@ class ImageLM(Objective):
         d = self.config.data
         images = self.train_images[indices]
         g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-        if d.horizontal_flip:
+        if d.images.horizontal_flip:
             images = augment(images, 0, True, g)
         names: list[str | None] = [self.train_names[i] for i in indices]
-        if d.drop_condition and self.condition != "none":
-            dropped = torch.rand(len(names), generator=g) < d.drop_condition
+        if d.images.drop_condition and self.condition != "none":
+            dropped = torch.rand(len(names), generator=g) < d.images.drop_condition
             names = [None if drop else n for n, drop in zip(names, dropped.tolist(), strict=True)]
         return self._batch(images, names)
 

@@ -1,14 +1,14 @@
 """lm on packed text: next-token prediction over blocks of one token stream, as GPT-style trainers
 train language models (nanoGPT, Hugging Face's run_clm, fairseq's --sample-break-mode none).
 
-The training text is one stream (data.stream: each document <s> ... </s>, data.documents), read
-each epoch as a ring from a drawn offset, in blocks of data.block_size positions in a drawn order,
-data.batch_tokens // block_size blocks a batch. Validation reads the validation text's stream once,
-from its start, in blocks (the same every time): loss, NLL and perplexity per token, and NLL per
-character (nats; bits per character = that / ln 2), which compares models with other
+The training text is one stream (data.stream: each document <s> ... </s>, data.text.documents), read
+each epoch as a ring from a drawn offset, in blocks of data.text.block_size positions in a drawn
+order, data.batch_tokens // block_size blocks a batch. Validation reads the validation text's stream
+once, from its start, in blocks (the same every time): loss, NLL and perplexity per token, and NLL
+per character (nats; bits per character = that / ln 2), which compares models with other
 tokenizers. best/ by validation loss.
 
-With data.pack = false a language model reads one example per line instead (seq2seq.Seq2Seq).
+With data.text.pack = false a language model reads one example per line instead (seq2seq.Seq2Seq).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class PackedLM(Objective):
         positions = (
             load_config(t.init_from).max_positions if t.init_from else config.model.max_positions
         )
-        self.block_size = d.block_size or positions
+        self.block_size = d.text.block_size or positions
         self.rows = max(1, t.batch_tokens // self.block_size)
         tokenizer = run_tokenizers(config, run_dir, dist, say, resume)[1]
         self.tokenizer = tokenizer
@@ -61,8 +61,8 @@ class PackedLM(Objective):
         if not dist.is_main:
             self.train, self.valid = self._streams(lambda _: None)
         say(
-            f"data: {d.train_text} as one stream of {len(self.train):,} tokens "
-            f"({self.train.documents:,} document(s) of data.documents={d.documents!r}, "
+            f"data: {d.text.train_text} as one stream of {len(self.train):,} tokens "
+            f"({self.train.documents:,} document(s) of data.documents={d.text.documents!r}, "
             f"{self.train.chars / max(len(self.train), 1):.2f} characters per token), blocks of "
             f"{self.block_size} tokens, {self.rows} a batch"
             + (f"; validation {len(self.valid):,} tokens" if self.valid else "")
@@ -76,10 +76,10 @@ class PackedLM(Objective):
 
         def stream(path: str) -> S.TokenStream:
             return S.prepare_stream(
-                path, self.tokenizer, d.documents, self.bos, self.eos, d.cache, say
+                path, self.tokenizer, d.text.documents, self.bos, self.eos, d.cache, say
             )
 
-        return stream(d.train_text), (stream(d.valid_text) if d.valid_text else None)
+        return stream(d.text.train_text), (stream(d.text.valid_text) if d.text.valid_text else None)
 
     # data
     def _epoch(self, epoch: int) -> tuple[int, np.ndarray]:

@@ -1,6 +1,6 @@
 """qa: extractive question answering, BERT's fine-tuning for SQuAD (Devlin et al. 2019, §4.2).
 
-Each question (data.train_squad, SQuAD's JSON; its first gold answer) is read with its context in
+Each question (data.squad.train, SQuAD's JSON; its first gold answer) is read with its context in
 windows of decode.answer_window tokens that move decode.answer_stride context tokens at a time
 (data.squad.make_windows): [CLS] question [SEP] context [SEP], token types 0 then 1 where the
 model has them. The span head gives a start and an end logit per token; the loss of a window is
@@ -8,7 +8,7 @@ the mean of the cross entropies of the start and of the end over its positions (
 excluded), the target being the answer's first and last token when the whole answer lies in the
 window, else [CLS]. Units are windows.
 
-Validation, on the first train.valid_questions questions of data.valid_squad: the loss over their
+Validation, on the first train.valid_questions questions of data.squad.valid: the loss over their
 windows and, from the same logits, each question answered as data.squad.Best does (the best span
 over its windows), scored with SQuAD's exact match and F1 (evaluation.overlap); best/ by F1.
 """
@@ -70,7 +70,7 @@ class SpanBatch:
 
 
 class SpanQA(TextRows, EncoderObjective):
-    """Start and end of the answer span in a context (data.train_squad)."""
+    """Start and end of the answer span in a context (data.squad.train)."""
 
     name = "qa"
     best_key, higher_is_better = "valid_f1", True
@@ -86,13 +86,13 @@ class SpanQA(TextRows, EncoderObjective):
         d, s = config.data, config.decode
         tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
-        train = read_squad(d.train_squad)
+        train = read_squad(d.squad.train)
         self.train_rows = self._windows(train)
         self.sizes = np.fromiter((len(r.ids) for r in self.train_rows), np.int64)
         self.valid_questions: list[Question] = []
-        if d.valid_squad:
+        if d.squad.valid:
             limit = config.train.valid_questions or None
-            self.valid_questions = read_squad(d.valid_squad)[:limit]
+            self.valid_questions = read_squad(d.squad.valid)[:limit]
         self.valid_rows = self._windows(self.valid_questions)
         held = sum(r.start > 0 for r in self.train_rows)
         say(
@@ -103,7 +103,7 @@ class SpanQA(TextRows, EncoderObjective):
         )
         if not held:
             raise DataError(
-                f"no window of {d.train_squad} holds a whole answer: raise decode.answer_window "
+                f"no window of {d.squad.train} holds a whole answer: raise decode.answer_window "
                 "or check the answers"
             )
 

@@ -1,14 +1,14 @@
 """qa_sentences: answer-sentence selection, extractive question answering whose answers are whole
 sentences (data.sentences has the rule, model.heads.SentenceHead the head).
 
-The questions of data.train_squad (each its first gold answer) are grouped by context. The encoder
+The questions of data.squad.train (each its first gold answer) are grouped by context. The encoder
 embeds each sentence and each question alone ([CLS] text [SEP], rows of at most data.max_len
 tokens; a context's sentences once for all its questions), the sentence head gives a logit per
 (question, sentence) pair, and the loss is the binary cross entropy against "more than half of
 the sentence lies in the answer"; a unit is a pair. Batches hold whole contexts, train.batch_tokens
 tokens of them at most (one larger context alone), their sentences read in runs of similar length.
 
-Validation, on the first train.valid_questions questions of data.valid_squad: the loss and, from
+Validation, on the first train.valid_questions questions of data.squad.valid: the loss and, from
 the same logits, each question's answer (the best run of sentences) at each of THRESHOLDS, scored
 with SQuAD's exact match and F1 (evaluation.overlap); the F1-best threshold is the one reported
 and saved as the model's decode.sentence_threshold; best/ by that F1.
@@ -157,7 +157,7 @@ class ContextBatch:
 
 
 class SentenceQA(EncoderObjective):
-    """Which sentences of a context answer the question (data.train_squad)."""
+    """Which sentences of a context answer the question (data.squad.train)."""
 
     name = "qa_sentences"
     best_key, higher_is_better = "valid_f1", True
@@ -175,13 +175,13 @@ class SentenceQA(EncoderObjective):
         self.threshold = config.decode.sentence_threshold  # until a validation chooses one
         tok = run_tokenizer(config, run_dir, dist, say, resume)
         super().__init__(config, tok, init_dir(config, run_dir, resume))
-        train = read_squad(d.train_squad)
+        train = read_squad(d.squad.train)
         self.train_items = self._items(train, self._bounds(train))
         self.sizes = np.fromiter((c.tokens for c in self.train_items), np.int64)
         self.valid_questions: list[Question] = []
-        if d.valid_squad:
+        if d.squad.valid:
             limit = config.train.valid_questions or None
-            self.valid_questions = read_squad(d.valid_squad)[:limit]
+            self.valid_questions = read_squad(d.squad.valid)[:limit]
         self.valid_bounds = self._bounds(self.valid_questions)
         self.valid_items = self._items(self.valid_questions, self.valid_bounds)
         rows = sum(len(c.sentences) * len(c.questions) for c in self.train_items)
@@ -193,7 +193,7 @@ class SentenceQA(EncoderObjective):
         )
         if not inside:
             raise DataError(
-                f"no sentence of {d.train_squad} lies mostly inside its answer: check the answers"
+                f"no sentence of {d.squad.train} lies mostly inside its answer: check the answers"
             )
 
     @staticmethod

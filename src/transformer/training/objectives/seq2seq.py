@@ -122,7 +122,7 @@ def sentinel_ids(tokenizer: Tokenizer) -> list[int]:
 
 class SpanCorruption(Seq2Seq):
     """T5's span-corruption pretraining of an encoder-decoder on one text per line
-    (data.train_text).
+    (data.text.train_text).
 
     Each text is corrupted afresh every epoch (a generator seeded per batch, see the base's rules);
     batches are formed by the corrupted lengths, which follow from each text's length

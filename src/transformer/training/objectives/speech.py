@@ -2,7 +2,7 @@
 Whisper's shape), by teacher forcing with label-smoothed cross entropy over the transcript's tokens.
 
 The rules:
-- Data: data.train_audio / valid_audio are folders that `transformer data speech` writes:
+- Data: data.audio.train / valid are folders that `transformer data speech` writes:
   features.safetensors (`frames` F x n_mels log-mel frames of all clips, float16; `offsets`) and
   transcripts.tsv (`clip<TAB>voice<TAB>text`). A clip longer than model.audio.max_frames, or whose
   transcript has more than data.max_len tokens, is left out (counted).
@@ -14,9 +14,9 @@ The rules:
   (model.audio.pad_to_max: Whisper), where every clip is padded to max_frames with the features of
   silence (the clip's maximum less 2, where Whisper's log-mel clamps). train.pad_to_max overrides
   a pretrained model's setting, and the model written carries the new one.
-- Augmentation (data.spec_augment): SpecAugment's masks (Park et al. 2019) on each training clip,
-  drawn from the batch's generator: two bands of up to 10 mel channels and two spans of up to 5%
-  of the frames set to the clip's mean.
+- Augmentation (data.audio.spec_augment): SpecAugment's masks (Park et al. 2019) on each training
+  clip, drawn from the batch's generator: two bands of up to 10 mel channels and two spans of up to
+  5% of the frames set to the clip's mean.
 - CTC (model.audio.ctc): a linear head on the encoder's positions and CTC's loss of the transcript
   (the padding id its blank), added as (1 - train.ctc_weight) x cross entropy + train.ctc_weight x
   CTC (Kim et al. 2017); it teaches the encoder a monotonic alignment early. Decoding uses it with
@@ -165,14 +165,14 @@ class Speech(Objective):
                 f'decode.speech_head = "{config.decode.speech_head}" needs a CTC head: set '
                 "model.audio.ctc = true"
             )
-        self.train = SpeechCorpus(d.train_audio, self.tokenizer, audio.max_frames, d.max_len)
+        self.train = SpeechCorpus(d.audio.train, self.tokenizer, audio.max_frames, d.max_len)
         self.valid = (
-            SpeechCorpus(d.valid_audio, self.tokenizer, audio.max_frames, d.max_len)
-            if d.valid_audio
+            SpeechCorpus(d.audio.valid, self.tokenizer, audio.max_frames, d.max_len)
+            if d.audio.valid
             else None
         )
         if len(self.train) == 0:
-            raise DataError(f"{d.train_audio} has no clip that fits the model: see data.max_len")
+            raise DataError(f"{d.audio.train} has no clip that fits the model: see data.max_len")
         positions = (
             np.full(len(self.train), audio.n_positions)
             if audio.pad_to_max
@@ -220,7 +220,7 @@ class Speech(Objective):
 
     def _batch(self, corpus: SpeechCorpus, indices: list[int], key=None) -> SpeechBatch:
         feats = [corpus.features(i) for i in indices]
-        if key is not None and self.config.data.spec_augment:
+        if key is not None and self.config.data.audio.spec_augment:
             generator = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
             feats = [spec_augment(f, generator) for f in feats]
         n_mels = self.audio.n_mels

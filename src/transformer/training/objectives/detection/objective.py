@@ -1,14 +1,14 @@
 """detection: object detection as set prediction (DETR, Carion et al. 2020) over images with boxes
-in COCO's format (model.detection; data.train_detection).
+in COCO's format (model.detection; data.detection.train).
 
 The rules:
-- Data: data.train_detection / valid_detection are COCO folders (annotations.json and the images),
+- Data: data.detection.train / valid are COCO folders (annotations.json and the images),
   as `transformer data detection` writes them or a user brings them; images are resized to
   model.detection.image_size, boxes kept relative to the image (data.coco.load_detection).
   Classes are the annotation file's categories in the order of their ids.
 - Batches: train.batch_tokens // P images a batch (P feature-map positions, what the encoder
-  sees), in an order shuffled per epoch; whole batches only. data.horizontal_flip mirrors an image
-  and its boxes with probability 1/2, drawn from the batch's generator.
+  sees), in an order shuffled per epoch; whole batches only. data.images.horizontal_flip mirrors an
+  image and its boxes with probability 1/2, drawn from the batch's generator.
 - Loss: each decoder layer's predictions are matched one to one to the image's objects by the
   Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
   all queries (the "no object" class weighted by model.detection.no_object_weight; or with
@@ -79,7 +79,7 @@ def flip_boxes(boxes: torch.Tensor) -> torch.Tensor:
 
 
 class Detection(Objective):
-    """DETR's set prediction over data.train_detection."""
+    """DETR's set prediction over data.detection.train."""
 
     name = "detection"
     best_key, higher_is_better = "valid_map", True
@@ -93,32 +93,32 @@ class Detection(Objective):
                 f"train.init_from={init_from} is not a detector: it has no model.detection"
             )
         self.detection = det = model.detection
-        self.train = load_detection(d.train_detection, det.channels, det.image_size)
+        self.train = load_detection(d.detection.train, det.channels, det.image_size)
         self.labels = load_labels(step_dirs(run_dir)[-1]) if resume else list(self.train.names)
         if list(self.train.names) != self.labels:
             raise DataError(
-                f"{d.train_detection} has the classes {self.train.names}, the run has "
+                f"{d.detection.train} has the classes {self.train.names}, the run has "
                 f"{self.labels}: resume on the data the run started with"
             )
         if init_from and model.n_classes != len(self.labels):
             raise ConfigError(
                 f"train.init_from={init_from} detects {model.n_classes} classes, "
-                f"{d.train_detection} has {len(self.labels)}: fine-tune on data of its classes"
+                f"{d.detection.train} has {len(self.labels)}: fine-tune on data of its classes"
             )
         self.valid = None
-        if d.valid_detection:
-            self.valid = load_detection(d.valid_detection, det.channels, det.image_size)
+        if d.detection.valid:
+            self.valid = load_detection(d.detection.valid, det.channels, det.image_size)
             if list(self.valid.names) != self.labels:
                 raise DataError(
-                    f"{d.valid_detection} has the classes {self.valid.names}; the training data "
-                    f"({d.train_detection}) has {self.labels}: they must be the same"
+                    f"{d.detection.valid} has the classes {self.valid.names}; the training data "
+                    f"({d.detection.train}) has {self.labels}: they must be the same"
                 )
         self.per_batch = max(1, config.train.batch_tokens // det.grid**2)
         self.counts = torch.tensor([len(y) for y in self.train.labels])
         most = int(self.counts.max()) if len(self.counts) else 0
         if most > det.n_queries:
             raise DataError(
-                f"{d.train_detection} has an image with {most} objects, more than "
+                f"{d.detection.train} has an image with {most} objects, more than "
                 f"model.detection.n_queries={det.n_queries}: raise n_queries above the most "
                 "objects an image has"
             )
@@ -147,7 +147,7 @@ class Detection(Objective):
         images = self.train.images[indices]
         targets = [(self.train.labels[i], self.train.boxes[i]) for i in indices]
         g = torch.Generator().manual_seed(batch_seed(self.config.train.seed, *key))
-        if self.config.data.horizontal_flip:
+        if self.config.data.images.horizontal_flip:
             flip = torch.rand(len(indices), generator=g) < 0.5
             images = torch.where(flip[:, None, None, None], images.flip(-1), images)
             targets = [
