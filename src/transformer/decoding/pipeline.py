@@ -69,6 +69,8 @@ class Pipeline:
     """An image generator's token layout (pixels.json; transformer.data.pixels.ImageTokens)."""
     languages: dict[str, str] | None = None
     """A translation model's {"source": "es", "target": "en"} (languages.json)."""
+    trained_for: str | None = None
+    """The name of the task that trained it (task.json; None: its config says which runs it)."""
 
     @classmethod
     def load(
@@ -81,7 +83,7 @@ class Pipeline:
         (default fp32)."""
         files = ModelDir.read(path, device)
         model, cfg, pixels = files.model, files.model.config, files.pixels
-        if model_task(cfg, pixels is not None).tokenizers:
+        if model_task(cfg, pixels is not None, files.task).tokenizers:
             source, target = files.require_tokenizers(path)
         else:  # pixels in or out: no text tokenizer
             source = target = None
@@ -102,12 +104,13 @@ class Pipeline:
             files.speech,
             pixels,
             files.languages,
+            files.task,
         )
 
     @property
     def task(self) -> Task:
         """The task this model runs (transformer.tasks' table)."""
-        return model_task(self.model.config, self.pixels is not None)
+        return model_task(self.model.config, self.pixels is not None, self.trained_for)
 
     def expect(self, command: str) -> None:
         """PipelineError unless this model's task is run by `command` (a Pipeline method or CLI
