@@ -52,9 +52,10 @@ from pathlib import Path
 import ctranslate2
 import torch
 
-from transformer.decoding.pipeline import Pipeline, batches_by_tokens
+from transformer.decoding.inputs import batches_by_tokens
+from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.metrics import bleu, chrf
-from transformer.export import export_model
+from transformer.export.targets import export_model
 
 HERE = Path(__file__).resolve().parent
 HF = "Hugging Face generate fp32"

@@ -21,7 +21,7 @@ PyTorch (benchmark-only code):
 - loss: CenterNet's focal loss on the heatmap (alpha 2, beta 4, over the number of objects),
   plus DETR's box losses at each object's cell: 5 x L1 + 2 x (1 - GIoU) on relative (cx, cy, w, h)
   (transformer.evaluation.boxes), averaged over the objects (the targets and the losses are
-  transformer.training.dense_loss's);
+  transformer.training.objectives.detection.dense_loss's);
 - decoding, no NMS (CenterNet's): sigmoid heatmap, peaks = positions equal to their 3x3
   max-pool, the top 100 peaks of an image over all classes scored by their probability, each with
   the box its cell predicts;
@@ -60,14 +60,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer.data.detection import load_detection
+from transformer.data.coco import load_detection
 from transformer.data.images import to_pixels
 from transformer.evaluation.detection import coco_map
 from transformer.evaluation.detector import relative_to_xywh
 from transformer.model.detection import ConvBackbone, DenseHead
 from transformer.runtime.precision import cpu_name
-from transformer.training.dense_loss import dense_loss
-from transformer.training.objectives.detection import flip_boxes
+from transformer.training.objectives.detection.dense_loss import dense_loss
+from transformer.training.objectives.detection.objective import flip_boxes
 from transformer.training.schedule import warmup_cosine
 
 # Legend: B batch, K classes, G grid (feature-map positions along a side), P = G * G, C d_model,
@@ -104,7 +104,7 @@ class DetrDenseHead(nn.Module):
 
 def loss(model: CenterDetector, pixels, boxes, labels) -> torch.Tensor:
     """Focal loss + 5 x L1 + 2 x (1 - GIoU) of the boxes at the objects' cells, over the objects
-    (transformer.training.dense_loss, whose targets and losses these are)."""
+    (transformer.training.objectives.detection.dense_loss, whose targets and losses these are)."""
     heat_logits, pred = model(pixels)  # (B, K, G, G), (B, G, G, 4)
     total, n = dense_loss(heat_logits, pred, list(zip(labels, boxes, strict=True)))
     return total / max(1, n)

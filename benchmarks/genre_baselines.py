@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 GENRES = ("Law", "History", "Wisdom and Poetry", "Major Prophets", "Minor Prophets",
-          "Gospels and Acts", "Epistles", "Revelation")  # transformer.data.bible.GENRES, in order
+          "Gospels and Acts", "Epistles", "Revelation")  # transformer.data.sources.bible.GENRES, in order
 C_VALUES = (1.0, 3.0, 10.0, 30.0, 100.0)
 
 

@@ -61,7 +61,7 @@ from gpu_facts import machine, sync  # noqa: E402  (benchmarks/gpu_facts.py)
 from transformer.config import load_config  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.evaluation.metrics import bleu, chrf  # noqa: E402
-from transformer.export import ExportError  # noqa: E402
+from transformer.export.common import ExportError  # noqa: E402
 from transformer.export.hf import export_hf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

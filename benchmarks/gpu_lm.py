@@ -46,7 +46,8 @@ from gpu_facts import machine, sync  # noqa: E402  (benchmarks/gpu_facts.py)
 
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.decoding.sampling import sample  # noqa: E402
-from transformer.export import ExportError, export_model  # noqa: E402
+from transformer.export.common import ExportError  # noqa: E402
+from transformer.export.targets import export_model  # noqa: E402
 from transformer.model.build import build_model  # noqa: E402
 from transformer.model_dir import load_config, save_weights  # noqa: E402
 

@@ -72,8 +72,9 @@ import transformers  # noqa: E402
 
 import transformer as T  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
-from transformer.export import ExportError, export_model  # noqa: E402
+from transformer.export.common import ExportError  # noqa: E402
 from transformer.export.ct2 import vocabulary  # noqa: E402
+from transformer.export.targets import export_model  # noqa: E402
 from transformer.runtime.precision import cpu_name  # noqa: E402
 
 PROMPTS = [

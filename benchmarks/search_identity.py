@@ -186,10 +186,11 @@ def synthetic() -> dict:
 
 
 def lanes(seq2seq, lm, src: list[list[int]], prompts: list[list[int]]) -> dict:
-    """The server's lanes (decoding.continuous) under a fixed schedule of admissions and steps:
+    """The server's lanes (decoding.search.continuous) under a fixed schedule of admissions and steps:
     greedy and beam translation, sampling a language model with each request's own generator."""
     from transformer.config import DecodeConfig
-    from transformer.decoding.continuous import Sequence, new_lane
+    from transformer.decoding.search.continuous import new_lane
+    from transformer.decoding.search.lanes import Request
 
     out = {}
     cases = [
@@ -200,9 +201,9 @@ def lanes(seq2seq, lm, src: list[list[int]], prompts: list[list[int]]) -> dict:
     ]
     for name, model, sources, s, max_new in cases:
         seqs = [
-            Sequence(x, s, generator=torch.Generator(DEVICE).manual_seed(i), max_new=max_new)
+            Request(x, s, generator=torch.Generator(DEVICE).manual_seed(i), max_new=max_new)
             if max_new
-            else Sequence(x, s)
+            else Request(x, s)
             for i, x in enumerate(sources)
         ]
         lane, waiting, rng = new_lane(model, s), list(seqs), random.Random(5)
@@ -218,7 +219,8 @@ def lanes(seq2seq, lm, src: list[list[int]], prompts: list[list[int]]) -> dict:
 def real(model_dir: str, src: str, lines: int) -> dict:
     """Ids of each line of src under greedy, beam 4 and seeded sampling, batched as
     Pipeline.translate batches them (sorted by length, 4,000 tokens a batch); and translate's text."""
-    from transformer.decoding.pipeline import Pipeline, batches_by_tokens
+    from transformer.decoding.inputs import batches_by_tokens
+    from transformer.decoding.pipeline import Pipeline
 
     pipe = Pipeline.load(model_dir)
     text = open(src, encoding="utf-8").read().splitlines()

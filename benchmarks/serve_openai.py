@@ -41,8 +41,8 @@ import torch  # noqa: E402
 
 import transformer as T  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
-from transformer.export import export_model  # noqa: E402
 from transformer.export.ct2 import vocabulary  # noqa: E402
+from transformer.export.targets import export_model  # noqa: E402
 from transformer.runtime.precision import cpu_name  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

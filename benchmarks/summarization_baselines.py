@@ -5,7 +5,7 @@ commentary-headings`): what a trained model must beat, in ROUGE-1/2/L F1 (transf
 On DIR/test.tsv (lines `input<TAB>summary`):
 
 1. lead-N: the input's first N words, N the mean length in words of train.tsv's summaries (rounded);
-2. first sentence: the input's first sentence (data.modern.sentences.split_sentences), no oracle;
+2. first sentence: the input's first sentence (data.sources.sentences.split_sentences), no oracle;
 3. one summary for every input: of 200 training summaries drawn at random (seed 0), the one with the
    highest mean ROUGE-L against 500 others (what generic output earns: a model that has learned
    the form of a summary but not to read its input scores like this);

@@ -21,7 +21,7 @@ import torch
 
 from transformer import greedy_search
 from transformer.data.audio import log_mel, read_wav
-from transformer.data.speech import copy_real
+from transformer.data.sources.speech import copy_real
 from transformer.data.tokenizer import Tokenizer
 from transformer.evaluation.overlap import wer
 from transformer.interop.ct2 import read_whisper

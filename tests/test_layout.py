@@ -14,7 +14,9 @@ inside a function counts too:
   (but cli/, which stands on everything); serve/ and export/ stand on Pipeline (decoding/),
   model_dir, tasks/ and runtime/: serve/ imports nothing of model/, export/ only the Model types
   and the positional tables it writes out;
-- no import circles, not even inside a folder.
+- no import circles, not even inside a folder;
+- no module imports a private name (one leading underscore) from another module of the package:
+  such a name is made public or its caller moves (PRIVATE_IMPORTS lists what is still left).
 
 An import under `if TYPE_CHECKING:` serves annotations only and never runs: it is not an edge.
 """
@@ -210,17 +212,43 @@ def test_choice_lists_are_typed_once_in_config_and_read_from_there():
                                            "import it from transformer.config")
 
 
+def only_gathers(statement: ast.stmt) -> bool:
+    """An import, a string (a docstring), `__all__ = [...]`, or an if / try of only these: what a
+    package's __init__ may hold without defining anything."""
+    match statement:
+        case ast.Import() | ast.ImportFrom():
+            return True
+        case ast.Expr(value=ast.Constant(value=str())):
+            return True
+        case ast.Assign(targets=[ast.Name(id="__all__")]) | ast.AnnAssign(target=ast.Name(id="__all__")):
+            return True
+        case ast.If() | ast.Try():
+            handlers = [s for h in getattr(statement, "handlers", []) for s in h.body]
+            inner = [*statement.body, *statement.orelse, *getattr(statement, "finalbody", []), *handlers]
+            return all(only_gathers(s) for s in inner)
+    return False
+
+
+def defines_code(source: str) -> bool:
+    """Whether a package's __init__ defines anything (a def, a class, an assignment other than
+    `__all__`, a statement that runs) rather than only importing and listing names."""
+    return not all(only_gathers(s) for s in ast.parse(source).body)
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the modules it imports (a lazy import counts), as before-stop's check builds it: an
-    import through a package's __init__ (which only gathers names) is not an edge."""
+    import through a package's __init__ that only gathers names is not an edge; one into an
+    __init__ that defines code is."""
     modules = {".".join(module_name(f)): f for f in PACKAGE.rglob("*.py")}
+    gatherers = {m for m, f in modules.items()
+                 if f.name == "__init__.py" and not defines_code(f.read_text(encoding="utf-8"))}
     graph = {m: set() for m in modules}
     for m, file in modules.items():
         for path, names in imports(file):
             for target in [".".join(path)] + [".".join((*path, n)) for n in names]:
                 while target not in modules and "." in target:
                     target = target.rsplit(".", 1)[0]
-                if target in modules and target != m and modules[target].name != "__init__.py":
+                if target in modules and target != m and target not in gatherers:
                     graph[m].add(target)
     return graph
 
@@ -261,5 +289,46 @@ def test_the_scanner_finds_a_circle():
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
+def test_an_init_that_defines_code_is_told_from_one_that_gathers_names():
+    gathers = '''"""The package."""
+from .a import f
+from . import b
+if TYPE_CHECKING:
+    from .c import C
+__all__ = ["f", "b"]
+"""What the package offers."""
+'''
+    assert not defines_code(gathers)
+    for code in ("def f():\n    pass\n", "class C:\n    pass\n", "TARGETS = ('a', 'b')\n",
+                 "X: int = 1\n", "if True:\n    Y = 2\n", "print('imported')\n"):
+        assert defines_code(gathers + code), code
+    assert defines_code((PACKAGE / "tasks" / "__init__.py").read_text(encoding="utf-8"))  # TASKS, run_task
+
+
 def test_no_import_circles_anywhere():
     assert circles(import_graph()) == []
+
+
+PRIVATE_IMPORTS: set[tuple[str, str]] = set()
+"""(module, name) pairs still importing a private name across modules: none is left, and the
+allow-list only shrinks."""
+
+
+def private_imports() -> set[tuple[str, str]]:
+    """(module under transformer/, name) of every `from <a module of the package> import _name`."""
+    found = set()
+    for file in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if not (node.level or (node.module or "").split(".")[0] == "transformer"):
+                continue  # another package's private names are its business
+            found |= {(file.relative_to(PACKAGE).as_posix(), a.name) for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")}
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module():
+    found = private_imports()
+    assert found - PRIVATE_IMPORTS == set(), "make these names public, or move their callers"
+    assert PRIVATE_IMPORTS - found == set(), "fixed: take these off PRIVATE_IMPORTS"

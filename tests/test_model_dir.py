@@ -73,7 +73,8 @@ def test_the_directory_file_names_are_written_in_model_dir_and_its_records_only(
 
 
 def test_pipeline_and_model_dir_are_public_names():
-    from transformer.decoding.pipeline import Pipeline, PipelineError
+    from transformer.decoding.inputs import PipelineError
+    from transformer.decoding.pipeline import Pipeline
 
     assert (transformer.Pipeline, transformer.PipelineError, transformer.ModelDir) == (Pipeline, PipelineError, ModelDir)
     assert {"Pipeline", "PipelineError", "ModelDir"} <= set(transformer.__all__)

@@ -17,11 +17,11 @@ _PUBLIC = {
     "DecodeConfig": "config",
     "ModelConfig": "config",
     "Pipeline": "decoding.pipeline",
-    "PipelineError": "decoding.pipeline",
+    "PipelineError": "decoding.inputs",
     "ModelDir": "model_dir",
-    "beam_search": "decoding",
-    "greedy_search": "decoding",
-    "sample": "decoding",
+    "beam_search": "decoding.beam",
+    "greedy_search": "decoding.greedy",
+    "sample": "decoding.sampling",
     "count_parameters": "model.accounting",
     "flops_per_image": "model.accounting",
     "flops_per_token": "model.accounting",
@@ -72,8 +72,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and editors see
     from .config import ConfigError, DecodeConfig, ModelConfig
-    from .decoding import beam_search, greedy_search, sample
-    from .decoding.pipeline import Pipeline, PipelineError
+    from .decoding.beam import beam_search
+    from .decoding.greedy import greedy_search
+    from .decoding.inputs import PipelineError
+    from .decoding.pipeline import Pipeline
+    from .decoding.sampling import sample
     from .model.accounting import count_parameters, flops_per_image, flops_per_token
     from .model.build import build_model
     from .model.io import ModelFileError

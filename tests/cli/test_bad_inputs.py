@@ -33,7 +33,8 @@ from tests.cli.common import run
 from transformer.cli import main
 from transformer.config import ConfigError, DecodeConfig, ModelConfig, cpu_tiny, load_config
 from transformer.data.tokenizer import train_bpe
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 from transformer.model.io import ModelFileError
 
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "el gato se sentó", "hace sol hoy", "café crème"] * 30

@@ -329,7 +329,7 @@ def test_flags_and_api_fields_carry_the_settings_doc():
 def test_components_read_their_choice_lists_from_config():
     import transformer.config as config
     from transformer.data import tokenizer
-    from transformer.decoding import penalties
+    from transformer.decoding.search import penalties
     from transformer.model import quantize
     from transformer.runtime import precision
     from transformer.viz import attention

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.data.copy import write_copy_task
+from transformer.data.sources.copy import write_copy_task
 
 HERE = Path(__file__).resolve().parent
 DEVICE_VARIABLE = "TRANSFORMER_TEST_CUDA_DEVICE"

@@ -50,14 +50,14 @@ from transformer.data.pixels import START, sequences
 from transformer.decoding.detect import all_predictions, read_images
 from transformer.decoding.images import image_log_likelihoods, sample_images
 from transformer.decoding.pipeline import Pipeline
-from transformer.decoding.step import Stepper, blocked_tokens, inference
+from transformer.decoding.search.step import Stepper, blocked_tokens, inference
 from transformer.decoding.transcribe import features_batch
 from transformer.model_dir import save_model
 from transformer.training.checkpoint import step_dirs
-from transformer.training.dense_loss import dense_loss
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.objectives.contrastive import contrastive_loss
-from transformer.training.set_loss import detr_loss, hungarian_match
+from transformer.training.objectives.detection.dense_loss import dense_loss
+from transformer.training.objectives.detection.set_loss import detr_loss, hungarian_match
 from transformer.training.trainer import train
 
 pytestmark = pytest.mark.cuda

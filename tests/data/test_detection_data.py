@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from tests.cli.common import run
-from transformer.cli.data import DETECTION_MIN_SIZE
+from transformer.cli.data.tasks import DETECTION_MIN_SIZE
+from transformer.data.coco import DetectionDataError, load_detection
 from transformer.data.images import (
     FASHION_MNIST_DIR,
     FASHION_MNIST_LABELS,
@@ -22,10 +23,8 @@ from transformer.data.sources.canvases import (
     MAX_COVER,
     MAX_IOU,
     MIN_IMAGE_SIZE,
-    DetectionDataError,
     build_detection,
     iou,
-    load_detection,
     render_canvas,
 )
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.cli.common import run
-from transformer.cli.data import EMOJI_SIZES
+from transformer.cli.data.tasks import EMOJI_SIZES
 from transformer.data.images import load_images
 from transformer.data.sources.emoji import (
     BACKGROUND,

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli.common import run as run_cli
-from transformer.data.sources import manuals
-from transformer.data.sources.manual_text import html_blocks, mallard_blocks, roff_blocks
-from transformer.data.sources.manuals import build_manuals_corpus, manual_split
+from transformer.data.sources.manuals.blocks import html_blocks, mallard_blocks, roff_blocks
+from transformer.data.sources.manuals.catalog import MANUALS
+from transformer.data.sources.manuals.corpus import build_manuals_corpus, manual_split
+from transformer.data.sources.manuals.pairing import MAX_CHARS, MIN_WORDS
 from transformer.data.text import DataError
 
 
@@ -302,8 +303,8 @@ def test_cli_report_line(tmp_path, capsys):
 
 def test_real_installed_manuals(tmp_path, monkeypatch):
     """The small manuals as installed here (gnome-user-docs, manpages): sane, aligned output."""
-    wanted = [m for m in manuals.MANUALS if m.name in ("gnome-user-docs", "manpages")]
-    monkeypatch.setattr(manuals, "MANUALS", tuple(wanted))
+    wanted = [m for m in MANUALS if m.name in ("gnome-user-docs", "manpages")]
+    monkeypatch.setattr("transformer.data.sources.manuals.corpus.MANUALS", tuple(wanted))  # what the builder reads
     try:
         report = build_manuals_corpus(tmp_path / "out")
     except DataError as e:
@@ -312,8 +313,8 @@ def test_real_installed_manuals(tmp_path, monkeypatch):
     assert report["pairs"]["train"] > 1000
     for pairs in splits.values():
         for spa, eng in pairs:
-            assert spa != eng and len(eng.split()) >= manuals.MIN_WORDS
-            assert 0.5 <= len(spa) / len(eng) <= 2.2 and len(spa) <= manuals.MAX_CHARS
+            assert spa != eng and len(eng.split()) >= MIN_WORDS
+            assert 0.5 <= len(spa) / len(eng) <= 2.2 and len(spa) <= MAX_CHARS
     ratio = sum(len(s) for p in splits.values() for s, _ in p) / sum(
         len(e) for p in splits.values() for _, e in p
     )

@@ -1,4 +1,4 @@
-"""`data phrases` (transformer.data.sources.phrases, skill_lines) on fake skill folders written
+"""`data phrases` (transformer.data.sources.phrases: skills, skill_lines) on fake skill folders written
 here (the locale/ layout, the older dialog/ + vocab/ layout, equal and unequal line counts,
 alternations, slots, skill.json examples), and on the installed skill packages where there are
 some."""
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
-from transformer.data.sources import phrases, skill_lines
-from transformer.data.sources.phrases_corpus import build_phrases_corpus
+from transformer.data.sources.phrases import skill_lines, skills
+from transformer.data.sources.phrases.corpus import build_phrases_corpus
 from transformer.data.text import DataError
 
 
 def name_in(split: str, start: int = 0) -> str:
     """A skill name that the module's percentages send to `split`."""
     names = (f"ovos-skill-fake-{i}" for i in range(start, 5000))
-    return next(n for n in names if phrases.phrases_split(n) == split)
+    return next(n for n in names if skills.phrases_split(n) == split)
 
 
 TRAIN, TRAIN_2, VALID, TEST = (
@@ -127,13 +127,13 @@ def test_alternations_expand_together_or_take_the_first():
 
 def test_sorted_lists_and_unrelated_texts_do_not_pair_by_position():
     sorted_en, sorted_es = ["cancel", "clear", "stop"], ["borrar", "cancelar", "parar"]
-    assert phrases.misalignment(sorted_en, sorted_es).startswith("lines sorted alphabetically")
-    assert phrases.misalignment(["stop", "cancel", "clear"], ["parar", "cancelar", "borrar"]) == ""
+    assert skills.misalignment(sorted_en, sorted_es).startswith("lines sorted alphabetically")
+    assert skills.misalignment(["stop", "cancel", "clear"], ["parar", "cancelar", "borrar"]) == ""
     english = ["a" * 10, "b" * 40, "c" * 20, "d" * 60, "e" * 15]
     other_quotes = ["x" * 60, "y" * 12, "z" * 45, "w" * 11, "v" * 30]
     translations = ["x" * 12, "y" * 45, "z" * 22, "w" * 70, "v" * 16]
-    assert phrases.misalignment(english, other_quotes).startswith("line lengths do not correspond")
-    assert phrases.misalignment(english, translations) == ""
+    assert skills.misalignment(english, other_quotes).startswith("line lengths do not correspond")
+    assert skills.misalignment(english, translations) == ""
 
 
 def test_pairs_counts_and_held_out_skills(tmp_path):
@@ -197,11 +197,11 @@ def test_the_command_and_its_one_line_errors(tmp_path, capsys, monkeypatch):
     )
     assert main([*command, "--skill-dir", str(tmp_path / "nowhere")]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1
-    monkeypatch.setattr(phrases.metadata, "distributions", lambda: [])
+    monkeypatch.setattr(skills.metadata, "distributions", lambda: [])
     assert main(command) == 2
     assert capsys.readouterr().err == (
         f"transformer data phrases: error: no OpenVoiceOS or Neon skill package is installed: "
-        f"{phrases.INSTALL}\n"
+        f"{skills.INSTALL}\n"
     )
 
 
@@ -209,7 +209,7 @@ def installed_skills() -> list[str]:
     return [
         d.metadata["Name"]
         for d in metadata.distributions()
-        if phrases.normalized(d.metadata["Name"] or "").startswith(phrases.PREFIXES)
+        if skills.normalized(d.metadata["Name"] or "").startswith(skills.PREFIXES)
     ]
 
 

@@ -11,8 +11,8 @@ import torch
 import transformer as T
 from tests.decoding.scripted import ScriptedModel
 from transformer.config import cpu_tiny
-from transformer.decoding.penalties import best_attainable, length_penalty, penalized_score
-from transformer.decoding.sampling import top_k_filter, top_p_filter
+from transformer.decoding.search.draw import top_k_filter, top_p_filter
+from transformer.decoding.search.penalties import best_attainable, length_penalty, penalized_score
 
 PAD, EOS, START = 0, 3, 2
 

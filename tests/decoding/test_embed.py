@@ -9,7 +9,8 @@ import torch
 
 from tests.model.dual_encoder import tiny_dual_encoder_dir
 from transformer.data.images import fit_images
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 
 
 @pytest.fixture(scope="module")

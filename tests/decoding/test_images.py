@@ -120,7 +120,8 @@ def test_a_model_whose_decode_json_guides_still_samples_unconditionally(tmp_path
     """decode.json's guidance_scale applies to samples of a label or text; an unconditional sample
     ignores it, and only an explicit scale without a condition is an error."""
     from transformer.config import DecodeConfig
-    from transformer.decoding.pipeline import Pipeline, PipelineError
+    from transformer.decoding.inputs import PipelineError
+    from transformer.decoding.pipeline import Pipeline
     from transformer.model_dir import save_model
 
     save_model(model(6), tmp_path / "m", decode=DecodeConfig(guidance_scale=3.0), pixels=TOKENS)

@@ -12,7 +12,9 @@ import transformer
 from transformer.cli import main
 from transformer.config import ConfigError, DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.generate import sample_long
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.metrics import bleu, chrf
 from transformer.evaluation.scoring import text_perplexity
 
@@ -283,8 +285,8 @@ def test_sampling_goes_on_past_max_positions(tmp_path, tokenizer):
     assert pipe.max_source_tokens == 8
     s = pipe.settings(max_new_tokens=30)
     streamed = []
-    ids = pipe._sample_long(pipe.prompt_ids("the"), s, torch.Generator().manual_seed(5),
-                            lambda rows, tokens: streamed.append(int(tokens[0])))
+    ids = sample_long(pipe, pipe.prompt_ids("the"), s, torch.Generator().manual_seed(5),
+                      lambda rows, tokens: streamed.append(int(tokens[0])))
     assert len(ids) == 30 and streamed == ids and eos not in ids  # (this seed draws no </s>)
     generator, context, expect = torch.Generator().manual_seed(5), pipe.prompt_ids("the"), []
     while len(expect) < 30:

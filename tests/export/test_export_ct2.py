@@ -16,7 +16,8 @@ import torch
 import transformer
 from transformer.config import DecodeConfig, ModelConfig
 from transformer.data.tokenizer import train_bpe
-from transformer.export import ExportError, export_model
+from transformer.export.common import ExportError
+from transformer.export.targets import export_model
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

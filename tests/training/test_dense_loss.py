@@ -6,7 +6,11 @@ import math
 
 import torch
 
-from transformer.training.dense_loss import dense_loss, dense_targets, focal_loss
+from transformer.training.objectives.detection.dense_loss import (
+    dense_loss,
+    dense_targets,
+    focal_loss,
+)
 
 
 def test_heatmap_is_one_at_each_centre_cell_and_gaussian_around_it():

@@ -18,7 +18,8 @@ from transformer.data.tokenizer import (
     EncoderTokens,
     train_tokenizer,
 )
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.metrics import classification_scores
 from transformer.model.build import build_model
 from transformer.model_dir import (

@@ -17,7 +17,8 @@ from transformer.config import build_run_config
 from transformer.data.squad import best_span, make_windows, question_windows, read_squad, token_span
 from transformer.data.text import DataError
 from transformer.decoding.answer import answer_windows
-from transformer.decoding.pipeline import Pipeline, PipelineError
+from transformer.decoding.inputs import PipelineError
+from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.scoring import covered_verses
 from transformer.training.trainer import train
 

@@ -12,7 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.training.set_loss import detr_loss, hungarian_match, set_loss, sigmoid_focal_loss
+from transformer.training.objectives.detection.set_loss import (
+    detr_loss,
+    hungarian_match,
+    set_loss,
+    sigmoid_focal_loss,
+)
 
 pytest.importorskip("scipy")
 

@@ -16,7 +16,7 @@ import torch
 from transformer.cli import main
 from transformer.config import ConfigError, build_run_config
 from transformer.data.audio import SAMPLE_RATE, log_mel
-from transformer.data.speech import features_of, write_wav
+from transformer.data.sources.speech import features_of, write_wav
 from transformer.decoding.pipeline import Pipeline
 from transformer.decoding.transcribe import TranscribeError, windows
 from transformer.training.objectives.speech import SpeechCorpus, spec_augment

@@ -186,7 +186,8 @@ def test_plot_attention_writes_png_for_one_matrix_and_for_heads(tmp_path, closed
 
 
 def test_attention_map_errors_name_the_valid_range(model_dirs):
-    from transformer.decoding.pipeline import Pipeline, PipelineError
+    from transformer.decoding.inputs import PipelineError
+    from transformer.decoding.pipeline import Pipeline
     from transformer.viz.attention import attention_map
 
     pipe = Pipeline.load(model_dirs["encoder-decoder"])

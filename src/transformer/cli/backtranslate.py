@@ -27,12 +27,11 @@ from .common import (
 )
 from .lines import read_lines
 
-TRANSLATE = TRANSLATE_SETTINGS
 SAMPLING = tuple(name for name in SAMPLING_SETTINGS if name not in REPETITION_SETTINGS)
 
 
 BACKTRANSLATE = (
-    *(name for name in TRANSLATE if name != "n_best"),
+    *(name for name in TRANSLATE_SETTINGS if name != "n_best"),
     *(name for name in SAMPLING if name != "max_new_tokens"),
 )
 """backtranslate's decoding settings: one output per line, by search or sampling."""
@@ -93,7 +92,7 @@ def backtranslate(
     lines = read_lines(input, "--input")[:limit]
     if not any(line.strip() for line in lines):
         raise UserError(f"--input {input} has no text: give a file of sentences, one per line")
-    from ..decoding.pipeline import truncation_note  # torch: checked all that needs no model
+    from ..decoding.inputs import truncation_note  # torch: checked all that needs no model
     from ..model.transformer import EncoderDecoder
 
     pipeline = load_pipeline(ModelRun(model_dir, device, threads, precision), "backtranslate")

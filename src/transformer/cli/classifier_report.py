@@ -12,7 +12,7 @@ from .common import UserError, check_picture, load_pipeline, note, write_text
 def evaluate_classifier(args: argparse.Namespace) -> None:
     """Accuracy, macro-F1, per-class scores and the confusion matrix on --tsv texts or --images."""
     from ..data.text import DataError
-    from ..decoding.pipeline import truncation_note
+    from ..decoding.inputs import truncation_note
     from ..evaluation.scoring import score_classifier
     from ..model.transformer import EncoderOnly
 

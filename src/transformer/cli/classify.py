@@ -25,7 +25,7 @@ from .loading import (
 def classify_lines(pipeline, lines: list[str], top_k: int, command: str) -> list:
     """Pipeline.classify over the non-blank lines (a blank line gets None), truncation noted on
     stderr."""
-    from ..decoding.pipeline import truncation_note
+    from ..decoding.inputs import truncation_note
 
     kept = [i for i, line in enumerate(lines) if line.strip()]
     cut: list[int] = []

@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from ..config import DEVICES, Bounds, ConfigError, DecodeConfig
-from .args import Arg, Setting, add_arguments
-from .args import add_flag as add_flag  # re-exported: the commands' old home of these
-from .args import add_setting as add_setting
+from .args import Arg, Setting, add_arguments, add_setting
 from .lines import LineError, format_lines, read_lines, stream_lines
 
 

@@ -138,7 +138,7 @@ def _evaluate_perplexity(args: argparse.Namespace) -> None:
 def _evaluate_text(args: argparse.Namespace, pipeline) -> None:
     """Perplexity (--text, a language model) or BLEU and chrF (--src, --ref, a translation
     model); cmd_evaluate has checked that the model's task takes the input."""
-    from ..decoding.pipeline import truncation_note
+    from ..decoding.inputs import truncation_note
     from ..evaluation.metrics import bleu, chrf
     from ..evaluation.scoring import pair_scores
 
@@ -186,7 +186,7 @@ def placeholders_line(sources: list[str], hypotheses: list[str]) -> str | None:
 
 def _evaluate_pairs(args: argparse.Namespace) -> None:
     """BLEU, chrF and exact matches per task of a text-to-text model on input<TAB>target lines."""
-    from ..decoding.pipeline import truncation_note
+    from ..decoding.inputs import truncation_note
     from ..evaluation.scoring import score_pairs
     from ..model.transformer import EncoderDecoder
 

@@ -46,7 +46,7 @@ def export(
 ) -> None:
     """Write a model directory as a CTranslate2 (--to ct2), Hugging Face (--to hf) or GGUF
     (--to gguf) model, or as a model directory with its LoRA adapters merged (--to dir)."""
-    from ..export import export_model, usage
+    from ..export.targets import export_model, usage
 
     written = export_model(model_dir, to, out, quantization=quantization, lora_scale=lora_scale)
     print(f"wrote {written} ({to}): {usage(to, written)}")

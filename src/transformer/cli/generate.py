@@ -159,7 +159,7 @@ def _generate_images(
     decode: dict,
 ) -> None:
     """Sample --n images (of --label, of --text, or unconditional) into a grid PNG (--out)."""
-    from ..decoding.pipeline import PipelineError
+    from ..decoding.inputs import PipelineError
     from ..viz.samples import image_grid
 
     for flag, value in (("--prompt", prompt), ("--prefix", prefix)):

@@ -13,7 +13,8 @@ from .common import UserError, check_picture, decode_overrides, load_pipeline
 def evaluate_image_lm(args: argparse.Namespace) -> None:
     """Bits/dim on --images; with --classifier, sample recognition (and --plot its confusion)."""
     from ..data.images import ImageError
-    from ..decoding.pipeline import Pipeline, PipelineError
+    from ..decoding.inputs import PipelineError
+    from ..decoding.pipeline import Pipeline
     from ..evaluation.image_lm import score_image_lm, score_samples
     from ..evaluation.metrics import classification_scores
 

@@ -23,7 +23,7 @@ def import_hf(
     """Convert a Hugging Face model directory, a .gguf file or a CTranslate2 Whisper directory into
     a model directory."""
     from ..interop.ct2 import import_ct2, is_ct2_directory
-    from ..interop.hf import import_hf as convert_hf
+    from ..interop.hf.importing import import_hf as convert_hf
     from ..model.accounting import count_parameters
 
     convert = import_ct2 if is_ct2_directory(path) else convert_hf

@@ -1,6 +1,6 @@
 """`transformer translate`: lines through an encoder-decoder model directory. The decoding flags
-are derived from DecodeConfig's settings (TRANSLATE: written once, it makes the flags and picks
-the overrides)."""
+are derived from DecodeConfig's settings (config's TRANSLATE_SETTINGS: written once, it makes the
+flags and picks the overrides)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,6 @@ from .common import (
 )
 from .lines import format_lines, read_lines, stream_lines
 
-TRANSLATE = TRANSLATE_SETTINGS
-
-
 INPUT = Annotated[str | None, Arg("file of source lines (default: standard input)")]
 OUTPUT = Annotated[str | None, Arg("file for the translations (default: standard output)")]
 PREFIX = Annotated[
@@ -40,7 +37,7 @@ PREFIX = Annotated[
 
 def translate(
     run: ModelRun,
-    decode: Annotated[dict, Settings(DecodeConfig, TRANSLATE)] = None,
+    decode: Annotated[dict, Settings(DecodeConfig, TRANSLATE_SETTINGS)] = None,
     input: INPUT = None,
     output: OUTPUT = None,
     batch_tokens: BATCH_TOKENS = 4000,
@@ -53,7 +50,7 @@ def translate(
     what is waiting is batched, and each line typed at a terminal is answered at once. Lines
     longer than the model takes are truncated, and a note on stderr says which.
     """
-    from ..decoding.pipeline import truncation_note
+    from ..decoding.inputs import truncation_note
     from ..model.transformer import EncoderDecoder
 
     if output not in (None, "-"):

@@ -17,7 +17,7 @@ from .checks import ConfigError, check_settings, check_types, from_values, setti
 LENGTH_PENALTY_KINDS = ("wu", "power")
 SPEECH_HEADS = ("decoder", "ctc", "joint")
 """wu: ((5 + |Y|) / 6)^alpha (Wu et al. 2016); power: |Y|^alpha (see
-transformer.decoding.penalties)."""
+transformer.decoding.search.penalties)."""
 INFERENCE_PRECISIONS = ("fp32", "bf16", "int8", "q8", "q4")
 """What a model can run in (transformer.model.quantize); decode.precision adds "auto"."""
 EARLY_STOPPING = (True, False, "never")
@@ -145,7 +145,7 @@ class DecodeConfig:
 
 
 REPETITION_SETTINGS = ("no_repeat_ngram_size", "repetition_penalty")
-"""The guards against repetition loops (transformer.decoding.repetition): every search takes
+"""The guards against repetition loops (transformer.decoding.search.repetition): every search takes
 them."""
 TRANSLATE_SETTINGS = (
     "beam_size",

@@ -20,7 +20,7 @@ DETECTION_BACKBONES = ("cnn", "patches")
 DETECTION_QUERIES = ("learned", "anchors", "dense")
 """What a detector's object queries are (transformer.model.detection)."""
 DETECTION_CLASS_LOSSES = ("softmax", "focal")
-"""How a detector scores classes (transformer.training.set_loss)."""
+"""How a detector scores classes (transformer.training.objectives.detection.set_loss)."""
 POOLINGS = ("first", "mean")
 """What a pooled embedding reads: the first ([CLS]) state or the mean over real tokens."""
 

@@ -17,19 +17,14 @@ Text and tokens
     batching.py    batches by token count, grouped by length, shuffled per epoch from a seed
     noising.py     BERT's masked-LM masking and T5's span corruption
     squad.py       SQuAD questions and the [CLS] question [SEP] context windows an encoder reads
-    copy.py        the synthetic copy task
 Images, audio, boxes
     images.py      Fashion-MNIST's IDX files, prepared splits, folders of images
     pixels.py      images as token sequences (Image GPT)
-    emoji.py       emoji images rendered from Noto Color Emoji, labelled with their names
     audio.py       WAV files to 16 kHz samples and Whisper's log-mel features
-    speech.py      synthetic English speech from real text (`transformer data speech`)
     coco.py        COCO detection data read for DETR
-    detection.py   canvases of Fashion-MNIST items with boxes, in COCO's format
 Sources that packages install (each builder a plain function behind `transformer data`)
     installed.py   a PyPI package's data folder, found without importing the package
-    bible/         Bible corpora from Debian's SWORD modules: parallel text, genre, commentary, t2t
-    modern/        modern Spanish -> English text: UI strings, package descriptions, FreeDict,
-                   Wikipedia leads; their splits and provenance
-    tasks/         datasets for tasks other than translation: movie reviews, summaries
+    sources/       one module (or folder) per source: Bible, UI strings, package descriptions,
+                   FreeDict, Wikipedia leads, reviews, summaries, speech, detection canvases,
+                   emoji, the copy task; their splits and provenance
 """

@@ -17,7 +17,7 @@ from ..data.sentences import context_rows, embedded, selected, sentence_bounds
 from ..data.squad import Answer, Best, Window, question_windows
 from ..data.tokenizer import EncoderTokens, Tokenizer
 from ..model.transformer import EncoderOnly
-from .step import inference
+from .search.step import inference
 
 __all__ = ["Answer", "answer_questions", "answer_sentences", "answer_windows"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from .step import inference
+from .search.step import inference
 
 PRE_BEAM = 32
 """The joint search scores at least this many of the decoder's most probable tokens each step."""

@@ -119,12 +119,14 @@ def generate(
         generator.seed()  # a fresh seed for this generator only; global RNG untouched
     else:
         generator.manual_seed(seed)
-    return pipeline.target_tokenizer.decode(pipeline._sample_long(ids[0], s, generator, on_step))
+    return pipeline.target_tokenizer.decode(sample_long(pipeline, ids[0], s, generator, on_step))
 
 
 def sample_long(pipeline, context: list[int], s, generator, on_step) -> list[int]:
-    """Pipeline._sample_long's body: sampled new tokens of one prompt, as many as
-    s.max_new_tokens asks, going on from the context's last half when it fills max_positions."""
+    """Sampled new tokens of one prompt, as many as s.max_new_tokens asks even past the model's
+    max_positions: when the context is full, sampling goes on from its last half (max_positions //
+    2 tokens, the KV cache filled anew), as nanoGPT's sampler crops its context; the repetition
+    guards see that window."""
     limit = pipeline.max_source_tokens
     new: list[int] = []
     while True:

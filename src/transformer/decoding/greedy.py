@@ -1,7 +1,7 @@
 """Greedy search: at each step the most probable next token, for a whole batch over the KV cache.
 
 A thin shell: the settings become one DecodeConfig, validated here, and the batch is decoded on the
-one-row lane (one_row.py), stepped to the end; sampling shares that lane. A sentence that has
+one-row lane (search/one_row.py), stepped to the end; sampling shares that lane. A sentence that has
 produced </s> (or reached its length bound) leaves the cache, so it stops costing work.
 """
 
@@ -12,28 +12,9 @@ from collections.abc import Sequence
 import torch
 
 from ..config import DecodeConfig
-from .one_row import OnStep, run_one_row, self_key_count
-from .step import SourceInput
-
-__all__ = ["OnStep", "greedy_search", "pack_outputs", "self_key_count"]
-
-
-def pack_outputs(
-    ids: torch.Tensor,
-    scores: torch.Tensor,
-    attention: dict | None,
-    return_scores: bool,
-    return_attention: bool,
-):
-    """ids alone, or the tuple (ids[, scores][, attention]) the caller asked for."""
-    if not return_scores and not return_attention:
-        return ids
-    out = (ids,)
-    if return_scores:
-        out += (scores,)
-    if return_attention:
-        out += (attention,)
-    return out
+from .search.batch import pack_outputs, run_one_row
+from .search.one_row import OnStep
+from .search.step import SourceInput
 
 
 def greedy_search(
@@ -58,7 +39,7 @@ def greedy_search(
     sequences. For a decoder-only model they are prompts and the output is their continuation.
     At most floor(max_len_a * source_length + max_len_b) tokens are generated per row
     (</s> included); </s> is blocked before min_len tokens; no_repeat_ngram_size and
-    repetition_penalty guard each row's output against repetition (repetition.py).
+    repetition_penalty guard each row's output against repetition (search/repetition.py).
     Returns ids (B, T) without <s>/</s>, right-padded with pad_id; with return_scores also the
     summed log-probabilities (B,) (</s> included; with repetition_penalty, of the penalised
     distribution); with return_attention also

@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 
 from ..data.pixels import PAD, START, ImageTokens, sequences
-from .sampling import draw
-from .step import Stepper, inference
+from .search.draw import draw
+from .search.step import Stepper, inference
 
 
 def check_length(model: torch.nn.Module, tokens: ImageTokens, prefixes: list[list[int]]) -> None:

@@ -32,19 +32,10 @@ from ..runtime.precision import PrecisionChoice, inference_precision
 from ..tasks import Task, model_task
 from ..tasks.base import wrong_task
 from .chat import apply_chat_template
-from .generate import fit_prompt, generate, prompt_ids, sample_long, sampling_settings
-from .inputs import PipelineError, as_lines, batches_by_tokens, truncation_note
-from .search import search
+from .generate import fit_prompt, generate, prompt_ids
+from .inputs import PipelineError
+from .search.batch import search
 from .translate import encode_sources, translate
-
-__all__ = [  # what moved out stays importable from here
-    "Pipeline",
-    "PipelineError",
-    "as_lines",
-    "batches_by_tokens",
-    "sampling_settings",
-    "truncation_note",
-]
 
 
 @dataclass
@@ -311,16 +302,9 @@ class Pipeline:
         (max_new_tokens, temperature, top_k, top_p, no_repeat_ngram_size, repetition_penalty;
         beam_size > 1 uses beam search, temperature 0 is greedy: see transformer.decoding.sampling).
         Returns the new text only. An over-long prompt keeps its end (see the module's rules);
-        sampling goes on past max_positions from the last half of the context (_sample_long), beam
-        search stops there.
+        sampling goes on past max_positions from the last half of the context
+        (generate.sample_long), beam search stops there.
         on_token(id) is called with each new token as it is chosen (</s> not included), to stream
         the output; an exception it raises stops the decoding and propagates. Beam search has no
         tokens to stream before it ends."""
         return generate(self, prompt, chat, seed, truncate, on_truncate, on_token, **decode)
-
-    def _sample_long(self, context: list[int], s, generator, on_step) -> list[int]:
-        """Sampled new tokens of one prompt, as many as s.max_new_tokens asks even past the
-        model's max_positions: when the context is full, sampling goes on from its last half
-        (max_positions // 2 tokens, the KV cache filled anew), as nanoGPT's sampler crops its
-        context; the repetition guards see that window."""
-        return sample_long(self, context, s, generator, on_step)

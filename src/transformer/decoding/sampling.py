@@ -2,8 +2,8 @@
 2020).
 
 A thin shell: the settings become one DecodeConfig, validated here, and the batch is decoded on the
-one-row lane (one_row.py) stepped to the end, every row drawing from the one generator. The draw
-itself and the temperature-0 rule live in draw.py (re-exported here).
+one-row lane (search/one_row.py) stepped to the end, every row drawing from the one generator. The
+draw itself and the temperature-0 rule live in search/draw.py.
 
 Reproducible: pass a torch.Generator (seeded by you); nothing here touches global random state.
 """
@@ -13,12 +13,9 @@ from __future__ import annotations
 import torch
 
 from ..config import DecodeConfig
-from .draw import draw, top_k_filter, top_p_filter
-from .greedy import OnStep, pack_outputs
-from .one_row import run_one_row
-from .step import SourceInput
-
-__all__ = ["draw", "sample", "top_k_filter", "top_p_filter"]
+from .search.batch import pack_outputs, run_one_row
+from .search.one_row import OnStep
+from .search.step import SourceInput
 
 
 def sample(
@@ -43,7 +40,7 @@ def sample(
     Each step draws from softmax(logits / temperature), restricted to the top_k tokens and then
     to the top_p nucleus; temperature 0 takes the most probable token (greedy search's output).
     The repetition guards apply first, to the logits and log-probabilities before temperature
-    and filtering (repetition.py; Hugging Face's order). Returns ids (B, T) without </s>,
+    and filtering (search/repetition.py; Hugging Face's order). Returns ids (B, T) without </s>,
     right-padded with pad_id; with return_scores also the summed log-probabilities of the drawn
     tokens under the model itself (temperature 1, no filtering; with repetition_penalty, the
     penalised distribution) (B,). on_step(rows, tokens) is called after each step

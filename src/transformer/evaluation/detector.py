@@ -6,7 +6,7 @@ and its successors are evaluated (model.detection.ranked_pairs: a query unsure b
 answers as both); with per_query, one prediction per query (its most likely class), as DETR's
 paper. COCO's ranking keeps up to 100 per image, so nothing is thresholded. Boxes are compared
 in the original images' pixels (areas decide small / medium / large). Crowd annotations are left
-out when the folder is read (data.detection.load_detection).
+out when the folder is read (data.coco.load_detection).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import numpy as np
 import torch
 
-from ..data.detection import load_detection
+from ..data.coco import load_detection
 from .detection import coco_map
 
 

@@ -14,7 +14,7 @@ import torch
 
 from ..config import PAIR_METRICS
 from ..decoding.greedy import greedy_search
-from ..decoding.step import inference, pad_rows
+from ..decoding.search.step import inference, pad_rows
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from .metrics import ClassificationScores, bleu, chrf, classification_scores, perplexity, task_name
 from .overlap import rouge

@@ -2,6 +2,7 @@
 llama.cpp / Ollama (`gguf`), or a plain model directory (`dir`: a LoRA model's adapters folded into
 its weights, so that it no longer needs its base model).
 
+    from transformer.export.targets import export_model
     export_model("runs/demo/averaged", to="ct2", out="demo-ct2")  # transformer export ... --to ct2
     export_model("runs/demo/averaged", to="hf", out="demo-hf")    # transformer export ... --to hf
     export_model("runs/lm/averaged", to="gguf", out="lm.gguf")    # transformer export ... --to gguf
@@ -10,161 +11,9 @@ its weights, so that it no longer needs its base model).
 A LoRA model directory (adapter.json beside its base) is read with its adapters merged into the
 weights (model_dir.load_model) whatever the target: every export is of the merged model.
 
-Rules shared by the targets:
-- The output must not exist yet (a directory may be empty): an export never mixes with older
-  files.
-- Nothing half-written: the export is built beside `out` (a temporary directory, or OUT.tmp for
-  GGUF's single file) and renamed onto it at the end; a failure leaves no `out`.
-- What the target cannot express is one ExportError line naming the field and the way out.
-- Each output says how to run it there: a directory gets a README.md whose code names it by its
-  absolute path (python_path), so that it runs as pasted; a GGUF file carries its tokenizer
-  and chat template, and `usage` gives the llama.cpp and Ollama command lines.
+    targets.py     export_model (one entry over the targets, and `dir`), usage
+    common.py      what the targets share: ExportError, write_directory, python_path
+    ct2.py         CTranslate2
+    hf.py          Hugging Face (through interop.hf.to_hf)
+    gguf.py        GGUF (gguf_vocab.py: its tokenizer tables)
 """
-
-from __future__ import annotations
-
-import json
-import math
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-
-TARGETS = ("ct2", "hf", "gguf", "dir")
-
-
-class ExportError(ValueError):
-    """The model cannot be exported to that target, or the output directory is not usable."""
-
-
-def export_model(
-    model_dir: str | os.PathLike,
-    to: str,
-    out: str | os.PathLike,
-    quantization: str | None = None,
-    lora_scale: float | None = None,
-) -> Path:
-    """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2"), Hugging Face
-    ("hf") or GGUF ("gguf": `out` is the file) model, or as a model directory ("dir") with its
-    LoRA adapters merged, their updates times `lora_scale` (None: 1, as trained)."""
-    from ..model_dir import ADAPTER_FILE, PIXELS_FILE
-
-    if lora_scale is not None:
-        if to != "dir":
-            raise ExportError(
-                f"--lora-scale applies to --to dir: write the scaled model directory first, then "
-                f"export that one --to {to}"
-            )
-        if not (Path(model_dir) / ADAPTER_FILE).is_file():
-            raise ExportError(
-                f"--lora-scale scales LoRA adapters, and {model_dir} has none ({ADAPTER_FILE}): "
-                "leave it out"
-            )
-        if not (math.isfinite(lora_scale) and lora_scale >= 0):
-            raise ExportError(
-                f"--lora-scale {lora_scale}: give a number >= 0 (0: the base model, 1: as trained)"
-            )
-
-    if (Path(model_dir) / PIXELS_FILE).is_file():
-        raise ExportError(
-            f"an image generator (its {PIXELS_FILE}: pixels as tokens) cannot be exported: "
-            "CTranslate2, Hugging Face and llama.cpp would read its tokens as text; use the model "
-            "directory itself (transformer generate --image, Pipeline.generate_images)"
-        )
-    match to:
-        case "ct2":
-            from .ct2 import export_ct2
-
-            return export_ct2(model_dir, out, quantization=quantization)
-        case "hf":
-            if quantization is not None:
-                raise ExportError(
-                    "--quantization applies to --to ct2 and --to gguf only: Hugging Face exports "
-                    "keep float32 weights"
-                )
-            from .hf import export_hf
-
-            return export_hf(model_dir, out)
-        case "gguf":
-            from .gguf import export_gguf
-
-            return export_gguf(model_dir, out, quantization=quantization)
-        case "dir":
-            if quantization is not None:
-                raise ExportError(
-                    "--quantization applies to --to ct2 and --to gguf only: a model directory "
-                    "keeps float32 weights (quantize when loading: --precision q8)"
-                )
-            return write_directory(out, lambda tmp: _merged(model_dir, tmp, lora_scale))
-        case _:
-            raise ExportError(f"unknown export target {to!r}: choose one of {', '.join(TARGETS)}")
-
-
-def _merged(model_dir: str | os.PathLike, out: Path, lora_scale: float | None) -> None:
-    """The model directory with its weights whole: LoRA adapters merged (load_model merges them;
-    times lora_scale when given), every other file as it was."""
-    from ..model_dir import ADAPTER_FILE, ModelDir
-
-    record = ModelDir.read(model_dir, lora_scale=1.0 if lora_scale is None else lora_scale)
-    adapter = Path(model_dir) / ADAPTER_FILE
-    if adapter.is_file():
-        base = json.loads(adapter.read_text(encoding="utf-8")).get("base")
-        scaled = "" if lora_scale is None else f" (their updates times {lora_scale:g})"
-        note = f"LoRA adapters of {Path(model_dir).absolute()}{scaled} merged into {base}"
-        record.readme = (record.readme or "") + f"\n{note}.\n"
-    record.write(out)
-
-
-def usage(to: str, written: Path) -> str:
-    """How to run what export_model wrote: one line for the user (printed by `transformer
-    export`)."""
-    if to == "gguf":
-        from .gguf import usage as gguf_usage
-
-        return gguf_usage(written)
-    if to == "dir":
-        return f"a model directory: use it as any other (transformer info {written})"
-    return f"see {written}/README.md for how to run it"
-
-
-def write_directory(out: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Call write(tmp_dir) on a fresh directory beside `out`, then rename it onto `out`."""
-    out = Path(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
-        raise ExportError(
-            f"{out} already exists and is not an empty directory: choose a new --out or remove it"
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o777 & ~_umask())
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
-
-
-def python_path(path: str | os.PathLike) -> str:
-    """A Python string literal of `path` made absolute, for the code in an export's README."""
-    return json.dumps(str(Path(path).absolute()), ensure_ascii=False)
-
-
-def _umask() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
-__all__ = [
-    "TARGETS",
-    "ExportError",
-    "export_model",
-    "python_path",
-    "usage",
-    "write_directory",
-]

@@ -52,7 +52,7 @@ import torch
 from ..config import ModelConfig
 from ..interop.hf.common import bias_or_zeros
 from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
-from . import ExportError
+from .common import ExportError
 from .gguf_vocab import vocabulary
 
 QUANTIZATIONS = ("f32", "f16", "q8_0")

@@ -9,7 +9,7 @@ from pathlib import Path
 from tokenizers import pre_tokenizers
 
 from ..data.tokenizer import Tokenizer
-from . import ExportError
+from .common import ExportError
 
 LLAMA_3_SPLIT = (
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "

@@ -50,7 +50,7 @@ from ..model_dir import (
     load_model,
     load_tokenizers,
 )
-from . import ExportError, python_path, write_directory
+from .common import ExportError, python_path, write_directory
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"
 
@@ -69,7 +69,8 @@ def _transformers():
 def convert(model, model_dir: Path):
     """Our model -> the transformers model, or one ExportError line naming the field and the way
     out."""
-    from ..interop.hf import HFConversionError, to_hf
+    from ..interop.hf.common import HFConversionError
+    from ..interop.hf.convert import to_hf
     from .ct2 import check_exportable
 
     try:

@@ -313,7 +313,7 @@ def import_ct2(path: str | os.PathLike, out: str | os.PathLike):
 
     from ..files import atomic_write, atomic_write_text
     from ..model_dir import save_model
-    from .hf.loading import ImportResult
+    from .hf.importing import ImportResult
 
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -1,7 +1,8 @@
 """Object detection as set prediction (DETR, Carion et al. 2020): a backbone turns the image into a
 feature map, the encoder layers read it, and the decoder layers turn Q learned object queries into
 Q predictions at once, each a class (or "no object") and a box. Training matches predictions to
-objects one to one (transformer.training.set_loss); no anchors, no non-maximum suppression.
+objects one to one (transformer.training.objectives.detection.set_loss); no anchors, no
+non-maximum suppression.
 
 Legend (model/__init__.py): B batch, P feature-map positions (grid * grid, row-major), Q object
 queries, C d_model, H heads; spelled out: channels, size (image side), stride (pixels per position
@@ -23,7 +24,7 @@ The rules DETR keeps, kept here:
   n_classes + 1 ("no object" last), or over n_classes with class_loss focal (a sigmoid each).
 - With model.detection.dense_aux, a DenseHead on the memory (Co-DETR's auxiliary one-to-many head,
   Zong et al. 2023) answers at every feature-map position during training (forward's dense=True,
-  training.dense_loss). Inference runs it only for dense queries.
+  training.objectives.detection.dense_loss). Inference runs it only for dense queries.
 - Queries (model.detection.queries): learned (the paper's); anchors (a learned reference box per
   query); dense, two-stage (Deformable DETR, RT-DETR): per image, the dense head's n_queries best
   cells (top_cells: each cell's best class logit, local 3 x 3 peaks ranked before the rest), each

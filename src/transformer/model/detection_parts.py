@@ -79,7 +79,8 @@ class DenseHead(nn.Module):
     encoder's memory seen as a feature map, two [3x3 convolution, GroupNorm, ReLU], then 1x1
     convolutions to n_classes heatmap logits (bias -log(9): p = 0.1 at start, as CenterNet) and to
     4 numbers per cell, through a sigmoid: the centre's offset within the cell and the box's (w, h)
-    relative to the image. Training only (training.dense_loss); inference does not use it.
+    relative to the image. Training only (training.objectives.detection.dense_loss); inference
+    does not use it.
     memory (B, P, C) -> heatmap logits (B, n_classes, grid, grid) and boxes (B, grid, grid, 4) as
     (cx, cy, w, h) in [0, 1], one per cell."""
 

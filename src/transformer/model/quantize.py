@@ -5,7 +5,8 @@ Rules:
 - "bf16": every weight and activation in bfloat16 (the model is converted once). Products run
   at the hardware's bf16 speed where it has native support (AMX, AVX512-BF16, recent GPUs);
   elsewhere bf16 is emulated and slower than fp32, which is why "auto" measures before
-  choosing it. Decoding still ranks hypotheses with fp32 log-probabilities (decoding/step.py).
+  choosing it. Decoding still ranks hypotheses with fp32 log-probabilities
+  (decoding/search/step.py).
 - "int8": dynamic quantization of the linear layers (Jacob et al. 2018): weights stored as int8
   with one scale per output row, activations quantized per call from their observed range,
   products in int8 with int32 accumulation (torch's x86 backend: fbgemm / oneDNN), outputs fp32.

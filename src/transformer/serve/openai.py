@@ -40,7 +40,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import DecodeConfig
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.inputs import PipelineError
+from ..decoding.pipeline import Pipeline
 from .errors import ApiError
 from .openai_replies import Choice, Reply, error_event, first_stop, settled
 from .schemas import SERVER_CAPS, unicode_text

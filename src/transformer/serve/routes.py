@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from ..config import SAMPLING_SETTINGS
-from ..decoding.pipeline import PipelineError
+from ..decoding.inputs import PipelineError
 from .detection import router as detection_router
 from .errors import ApiError
 from .libretranslate import router as libretranslate_router

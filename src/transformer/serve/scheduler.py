@@ -4,8 +4,8 @@ once) and queued ones join (Orca, OSDI 2022; TGI's router; vLLM).
 
 The rules:
 - A translation job is one request per line, a generation job one request; both are
-  decoding.continuous.Sequence objects built on the event loop (tokenized there), so the worker
-  only decodes. Requests decoded the same way share a lane (continuous.lane_key: greedy and
+  decoding.search.lanes.Request objects built on the event loop (tokenized there), so the worker
+  only decodes. Requests decoded the same way share a lane (search.continuous.lane_key: greedy and
   sampling share one; each beam search setting has its own); the worker steps every lane in turn.
 - When: at once when nothing runs; while requests run, when at least as many requests wait as run,
   or after max_waiting_steps steps without an admission (an admission's encoder pass holds up
@@ -18,16 +18,17 @@ The rules:
 - A job is answered when its last request finishes; a job nobody waits for any more (client gone,
   timeout) leaves at the next step. Other jobs (attention, classification) run alone between
   steps.
-- Each request's output is the one it gets decoded alone (continuous.py), whatever joined or left
-  around it.
+- Each request's output is the one it gets decoded alone (decoding/search/continuous.py), whatever
+  joined or left around it.
 """
 
 from __future__ import annotations
 
 import time
 
-from ..decoding.continuous import Lane, Sequence, lane_key, new_lane
-from ..decoding.pipeline import batches_by_tokens
+from ..decoding.inputs import batches_by_tokens
+from ..decoding.search.continuous import lane_key, new_lane
+from ..decoding.search.lanes import Lane, Request
 from .worker import BatchStats, Cancelled, Job, Worker
 
 
@@ -113,7 +114,7 @@ class Scheduler(Worker):
         if jobs:
             self._since_admission = 0
         now = time.monotonic()
-        groups: dict[tuple, list[Sequence]] = {}
+        groups: dict[tuple, list[Request]] = {}
         for job in jobs:
             if not job.future.set_running_or_notify_cancel():
                 continue

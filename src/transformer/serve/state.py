@@ -16,8 +16,10 @@ import torch
 from fastapi import Request
 
 from ..config import DecodeConfig, ServeConfig
-from ..decoding.continuous import Sequence
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.generate import sample_long
+from ..decoding.inputs import PipelineError
+from ..decoding.pipeline import Pipeline
+from ..decoding.search import lanes
 from ..decoding.translate import mask_lines, unmask
 from ..tasks import TASKS
 from .errors import ApiError
@@ -100,10 +102,10 @@ class State:
             s = pipeline.settings(**settings)
         masked, slots = mask_lines(pipeline, lines, s)  # placeholders kept (data.protect_markup)
         encoded, cut = pipeline.encode_sources(masked)  # tokenized here, not on the worker
-        seqs = [Sequence(ids, s) for ids in encoded if ids]
+        seqs = [lanes.Request(ids, s) for ids in encoded if ids]
         decode = pipeline.target_tokenizer.decode
 
-        def finish(done: list[Sequence]) -> tuple[list, list[int]]:
+        def finish(done: list[lanes.Request]) -> tuple[list, list[int]]:
             outputs: list = [[] if s.n_best > 1 else "" for _ in lines]
             it = iter(done)
             for i, ids in enumerate(encoded):
@@ -144,7 +146,7 @@ class State:
             generator.seed()  # a fresh seed for this generator only; global RNG untouched
         else:
             generator.manual_seed(seed)
-        seq = Sequence(
+        seq = lanes.Request(
             list(prompt_ids), settings, generator, settings.max_new_tokens, on_token=on_token
         )
         job = Job(
@@ -170,7 +172,7 @@ class State:
 
         def run() -> Generation:
             try:
-                new = pipeline._sample_long(list(prompt_ids), settings, generator, on_step)
+                new = sample_long(pipeline, list(prompt_ids), settings, generator, on_step)
             except _Enough:
                 return Generation(list(ids), "stop")
             finish = "length" if len(new) >= settings.max_new_tokens else "stop"

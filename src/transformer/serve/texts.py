@@ -8,7 +8,8 @@ import re
 
 from fastapi import Request
 
-from ..decoding.pipeline import Pipeline, PipelineError
+from ..decoding.inputs import PipelineError
+from ..decoding.pipeline import Pipeline
 from .errors import ApiError
 from .state import State
 

@@ -47,7 +47,7 @@ class Job:
     tokens: int = 0
     """Source tokens, for max_batch_tokens."""
     seqs: list = field(default_factory=list)
-    """Continuous batching (scheduler.py): the job's requests (decoding.continuous.Sequence), each
+    """Continuous batching (scheduler.py): the job's requests (decoding.search.lanes.Request), each
     decoded in a running batch; `finish(seqs)` turns them into the job's result once all are done.
     A job with seqs and no lines is a generation; with lines, a translation."""
     finish: Callable[[list], object] | None = None

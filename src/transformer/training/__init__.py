@@ -15,8 +15,6 @@ evaluation/).
     tokenizing.py   a run's tokenizers: trained and cached, loaded, compared
     validation.py   validation BLEU during training (greedy decoding of a fixed sample)
     loss.py         label-smoothed cross entropy (§5.4)
-    set_loss.py     DETR's set prediction loss (Hungarian matching)
-    dense_loss.py   a dense one-to-many detection loss (CenterNet's heatmaps)
     schedule.py     learning-rate schedules as pure functions of the step
     dropout.py      late dropout
     checkpoint.py   atomic checkpoints, resume, keep the last K, averaging (§6.1)

@@ -20,7 +20,7 @@ import torch
 
 from ..config import ATTENTION_KINDS as KINDS
 from ..decoding.inputs import PipelineError
-from ..decoding.step import inference
+from ..decoding.search.step import inference
 from ..model.transformer import DecoderOnly, EncoderDecoder
 from . import figure_format, save_figure
 
@@ -114,7 +114,7 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
     return labels
 
 
-def _index(value: int, count: int, what: str, where: str, other: str = "") -> int:
+def checked_index(value: int, count: int, what: str, where: str, other: str = "") -> int:
     """A 0-based index (negative counts from the end) checked against count; returned
     non-negative."""
     if not isinstance(value, int) or isinstance(value, bool) or not -count <= value < count:
@@ -125,7 +125,7 @@ def _index(value: int, count: int, what: str, where: str, other: str = "") -> in
     return value % count
 
 
-def _select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
+def select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
     """(H, T, S) -> (T, S) for a head or the mean over heads; unchanged for "all"."""
     if head == "all":
         return weights
@@ -224,16 +224,16 @@ def attention_map(
         raise PipelineError("the text is empty: give a sentence to decode")
     where = "encoder" if kind == "encoder" else "decoder"
     n_layers = len(getattr(model, where).layers)
-    layer = _index(layer, n_layers, "layer", where)
+    layer = checked_index(layer, n_layers, "layer", where)
     if head not in ("mean", "all"):
-        head = _index(head, cfg.n_heads, "head", "model", ", or 'mean' or 'all'")
+        head = checked_index(head, cfg.n_heads, "head", "model", ", or 'mean' or 'all'")
 
     if kind == "encoder":
         with inference(model):
             ids = torch.tensor([src], device=next(model.parameters()).device)
             weights = model.encode(ids, need_weights=True)[2][layer][0]  # (H, S, S)
         return AttentionMap(
-            weights=_select_head(weights.float().cpu(), head),
+            weights=select_head(weights.float().cpu(), head),
             rows=source,
             columns=source,
             source=source,
@@ -251,7 +251,7 @@ def attention_map(
     output = token_pieces(tok, out_ids)
     columns = source if kind == "cross" else token_pieces(tok, keys)
     return AttentionMap(
-        weights=_select_head(weights.float().cpu(), head),
+        weights=select_head(weights.float().cpu(), head),
         rows=output,
         columns=columns,
         source=source,

@@ -23,7 +23,7 @@ from ..data.audio import HOP, SAMPLE_RATE, log_mel
 from ..decoding.inputs import PipelineError
 from ..decoding.transcribe import speech_options
 from . import figure_format, save_figure
-from .attention import _index, _select_head, token_pieces
+from .attention import checked_index, select_head, token_pieces
 
 if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
     from ..decoding.pipeline import Pipeline
@@ -70,9 +70,9 @@ def audio_attention(
         raise PipelineError("the audio is shorter than 20 ms: nothing to transcribe")
     real = log_mel(clip, a.n_mels, pad_to=None)  # (n_mels, F)
     features = log_mel(clip, a.n_mels, pad_to=window) if a.pad_to_max else real
-    layer = _index(layer, len(model.decoder.layers), "layer", "decoder")
+    layer = checked_index(layer, len(model.decoder.layers), "layer", "decoder")
     if head not in ("mean", "all"):
-        head = _index(head, cfg.n_heads, "head", "model", ", or 'mean' or 'all'")
+        head = checked_index(head, cfg.n_heads, "head", "model", ", or 'mean' or 'all'")
     s = replace(pipeline.decode, n_best=1, beam_size=beam_size or pipeline.decode.beam_size)
     device = next(model.parameters()).device
     out, att = pipeline.search(
@@ -84,7 +84,7 @@ def audio_attention(
     tok = pipeline.target_tokenizer
     return AudioAttention(
         features=real.cpu(),
-        weights=_select_head(weights.float().cpu(), head),
+        weights=select_head(weights.float().cpu(), head),
         tokens=token_pieces(tok, ids),
         text=tok.decode(ids).strip(),
         layer=layer,

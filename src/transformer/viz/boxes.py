@@ -89,7 +89,7 @@ def draw_boxes(
         picture = picture.resize((width * scale, height * scale), Image.Resampling.NEAREST)
     long_side = max(picture.size)
     line = max(2, round(long_side / 192))
-    font = _font(max(12, long_side // 36))
+    font = default_font(max(12, long_side // 36))
     draw = ImageDraw.Draw(picture)
     for o in reversed(objects):  # the first (the most likely) drawn last, on top
         colour = class_colour(o.label, labels)
@@ -122,7 +122,7 @@ def _tab(draw, text: str, x0: float, y0: float, colour, font, size, line: int) -
     draw.text((x + pad - left, y + pad - top), text, fill=ink, font=font)
 
 
-def _font(size: int):
+def default_font(size: int):
     """Pillow's own font (nothing downloaded) at this size; Pillow before 10.1 has one size only."""
     from PIL import ImageFont
 

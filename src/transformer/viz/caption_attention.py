@@ -24,7 +24,7 @@ from ..data.images import to_pixels
 from ..decoding.caption import is_captioner
 from ..decoding.inputs import PipelineError
 from . import figure_format, save_figure
-from .attention import _index, _select_head, token_pieces
+from .attention import checked_index, select_head, token_pieces
 
 if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
     from ..decoding.pipeline import Pipeline
@@ -68,21 +68,21 @@ def caption_attention(
         raise PipelineError("this model does not caption images: give it --text or --image")
     cfg, v = model.config, model.config.vision
     n_layers = len(model.decoder.layers)
-    layer = _index(layer, n_layers, "layer", "decoder")
+    layer = checked_index(layer, n_layers, "layer", "decoder")
     if head == "all":
         raise PipelineError(
             "--head all draws a panel per head, and a caption draws one per token: give a head "
             "number or mean"
         )
     if head != "mean":
-        head = _index(head, cfg.n_heads, "head", "model", ", or 'mean'")
+        head = checked_index(head, cfg.n_heads, "head", "model", ", or 'mean'")
     s = replace(pipeline.decode, n_best=1, beam_size=beam_size or pipeline.decode.beam_size)
     device = next(model.parameters()).device
     ids, attention = pipeline.search(to_pixels(image[None]).to(device), s, return_attention=True)
     ids = ids[0].tolist()
     ids = ids[: next((i for i, t in enumerate(ids) if t == cfg.pad_id), len(ids))]
     weights = attention["cross"][0, layer][:, : len(ids)].float().cpu()  # (H, T, 1 + P)
-    chosen = _select_head(weights, head)  # (T, 1 + P)
+    chosen = select_head(weights, head)  # (T, 1 + P)
     grid = v.image_size // v.patch_size
     tokenizer = pipeline.target_tokenizer
     return CaptionAttention(

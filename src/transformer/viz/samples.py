@@ -29,7 +29,7 @@ def image_grid(
     as PNG to `out` (atomically) when given."""
     from PIL import Image, ImageDraw
 
-    from .boxes import _font
+    from .boxes import default_font
 
     n, channels, h, w = images.shape
     if per_row < 1:
@@ -39,7 +39,7 @@ def image_grid(
         raise ValueError(f"{len(row_names)} row names for {rows} rows")
     scale = max(1, -(-MIN_CELL // max(h, w)))  # ceil
     cell_h, cell_w = h * scale + GAP, w * scale + GAP
-    font = _font(14)
+    font = default_font(14)
     left = 0
     if row_names:
         probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..config import ConfigError, load_config
-from ..data.bible import MODULES, BibleError, find_sword_dir
+from ..data.sources.bible import MODULES, BibleError, find_sword_dir
 from ..data.sources.debs import apt_get
 from ..files import clear, own
 from . import demo_sources
@@ -180,7 +180,7 @@ def run_demo(
     `data_dir` holds one folder per source (bible and OPTIONAL_SOURCES); a missing one is built
     (demo_sources.build: what it reads is installed first); the Bible is required, the others
     are left out (with a note) when they cannot be."""
-    from ..data.bible import build_bible_corpus
+    from ..data.sources.bible import build_bible_corpus
     from ..decoding.pipeline import Pipeline
     from ..training.checkpoint import average_into, step_dirs
     from ..training.trainer import train

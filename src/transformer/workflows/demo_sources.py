@@ -77,13 +77,13 @@ def _dictionary(out: Path, root: Path) -> dict:
 
 
 def _manuals(out: Path, root: Path) -> dict:
-    from ..data.sources.manuals import build_manuals_corpus
+    from ..data.sources.manuals.corpus import build_manuals_corpus
 
     return build_manuals_corpus(out, root)
 
 
 def _phrases(out: Path, root: Path) -> dict:
-    from ..data.sources.phrases_corpus import build_phrases_corpus
+    from ..data.sources.phrases.corpus import build_phrases_corpus
 
     return build_phrases_corpus(out)
 
@@ -115,13 +115,13 @@ def _everyday_bt(out: Path, root: Path) -> dict:
 
 
 def _manual_packages() -> tuple[str, ...]:
-    from ..data.sources.manuals import MANUALS
+    from ..data.sources.manuals.catalog import MANUALS
 
     return tuple(dict.fromkeys(p for m in MANUALS for p in (m.english, m.spanish)))
 
 
 def _skills() -> tuple[tuple[str, str], ...]:
-    from ..data.sources.phrases import REQUIREMENTS
+    from ..data.sources.phrases.skills import REQUIREMENTS
 
     return (("ovos_skill_weather", f"-r{REPO / REQUIREMENTS}"),)
 

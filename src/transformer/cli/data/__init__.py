@@ -206,9 +206,6 @@ DATASETS = (
 )
 """Every `transformer data` command, in the order `transformer data --help` lists them."""
 
-# the old homes of these names (tests and callers import them from here)
-EMOJI_SIZES = tasks.EMOJI_SIZES
-DETECTION_MIN_SIZE = tasks.DETECTION_MIN_SIZE
 
 
 def build(dataset: Dataset, args: argparse.Namespace) -> None:

@@ -66,7 +66,7 @@ def manuals(
     ] = 1.0,
 ) -> dict:
     """Sentence pairs of the manuals Debian ships in English and Spanish."""
-    from ...data.sources.manuals import build_manuals_corpus
+    from ...data.sources.manuals.corpus import build_manuals_corpus
 
     return build_manuals_corpus(out, root, unequal, max_share)
 
@@ -179,7 +179,7 @@ def phrases(
     ] = None,
 ) -> dict:
     """Everyday phrases from the OpenVoiceOS / Neon voice-assistant skills (en-us / es-es)."""
-    from ...data.sources.phrases_corpus import build_phrases_corpus
+    from ...data.sources.phrases.corpus import build_phrases_corpus
 
     return build_phrases_corpus(out, skill_dir)
 

@@ -11,8 +11,8 @@ folder (its splits and a PROVENANCE.md), returning a report dict of counts; `tra
                     (ui_clean.py: the cleaning rules for one message)
     debian.py       `data debian-descriptions`: package descriptions from apt's Translation indexes
     freedict.py     `data dictionary`: FreeDict Spanish -> English word pairs
-    manuals.py      `data manuals`: sentences of six manuals Debian ships in both languages
-    phrases*.py     `data phrases`: voice-assistant skills' phrases
+    manuals/        `data manuals`: sentences of six manuals Debian ships in both languages
+    phrases/        `data phrases`: voice-assistant skills' phrases
     apertium.py     `data apertium-bt`: everyday English back-translated by Apertium (tagged)
     everyday/       `data dialogue`: translated games' dialogue; `data vocabulary`: GCompris's
                     and KDE's vocabulary (children's software); `data everyday-english`:

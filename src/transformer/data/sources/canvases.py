@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ...files import atomic_write, atomic_write_text
-from ..coco import DetectionDataError, DetectionSet, load_detection
+from ..coco import DetectionDataError
 from ..images import (
     FASHION_MNIST_LABELS,
     FASHION_MNIST_PACKAGE,
@@ -70,7 +70,7 @@ NOISE_SIGMA = 8.0
 HELD_OUT = 5000
 """Fashion-MNIST training images held out of the train canvases, for the valid canvases."""
 SPLITS = ("train", "valid", "test")
-__all__ = ["DetectionDataError", "DetectionSet", "build_detection", "load_detection"]
+__all__ = ["build_detection"]
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in pixels, x1 and y1 exclusive
 

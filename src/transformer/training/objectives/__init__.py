@@ -10,8 +10,8 @@ interface (base.Objective) that the loop (trainer.py) drives. One module per fam
 - sentences.py: qa_sentences, answer-sentence selection on the same data (a sentence head: which
   sentences answer); best/ by validation F1.
 - speech.py: speech, speech recognition (model.audio, Whisper's shape); best/ by validation WER.
-- detection.py: detection, object detection as set prediction (model.detection, DETR); best/ by
-  validation mAP.
+- detection/: detection, object detection as set prediction (model.detection, DETR), with its set
+  and dense losses; best/ by validation mAP.
 - image_lm.py: image_lm, images generated pixel by pixel by a decoder (Image GPT); best/ by loss.
 - contrastive.py: contrastive, a text-image dual encoder on images and their names (CLIP); best/
   by validation zero-shot accuracy.
@@ -31,7 +31,7 @@ from .caption import Caption
 from .chat import ChatSFT
 from .classify import Classify, ImageClassify
 from .contrastive import Contrastive
-from .detection import Detection
+from .detection.objective import Detection
 from .encoder import MaskedLM, encoder_model
 from .image_lm import ImageLM
 from .lm import PackedLM

@@ -1,13 +1,14 @@
 """What `transformer data phrases` reports and writes beside its pairs: the report dict,
-OUT/skills.tsv and OUT/PROVENANCE.md (phrases.py states the rules; this module only counts and
+OUT/skills.tsv and OUT/PROVENANCE.md (skills.py states the rules; this module only counts and
 words them)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ..splits import SPLITS, counts_line, dropped_lines, split_rule
 from . import skill_lines
-from .phrases import (
+from .skills import (
     ENGLISH,
     INSTALL,
     SPANISH,
@@ -17,7 +18,6 @@ from .phrases import (
     Skill,
     phrases_split,
 )
-from .splits import SPLITS, counts_line, dropped_lines, split_rule
 
 
 def is_question(pair: tuple[str, str]) -> bool:

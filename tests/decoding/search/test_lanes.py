@@ -1,6 +1,7 @@
-"""The lanes (decoding/lanes.py, one_row.py, beam_lane.py) against plain reference computations: each
-search written the simplest way (one sentence at a time, the whole prefix recomputed every step, the
-rules of the module docstrings spelled out here), on small random models with padding and masks."""
+"""The lanes (decoding/search/lanes.py, one_row.py, beams.py) against plain reference computations:
+each search written the simplest way (one sentence at a time, the whole prefix recomputed every step,
+the rules of the module docstrings spelled out here), on small random models with padding and
+masks."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import torch
 
 import transformer as T
 from transformer.config import DecodeConfig, cpu_tiny
-from transformer.decoding.beam_lane import BeamLane
-from transformer.decoding.lanes import Request
-from transformer.decoding.one_row import OneLane
-from transformer.decoding.step import Stepper, inference
+from transformer.decoding.search.beams import BeamLane
+from transformer.decoding.search.lanes import Request
+from transformer.decoding.search.one_row import OneLane
+from transformer.decoding.search.step import Stepper, inference
 
 V = 24
 SOURCES = [[5, 6, 7, 8, 9, 10], [11, 12], [13], [14, 15, 16, 17]]
@@ -153,7 +154,7 @@ def test_one_row_lane_draws_as_a_plain_loop_with_one_generator(temperature, k, t
 
 
 def plain_beam(model, src, s: DecodeConfig, max_new: int) -> list[tuple[list[int], float]]:
-    """Beam search for one sentence, as beam_lane.py's conventions say, recomputing every prefix:
+    """Beam search for one sentence, as beams.py's conventions say, recomputing every prefix:
     the n_best (tokens, score), best first."""
     k, eos = s.beam_size, model.config.eos_id
 
@@ -269,9 +270,9 @@ def test_a_lane_stepped_by_hand_is_the_offline_search():
 
 
 def test_search_under_a_decode_config_is_the_keyword_search():
-    """decoding.search takes a DecodeConfig already validated (Pipeline's) and decodes as the
-    keyword shells do under the same settings."""
-    from transformer.decoding.search import search
+    """decoding.search.batch.search takes a DecodeConfig already validated (Pipeline's) and decodes as
+    the keyword shells do under the same settings."""
+    from transformer.decoding.search.batch import search
 
     model = tiny()
     ids, mask = padded(SOURCES, fill=9)

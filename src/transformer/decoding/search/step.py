@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..model.transformer import DecoderOnly, EncoderDecoder
+from ...model.transformer import DecoderOnly, EncoderDecoder
 from .repetition import RepetitionGuards
 
 SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]

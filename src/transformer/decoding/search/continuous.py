@@ -3,10 +3,11 @@ leave between decoding steps (Orca, OSDI 2022), for a server.
 
 Legend (model/__init__.py): B rows, N requests (sentences), G beams per request, V vocabulary.
 
-A `Lane` is one running batch of requests decoded the same way: `OneLane` takes one token per row
-per step (greedy search and sampling, one row per request: one_row.py), `BeamLane` runs beam search
-(a group of G rows per request, joining and leaving together: beam_lane.py). They are the very
-lanes the offline searches step to the end (lanes.py); this module is the server's view of them.
+A `Lane` (lanes.py) is one running batch of requests decoded the same way: `OneLane` takes one
+token per row per step (greedy search and sampling, one row per request: one_row.py), `BeamLane`
+runs beam search (a group of G rows per request, joining and leaving together: beams.py). They are
+the very lanes the offline searches step to the end (batch.py); this module is the server's view of
+them: which lane a request joins.
 The rules:
 - Each request gets the tokens it would get decoded alone (`greedy_search`, `sample`,
   `beam_search`, `Pipeline.generate`): its rows attend only to its own keys (the joined cache pads
@@ -18,7 +19,7 @@ The rules:
   alone does).
 - A request that finishes (</s>, its length bound, its beam search's stopping rule, or its
   on_token asking to stop) or that nobody waits for leaves at once and frees its rows.
-- Sampling past the context (Pipeline._sample_long's rule): a language-model request that fills
+- Sampling past the context (generate.sample_long's rule): a language-model request that fills
   the model's positions before its max_new_tokens leaves and joins again with the last half of its
   context, its cache filled anew.
 - All requests of a lane share its repetition guards (they are part of its key); their histories
@@ -27,13 +28,10 @@ The rules:
 
 from __future__ import annotations
 
-from ..config import DecodeConfig
-from .beam_lane import BeamLane
-from .lanes import Lane, Request
+from ...config import DecodeConfig
+from .beams import BeamLane
+from .lanes import Lane
 from .one_row import OneLane
-
-Sequence = Request  # the server's name for a request
-__all__ = ["BeamLane", "Lane", "OneLane", "Sequence", "lane_key", "new_lane"]
 
 
 def lane_key(s: DecodeConfig) -> tuple:

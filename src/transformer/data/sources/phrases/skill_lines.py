@@ -1,6 +1,6 @@
 """The line syntax of voice-assistant skill files (OpenVoiceOS / Neon / Mycroft `*.intent`,
 `*.voc`, `*.dialog`): reading a file's lines, expanding its alternations, and its `{slot}`
-placeholders. Used by phrases.py; pure functions on strings.
+placeholders. Used by skills.py; pure functions on strings.
 
 Rules:
 - A file's lines: each line stripped; empty lines and lines starting with `#` (comments such as
@@ -36,7 +36,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .splits import one_line
+from ..splits import one_line
 
 MAX_EXPANSIONS = 8
 """At most this many texts from one line (or one pair of lines)."""

@@ -6,7 +6,7 @@ requests between steps and answers each as it finishes.
 Legend (model/__init__.py): B rows, N requests, G beams per request, V vocabulary, W the widest
 output kept so far; R requests of an offline batch.
 
-The rules a lane keeps (the searches' own rules: one_row.py and beam_lane.py):
+The rules a lane keeps (the searches' own rules: one_row.py and beams.py):
 - A request's decoding is its own: its rows attend only to its own keys (the joined cache pads the
   others: KVCache.extend), and its step count, length bound, min_len and repetition history are its
   own, whatever joined or left around it.
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import DecodeConfig
+from ...config import DecodeConfig
 from .repetition import RepetitionGuards
 from .step import Stepper
 
@@ -59,13 +59,13 @@ class Request:
     """True when nobody waits for the result any more: the request leaves at the next step."""
     rejoin: bool = True
     """A language model's request whose context fills before max_new joins again from the last half
-    of its context (Pipeline._sample_long's rule); False: it ends there ("length"), as `sample`."""
+    of its context (generate.sample_long's rule); False: it ends there ("length"), as `sample`."""
     tokens: list[int] = field(default_factory=list)
     """The output so far (without </s>); for beam search, the best hypothesis at the end."""
     hypotheses: list[list[int]] = field(default_factory=list)
     """Beam search: the n_best outputs, best first."""
     results: list = field(default_factory=list)
-    """Beam search: the n_best finished hypotheses (beam_lane.Hypothesis), best first."""
+    """Beam search: the n_best finished hypotheses (beams.Hypothesis), best first."""
     finish: str | None = None
     """"stop" (</s> or on_token), "length" or "cancelled" once done."""
     steps: int = 0
@@ -121,7 +121,7 @@ class Lane:
 
     def admit_batch(self, stepper: Stepper, seqs: list[Request]) -> None:
         """An offline batch, one request per row of its Stepper, into this empty lane (module
-        rules). Call inside decoding.step.inference."""
+        rules). Call inside step.inference."""
         if len(self):
             raise ValueError("an offline batch needs an empty lane")
         self.recording, self.clock = True, 0

@@ -1,23 +1,23 @@
-"""`transformer data phrases`: read the skills (phrases.py: the rules), split, and write the
-corpus with its report (phrases_report.py)."""
+"""`transformer data phrases`: read the skills (skills.py: the rules), split, and write the
+corpus with its report (report.py)."""
 
 from __future__ import annotations
 
 import os
 
-from ..text import DataError
-from .phrases import (
-    _LETTER,
+from ...text import DataError
+from ..splits import assign, check_out, write_corpus
+from .report import provenance, skills_tsv, summary
+from .skills import (
     ENGLISH,
     INSTALL,
+    LETTER,
     SPANISH,
     Reading,
     find_skills,
     phrases_split,
     read_skill,
 )
-from .phrases_report import provenance, skills_tsv, summary
-from .splits import assign, check_out, write_corpus
 
 
 def build_phrases_corpus(
@@ -46,7 +46,7 @@ def build_phrases_corpus(
     english_only: list[str] = []
     seen: set[str] = set()
     for text in reading.english_only:
-        if text and _LETTER.search(text) and "|" not in text and text not in seen:
+        if text and LETTER.search(text) and "|" not in text and text not in seen:
             seen.add(text)
             if text not in paired_english:
                 english_only.append(text)

@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from ..text import DataError
+from ...text import DataError
+from ..splits import SPLITS, Pair, one_line, split_of
 from . import skill_lines
-from .splits import SPLITS, Pair, one_line, split_of
 
 PREFIXES = ("ovos-skill-", "neon-skill-")
 ENGLISH, SPANISH = "en-us", "es-es"
@@ -73,7 +73,7 @@ INSTALL = (
     "Spanish, e.g. pip install --no-deps ovos-skill-date-time)"
 )
 _LANGUAGE = re.compile(r"[a-z]{2,3}[-_][a-z]{2,4}", re.I)
-_LETTER = re.compile(r"[^\W\d_]")
+LETTER = re.compile(r"[^\W\d_]")
 _UNUSED = "[UNUSED]"
 MIN_LENGTH_R = 0.3
 
@@ -285,7 +285,7 @@ def _drop_reason(eng: str, spa: str) -> str:
         return "a | left after expansion"
     if skill_lines.slots(eng) != skill_lines.slots(spa):
         return "different {slot} names on the two sides"
-    if not _LETTER.search(re.sub(r"\{[^{}]*\}", "", eng + spa)):
+    if not LETTER.search(re.sub(r"\{[^{}]*\}", "", eng + spa)):
         return "no words besides placeholders"
     if eng.casefold() == spa.casefold():
         return "Spanish equal to English (untranslated)"

@@ -1,5 +1,5 @@
-"""Continuous batching (decoding/continuous.py): requests that join and leave a running batch between
-steps get exactly the tokens they get decoded alone, under any schedule of arrivals."""
+"""Continuous batching (decoding/search/continuous.py): requests that join and leave a running batch
+between steps get exactly the tokens they get decoded alone, under any schedule of arrivals."""
 
 import random
 
@@ -9,9 +9,10 @@ import torch
 import transformer
 from transformer.config import DecodeConfig, cpu_tiny
 from transformer.decoding.beam import beam_search
-from transformer.decoding.continuous import Sequence, lane_key, new_lane
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.sampling import sample
+from transformer.decoding.search.continuous import lane_key, new_lane
+from transformer.decoding.search.lanes import Request
 from transformer.model.cache import KVCache
 
 V = 40
@@ -37,7 +38,7 @@ def sources(n: int, seed: int, low: int = 1, high: int = 12) -> list[list[int]]:
     return [[rng.randrange(4, V) for _ in range(rng.randint(low, high))] for _ in range(n)]
 
 
-def run(model, seqs: list[Sequence], seed: int, max_wave: int = 3) -> None:
+def run(model, seqs: list[Request], seed: int, max_wave: int = 3) -> None:
     """Admit the requests in random waves between random numbers of steps, until all are done."""
     rng = random.Random(seed)
     lane = new_lane(model, seqs[0].settings)
@@ -70,7 +71,7 @@ def test_greedy_translation_joins_and_leaves_as_alone(positional, guards):
         repetition_penalty=guards[1],
     )
     srcs = sources(14, seed=1)
-    seqs = [Sequence(src, s) for src in srcs]
+    seqs = [Request(src, s) for src in srcs]
     run(model, seqs, seed=2)
     for seq, src in zip(seqs, srcs, strict=True):
         alone = greedy_search(
@@ -102,7 +103,7 @@ def test_beam_translation_joins_and_leaves_as_alone(positional, guards, early_st
         repetition_penalty=guards[1],
     )
     srcs = sources(12, seed=3)
-    seqs = [Sequence(src, s) for src in srcs]
+    seqs = [Request(src, s) for src in srcs]
     run(model, seqs, seed=4)
     for seq, src in zip(seqs, srcs, strict=True):
         alone = beam_search(
@@ -139,7 +140,7 @@ def test_sampling_a_language_model_draws_as_alone_with_its_own_seed(positional):
     for i, prompt in enumerate(prompts):
         s = settings[i % len(settings)]
         g = torch.Generator().manual_seed(100 + i)
-        seqs.append(Sequence(prompt, s, generator=g, max_new=s.max_new_tokens))
+        seqs.append(Request(prompt, s, generator=g, max_new=s.max_new_tokens))
     run(model, seqs, seed=6)
     for i, (seq, prompt) in enumerate(zip(seqs, prompts, strict=True)):
         s = settings[i % len(settings)]
@@ -171,7 +172,7 @@ def test_sampling_past_the_context_rejoins_as_the_pipeline_does(tmp_path):
     s = pipe.settings(beam_size=1, max_new_tokens=30, temperature=1.0)
     prompts = ["the cat", "a dog ran", "the park"]
     seqs = [
-        Sequence(pipe.prompt_ids(p), s, generator=torch.Generator().manual_seed(i), max_new=30)
+        Request(pipe.prompt_ids(p), s, generator=torch.Generator().manual_seed(i), max_new=30)
         for i, p in enumerate(prompts)
     ]
     run(pipe.model, seqs, seed=7)
@@ -187,9 +188,9 @@ def test_on_token_and_cancel_end_a_request_and_free_its_rows():
     s = DecodeConfig(beam_size=1, temperature=0.0, max_new_tokens=20, min_len=20)
     stop_at = [5]
     cancel = {"now": False}
-    a = Sequence([5, 6, 7], s, max_new=20, on_token=lambda t: len(a.tokens) >= stop_at[0])
-    b = Sequence([8, 9], s, max_new=20, cancelled=lambda: cancel["now"])
-    c = Sequence([10], s, max_new=20)
+    a = Request([5, 6, 7], s, max_new=20, on_token=lambda t: len(a.tokens) >= stop_at[0])
+    b = Request([8, 9], s, max_new=20, cancelled=lambda: cancel["now"])
+    c = Request([10], s, max_new=20)
     lane = new_lane(model, s)
     lane.admit([a, b, c])
     for _ in range(3):

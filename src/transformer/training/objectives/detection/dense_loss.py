@@ -8,7 +8,7 @@ query, so the backbone and encoder learn where the objects are and what they are
 Legend (model/__init__.py): B batch (images), M classes, O objects in the batch (the sum of the
 images' n_b); grid: the cells along a side of the feature map, row-major.
 
-Boxes are (cx, cy, w, h) relative to the image, as DETR predicts them (training.set_loss).
+Boxes are (cx, cy, w, h) relative to the image, as DETR predicts them (set_loss.py).
 
 Rules:
 - Cells: an object belongs to the cell holding its centre, (column, row) = floor((cx, cy) * grid),
@@ -27,7 +27,7 @@ Rules:
   here that division is the trainer's (below).
 - Boxes: at each object's own cell only, DETR's box losses on the box that cell predicts:
   5 x L1 (its 4 coordinates summed) + 2 x (1 - GIoU).
-- Sums, not means, as training.set_loss: dense_loss returns the focal sum + the box sums and the
+- Sums, not means, as set_loss.py: dense_loss returns the focal sum + the box sums and the
   number of objects O, and the trainer divides a step's summed loss by its objects. Divided by O
   it is CenterNet's loss with DETR's box terms (CenterNet divides the focal sum by its positive
   cells: the same unless two objects of one class share a centre cell).
@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
+from ....evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
 
 Target = tuple[torch.Tensor, torch.Tensor]
 """An image's targets: labels (n_b,) long in [0, M), boxes (n_b, 4) cxcywh in [0, 1]."""

@@ -1,6 +1,6 @@
 """The one-row step: greedy search and sampling, one row per request and one token per row per step,
-over a lane (lanes.py). `greedy_search` and `sample` are this lane stepped to the end; the server's
-continuous batching steps the same lane between admissions.
+over a lane (lanes.py). `greedy_search` and `sample` are this lane stepped to the end (batch.py);
+the server's continuous batching steps the same lane between admissions.
 
 Legend (model/__init__.py): B rows, R requests of an offline batch, V vocabulary, T output tokens,
 W the widest stay kept; attention records as in history.py (layers, H heads, S source length,
@@ -16,7 +16,7 @@ The rules of a step:
   request's own generator once a step for its row.
 - A request ends at </s> ("stop") or at its room ("length"); a request that watches its tokens
   (on_token, cancelled) may end earlier. A language model's request whose context fills before
-  max_new joins again from the last half of its context (Pipeline._sample_long's rule) when it
+  max_new joins again from the last half of its context (generate.sample_long's rule) when it
   allows it (Request.rejoin).
 - Finished rows leave the cache at once; the others feed their token and get the next
   log-probabilities.
@@ -28,11 +28,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..config import DecodeConfig
 from .draw import draw
 from .history import AttentionHistory
 from .lanes import Lane, Request
-from .step import SourceInput, Stepper, blocked_tokens, inference
+from .step import Stepper, blocked_tokens
 
 OnStep = Callable[[torch.Tensor, torch.Tensor], None]
 
@@ -112,10 +111,12 @@ class OneLane(Lane):
         if not self.seqs:
             return done
         with torch.inference_mode():
-            return done + self._advance()
+            return done + self.advance()
 
-    def _advance(self) -> list[Request]:
-        """One token for every row (module rules); returns the requests that finished."""
+    def advance(self) -> list[Request]:
+        """One token for every row (module rules); returns the requests that finished. `step` with
+        neither the rejoining nor inference mode: an offline batch (batch.py) steps with it, inside
+        step.inference."""
         cfg, stepper, log_probs = self.config, self.stepper, self.log_probs
         if self.history is not None:
             self.history.write(self.clock, stepper.weights, self.numbers)
@@ -214,59 +215,6 @@ class OneLane(Lane):
         self.paths = self.paths[index]
         if self.numbers is not None:
             self.numbers = self.numbers[index]
-
-
-def run_one_row(
-    model: torch.nn.Module,
-    src_ids: SourceInput,
-    settings: DecodeConfig,
-    src_mask: torch.Tensor | None = None,
-    generator: torch.Generator | None = None,
-    max_new: int | None = None,
-    return_attention: bool = False,
-    on_step: OnStep | None = None,
-    **stepper,
-) -> tuple[torch.Tensor, torch.Tensor, dict | None]:
-    """A batch decoded on a one-row lane stepped to the end, under settings already validated
-    (greedy_search and sample build them): each row is a request with the one generator (None:
-    greedy) and max_new (None: from max_len_a/b). stepper: the Stepper's prefix, suppress and
-    begin_suppress. Returns ids (B, T) without </s>, right-padded with pad_id; the summed
-    log-probabilities of the chosen tokens (B,), </s> included; the attention weights
-    {"self": (B, layers, H, T, keys), "cross": (B, layers, H, T, S) or None} or None."""
-    with inference(model):
-        lane = OneLane(model, settings)
-        batch = Stepper(
-            model, src_ids, src_mask, need_weights=return_attention, guards=lane.guards, **stepper
-        )
-        seqs = [
-            Request(None, settings, generator, max_new, rejoin=False)
-            for _ in range(batch.batch_size)
-        ]
-        lane.on_step = on_step
-        lane.admit_batch(batch, seqs)
-        while lane.seqs:
-            lane._advance()
-    pad, device = model.config.pad_id, batch.device
-    lengths = [len(seq.tokens) for seq in seqs]
-    width = max(lengths, default=0)
-    ids = torch.tensor(
-        [seq.tokens + [pad] * (width - len(seq.tokens)) for seq in seqs], dtype=torch.long
-    ).view(len(seqs), width)
-    attention = None
-    if lane.history is not None:
-        keys = self_key_count(batch, width)
-        # Rows past a request's output are zero (the query that predicted </s> has no token, no
-        # row).
-        real = (
-            torch.arange(width, device=device)[None] < torch.tensor(lengths, device=device)[:, None]
-        )
-        real = real[:, None, None, :, None]  # (B, 1, 1, T, 1)
-        history = lane.history
-        attention = {
-            "self": history.self[:, :, :, :width, :keys] * real,
-            "cross": None if history.cross is None else history.cross[:, :, :, :width] * real,
-        }
-    return ids.to(device), lane.totals, attention
 
 
 def _draw_key(seq: Request):

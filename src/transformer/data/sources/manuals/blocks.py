@@ -34,7 +34,7 @@ from collections import Counter
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from .splits import one_line
+from ..splits import one_line
 
 
 class Block(NamedTuple):

@@ -4,7 +4,7 @@ in COCO's format (model.detection; data.train_detection).
 The rules:
 - Data: data.train_detection / valid_detection are COCO folders (annotations.json and the images),
   as `transformer data detection` writes them or a user brings them; images are resized to
-  model.detection.image_size, boxes kept relative to the image (data.detection.load_detection).
+  model.detection.image_size, boxes kept relative to the image (data.coco.load_detection).
   Classes are the annotation file's categories in the order of their ids.
 - Batches: train.batch_tokens // P images a batch (P feature-map positions, what the encoder
   sees), in an order shuffled per epoch; whole batches only. data.horizontal_flip mirrors an image
@@ -13,12 +13,12 @@ The rules:
   Hungarian algorithm (class probability + L1 + generalized IoU costs), then cross entropy over
   all queries (the "no object" class weighted by model.detection.no_object_weight; or with
   class_loss focal, the focal loss over every query and class) + 5 x L1 +
-  2 x (1 - GIoU) on the matched pairs (training.set_loss); every layer's loss is added when
+  2 x (1 - GIoU) on the matched pairs (set_loss.py); every layer's loss is added when
   model.detection.aux_loss. With model.detection.dense_aux, dense_weight x the dense head's loss
-  on the encoder's memory (Co-DETR; training.dense_loss: CenterNet's focal loss + 5 x L1 +
+  on the encoder's memory (Co-DETR; dense_loss.py: CenterNet's focal loss + 5 x L1 +
   2 x (1 - GIoU) at the objects' cells, summed) is added, in validation's loss too. With
   model.detection.denoise_groups, the denoising queries' loss (DN-DETR: each noised object's query
-  against its object, training.set_loss.denoise_loss; the noise drawn in collate from the batch's
+  against its object, set_loss.denoise_loss; the noise drawn in collate from the batch's
   generator, so a resumed run draws it again) is added in training, not in validation. Units are
   the objects, so a step's loss is DETR's (summed over the step's objects and divided by their
   count).
@@ -35,21 +35,21 @@ from pathlib import Path
 
 import torch
 
-from ...config import ConfigError, RunConfig
-from ...data.batching import batch_seed, fixed_size_batches, to_device
-from ...data.detection import load_detection
-from ...data.images import to_pixels
-from ...data.text import DataError
-from ...evaluation.detection import coco_map
-from ...evaluation.detector import relative_to_xywh
-from ...model.build import build_model
-from ...model.denoise import DenoiseQueries, denoise_queries
-from ...model.detection import COCO_DETECTIONS
-from ...model_dir import load_config, load_labels, load_model
-from ..checkpoint import step_dirs
-from ..dense_loss import dense_loss
-from ..set_loss import denoise_loss, detr_loss
-from .base import Objective, StepSums, autocast
+from ....config import ConfigError, RunConfig
+from ....data.batching import batch_seed, fixed_size_batches, to_device
+from ....data.coco import load_detection
+from ....data.images import to_pixels
+from ....data.text import DataError
+from ....evaluation.detection import coco_map
+from ....evaluation.detector import relative_to_xywh
+from ....model.build import build_model
+from ....model.denoise import DenoiseQueries, denoise_queries
+from ....model.detection import COCO_DETECTIONS
+from ....model_dir import load_config, load_labels, load_model
+from ...checkpoint import step_dirs
+from ..base import Objective, StepSums, autocast
+from .dense_loss import dense_loss
+from .set_loss import denoise_loss, detr_loss
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config import LENGTH_PENALTY_KINDS  # decode.length_penalty_kind's choice list
+from ...config import LENGTH_PENALTY_KINDS  # decode.length_penalty_kind's choice list
 
 
 def length_penalty(

@@ -1,6 +1,6 @@
 """The beam step: beam search over a lane (lanes.py), a group of G rows per request (the paper's
-decoder, §6.1: beam 4, length penalty alpha = 0.6). `beam_search` is this lane stepped to the end;
-the server's continuous batching steps the same lane between admissions.
+decoder, §6.1: beam 4, length penalty alpha = 0.6). `beam_search` is this lane stepped to the end
+(batch.py); the server's continuous batching steps the same lane between admissions.
 
 Legend (model/__init__.py): N requests (sentences) still searching, G beam size, V vocabulary,
 M = 2G candidates per sentence, W the longest path kept; attention records as in history.py
@@ -131,10 +131,11 @@ class BeamLane(Lane):
         if not self.seqs:
             return []
         with torch.inference_mode():
-            return self._advance()
+            return self.advance()
 
-    def _advance(self) -> list[Request]:
-        """One step of beam search for every request in the lane (module rules)."""
+    def advance(self) -> list[Request]:
+        """One step of beam search for every request in the lane (module rules): `step` without
+        inference mode, which an offline batch (batch.py) steps with, inside step.inference."""
         cfg, device, k = self.config, self.stepper.device, self.k
         b, beams = self.scores.shape
         log_probs = self.log_probs

@@ -3,36 +3,8 @@ Debian manuals that ship the same pages in both languages (translated with po4a 
 the two sides have the same structure). Every other translated manual in Debian is left out on
 purpose: it is a test set no one trains on.
 
-Rules:
-- Manuals (MANUALS): gnome-user-docs (Mallard, /usr/share/help/C and es, its gnome-help and
-  system-admin-guide), LibreOffice's help (libreoffice-help-en-us and -es, HTML), the Debian
-  installation guide (installation-guide-amd64, HTML), the Debian Reference (debian-reference-en
-  and -es, HTML), the Debian New Maintainers' Guide (maint-guide and maint-guide-es, HTML) and the
-  Linux man-pages (manpages and manpages-es, roff, gzipped). A manual is read when dpkg's file
-  lists (ROOT/var/lib/dpkg/info/PACKAGE.list) show both its packages installed, and only the
-  files those lists name are read, so pages other packages put in the same folders (another
-  program's help, a man page that manpages-es translates for coreutils) never enter. A missing
-  manual is skipped and named in the report with its apt-get line.
-- A document is one page present in both languages under the same relative name (the language
-  part of the path or name mapped: C <-> es, en-US <-> es, .en.html <-> .es.html, man/manN <->
-  man/es/manN). Links (symbolic, or a man page that is only `.so other`) are skipped. Its text
-  blocks come from manual_text (paragraphs, items, titles; code, tables and page furniture
-  dropped; inline code kept verbatim).
-- LibreOffice's blocks pair by their HTML id (par_id..., hd_id...: the same in every language),
-  the k-th block of an id with the k-th when the id occurs as often on both sides; its pages
-  order some sections by their translated names (the Calc functions), so position fails there.
-  A page where under ID_SHARE of the blocks have an id pairs as the others do.
-- Other blocks pair by position when both sides have as many; otherwise (unequal) they are
-  aligned by length (sentences.align_sentences, Gale & Church, on blocks: "align", the default)
-  or the document is skipped ("skip").
-- Each block pair is cut into sentences (sentences.split_sentences) and aligned by length
-  (align_sentences): every bead with sentences on both sides (1-1, 2-1, 1-2, rarely 2-2) is a
-  pair; sentences left alone are dropped and counted. The length model (Spanish characters per
-  English character and the variance) is fitted on the position-paired blocks.
-- Filters, each drop counted by reason: Spanish equal to the English or containing it whole
-  (untranslated, or an untranslated sentence merged into a bead), fewer than
-  MIN_WORDS words on the English side, more than MAX_CHARS characters on either side, a
-  Spanish/English length ratio outside RATIO_RANGE.
+Rules (which manuals and pages: catalog.py; their text blocks: blocks.py; pairing and filters:
+pairing.py):
 - Splits: whole documents, by sha256 of "manual/relative path" (splits.split_of),
   VALID_PERCENT and TEST_PERCENT; splits.assign deduplicates and keeps valid and test English out
   of train. With max_share below 1, a manual's training pairs beyond that share of all training
@@ -41,22 +13,16 @@ Rules:
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
-import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from ..text import DataError
-from . import packages
-from .bible.verse_align import LengthModel, fit_length_model
-from .manual_text import Block, html_blocks, mallard_blocks, roff_blocks
-from .sentences import align_sentences, split_sentences
-from .splits import (
+from ...text import DataError
+from .. import packages
+from ..bible.verse_align import LengthModel, fit_length_model
+from ..splits import (
     SPLITS,
     Pair,
     assign,
@@ -67,71 +33,20 @@ from .splits import (
     split_rule,
     write_corpus,
 )
+from .catalog import MANUALS, Manual, documents
+from .pairing import (
+    MAX_CHARS,
+    MIN_WORDS,
+    RATIO_RANGE,
+    Unequal,
+    block_pairs,
+    pairs_by_id,
+    reason_to_drop,
+    sentence_pairs,
+)
 
 VALID_PERCENT = 3.0
 TEST_PERCENT = 3.0
-MIN_WORDS = 3
-MAX_CHARS = 400
-RATIO_RANGE = (0.5, 2.2)  # Spanish / English characters
-ID_SHARE = 0.5  # of the blocks with an id, for a by_id manual's page to pair by id
-Unequal = Literal["align", "skip"]
-
-
-@dataclass(frozen=True)
-class Manual:
-    """One manual: its two packages, where each puts its pages (relative to the root), which
-    files are pages, how a page reads and how an English page's path becomes the Spanish one."""
-
-    name: str
-    english: str
-    spanish: str
-    english_dir: str
-    page: str  # a regular expression over the path relative to english_dir
-    reader: Callable[[bytes, Counter], list[Block]]
-    to_spanish: Callable[[str], str]  # the English page's absolute path -> the Spanish one
-    by_id: bool = False  # blocks pair by their HTML id (LibreOffice's par_id, hd_id ...)
-
-
-def _read_man(data: bytes, dropped: Counter) -> list[Block]:
-    return roff_blocks(gzip.decompress(data).decode("utf-8", errors="replace"), dropped)
-
-
-def _swap(old: str, new: str) -> Callable[[str], str]:
-    return lambda path: path.replace(old, new, 1)
-
-
-MANUALS = (
-    Manual(
-        "gnome-user-docs", "gnome-user-docs", "gnome-user-docs", "usr/share/help/C",
-        r"(gnome-help|system-admin-guide)/[^/]+\.page", mallard_blocks,
-        _swap("/usr/share/help/C/", "/usr/share/help/es/"),
-    ),
-    Manual(
-        "libreoffice-help", "libreoffice-help-en-us", "libreoffice-help-es",
-        "usr/share/libreoffice/help/en-US", r"text/.+\.html", html_blocks,
-        _swap("/help/en-US/", "/help/es/"), by_id=True,
-    ),
-    Manual(
-        "installation-guide", "installation-guide-amd64", "installation-guide-amd64",
-        "usr/share/doc/installation-guide-amd64/en", r"[^/]+\.html", html_blocks,
-        _swap("/installation-guide-amd64/en/", "/installation-guide-amd64/es/"),
-    ),
-    Manual(
-        "debian-reference", "debian-reference-en", "debian-reference-es",
-        "usr/share/debian-reference", r"[^/]+\.en\.html", html_blocks,
-        lambda path: path[: -len(".en.html")] + ".es.html",
-    ),
-    Manual(
-        "maint-guide", "maint-guide", "maint-guide-es", "usr/share/doc/maint-guide/html",
-        r"[^/]+\.en\.html", html_blocks,
-        lambda path: path.replace("/maint-guide/", "/maint-guide-es/")[: -len(".en.html")]
-        + ".es.html",
-    ),
-    Manual(
-        "manpages", "manpages", "manpages-es", "usr/share/man", r"man\d/[^/]+\.gz", _read_man,
-        _swap("/usr/share/man/man", "/usr/share/man/es/man"),
-    ),
-)  # fmt: skip
 
 
 @dataclass
@@ -144,97 +59,6 @@ class Found:
     pairs: dict[str, int] = field(default_factory=lambda: {name: 0 for name in SPLITS})
     licence: str = packages.UNKNOWN
     versions: str = ""
-
-
-def package_files(root: Path, package: str) -> set[str] | None:
-    """The paths in dpkg's file list of an installed package; None when it is not installed."""
-    info = root / "var/lib/dpkg/info"
-    for name in (f"{package}.list", *(p.name for p in info.glob(f"{package}:*.list"))):
-        try:
-            return set((info / name).read_text(encoding="utf-8").splitlines())
-        except OSError:
-            continue
-    return None
-
-
-def documents(root: Path, manual: Manual) -> list[tuple[str, Path, Path]] | None:
-    """(relative name, English file, Spanish file) of each page in both languages (sorted), or
-    None when a package of the manual is not installed."""
-    english, spanish = package_files(root, manual.english), package_files(root, manual.spanish)
-    if english is None or spanish is None:
-        return None
-    base = "/" + manual.english_dir + "/"
-    page = re.compile(manual.page)
-    found = []
-    for path in sorted(english):
-        relative = path[len(base) :]
-        if not path.startswith(base) or not page.fullmatch(relative):
-            continue
-        other = manual.to_spanish(path)
-        en_file, es_file = root / path.lstrip("/"), root / other.lstrip("/")
-        if other in spanish and en_file.is_file() and es_file.is_file():
-            if not en_file.is_symlink() and not es_file.is_symlink():
-                found.append((relative, en_file, es_file))
-    return found
-
-
-def pairs_by_id(english: list[Block], spanish: list[Block]) -> list[tuple[str, str]] | None:
-    """(Spanish, English) texts of the blocks whose key occurs as often on both sides (the k-th
-    with the k-th), in English order; None when under ID_SHARE of the blocks have a key."""
-    if sum(bool(b.key) for b in english + spanish) < ID_SHARE * len(english + spanish):
-        return None
-    keyed: dict[str, list[str]] = {}
-    for block in spanish:
-        keyed.setdefault(block.key, []).append(block.text)
-    english_count = Counter(b.key for b in english)
-    seen: Counter = Counter()
-    pairs = []
-    for block in english:
-        others = keyed.get(block.key, [])
-        if block.key and len(others) == english_count[block.key]:
-            pairs.append((others[seen[block.key]], block.text))
-            seen[block.key] += 1
-    return pairs
-
-
-def block_pairs(
-    english: list[Block], spanish: list[Block], unequal: Unequal, model: LengthModel
-) -> tuple[str, list[tuple[str, str]]]:
-    """How one document's blocks were paired ("position", "aligner", "skipped") and the
-    (Spanish, English) block pairs."""
-    en, es = [b.text for b in english], [b.text for b in spanish]
-    if len(en) == len(es) and en:
-        return "position", list(zip(es, en, strict=True))
-    if unequal == "skip" or not en or not es:
-        return "skipped", []
-    pairs, _ = align_sentences(en, es, model)
-    return "aligner", [(s, e) for e, s in pairs]
-
-
-def sentence_pairs(
-    spa: str, eng: str, model: LengthModel, dropped: Counter
-) -> list[tuple[str, str]]:
-    """(Spanish, English) sentence groups of one block pair, aligned by length."""
-    english, spanish = split_sentences(eng), split_sentences(spa)
-    if len(english) == 1 and len(spanish) == 1:
-        return [(spa, eng)]
-    pairs, alone = align_sentences(english, spanish, model)
-    if alone:
-        dropped["sentence without a counterpart (dropped by the aligner)"] += alone
-    return [(es, en) for en, es in pairs]
-
-
-def reason_to_drop(spa: str, eng: str) -> str | None:
-    if spa == eng or eng in spa:
-        return "Spanish equals or contains the English (untranslated)"
-    if len(eng.split()) < MIN_WORDS:
-        return f"fewer than {MIN_WORDS} English words"
-    if len(spa) > MAX_CHARS or len(eng) > MAX_CHARS:
-        return f"more than {MAX_CHARS} characters"
-    ratio = len(spa) / len(eng)
-    if not RATIO_RANGE[0] <= ratio <= RATIO_RANGE[1]:
-        return f"Spanish/English length ratio outside {RATIO_RANGE[0]}-{RATIO_RANGE[1]}"
-    return None
 
 
 def manual_split(group: str) -> str:

@@ -1,4 +1,4 @@
-"""Repetition guards (decoding/repetition.py): no_repeat_ngram_size and repetition_penalty, checked
+"""Repetition guards (decoding/search/repetition.py): no_repeat_ngram_size and repetition_penalty, checked
 against their definitions with scripted models (exact outputs), against references written from the
 definitions on real tiny models (greedy by recompute, beam scores, brute force), against Hugging
 Face, and through the pipeline, the command line and the server."""
@@ -17,13 +17,13 @@ import transformer as T
 from tests.cli.common import run as run_cli
 from tests.decoding.scripted import ScriptedModel
 from transformer.config import DecodeConfig, ModelConfig, cpu_tiny
-from transformer.decoding.penalties import length_penalty
-from transformer.decoding.repetition import (
+from transformer.decoding.search.penalties import length_penalty
+from transformer.decoding.search.repetition import (
     RepetitionGuards,
     block_repeated_ngrams,
     penalize_repetitions,
 )
-from transformer.decoding.step import Stepper
+from transformer.decoding.search.step import Stepper
 from transformer.model.cache import KVCache
 
 PAD, START, EOS = 0, 2, 3

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
-from ..model.denoise import DenoiseQueries
+from ....evaluation.boxes import cxcywh_to_xyxy, generalized_box_iou
+from ....model.denoise import DenoiseQueries
 
 Target = tuple[torch.Tensor, torch.Tensor]
 """An image's targets: labels (n_b,) long in [0, M), boxes (n_b, 4) cxcywh in [0, 1]."""
