@@ -103,6 +103,15 @@ class Pipeline:
         """The task this model runs (transformer.tasks' table)."""
         return model_task(self.model.config, self.pixels is not None, self.trained_for)
 
+    def __call__(self, *inputs, **settings):
+        """Run the model's task on inputs: its Task's inference entry (a translation model
+        translates lines, a language model continues prompts, a classifier labels texts or
+        images, ...); settings are that entry's (decoding settings by name)."""
+        task = self.task
+        if task.infer is None:
+            raise PipelineError(wrong_task(task, "pipeline(inputs)"))
+        return task.infer(self, *inputs, **settings)
+
     def expect(self, command: str) -> None:
         """PipelineError unless this model's task is run by `command` (a Pipeline method or CLI
         command: "translate", "generate", "classify", ...)."""

@@ -21,6 +21,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return Caption(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, images, **settings):
+    """`pipeline(images)`: a caption for each image (Pipeline.caption)."""
+    return pipeline.caption(images, **settings)
+
+
 TASK = Task(
     name="captioning",
     summary="image captioning: a text for each image",
@@ -33,6 +38,7 @@ TASK = Task(
     batch_size=64,
     inputs=patches_and_tokens,
     cost=per_image,
+    infer=infer,
     command="caption",
     evaluate=(Scored("--images", "captions", "a captioner's exact match and chrF"),),
 )

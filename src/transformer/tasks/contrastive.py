@@ -22,6 +22,12 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return Contrastive(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, texts, **settings):
+    """`pipeline(texts)`: the unit embeddings of texts (Pipeline.embed_texts; images:
+    Pipeline.embed_images)."""
+    return pipeline.embed_texts(texts, **settings)
+
+
 TASK = Task(
     name="contrastive",
     summary="text-image dual encoders: images and texts in one embedding space (CLIP)",
@@ -34,6 +40,7 @@ TASK = Task(
     batch_size=256,
     inputs=patches,
     cost=per_image_and_token,
+    infer=infer,
     command="embed",
     evaluate=(Scored("--images", "zero-shot", "a dual encoder's zero-shot and retrieval scores"),),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .figures import DETECTION
 from .inputs import feature_map, per_detection
 
@@ -35,6 +35,11 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
     return row
 
 
+def infer(pipeline, images, **settings):
+    """`pipeline(images)`: each image's objects (Pipeline.detect)."""
+    return pipeline.detect(images, **settings)
+
+
 TASK = Task(
     name="detection",
     summary="object detection: the objects of an image, with their boxes (DETR)",
@@ -48,8 +53,9 @@ TASK = Task(
     tokenizers=False,
     inputs=feature_map,
     cost=per_detection,
+    infer=infer,
     command="detect",
-    routes=("/v1/detect",),
+    routes=(Route("/v1/detect"),),
     evaluate=(Scored("--detection", "object detection", "a detector's COCO mAP"),),
     score=score,
     test_files=1,

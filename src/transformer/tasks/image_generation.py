@@ -20,6 +20,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return ImageLM(config, run_dir, say)
 
 
+def infer(pipeline, count, **settings):
+    """`pipeline(count)`: images sampled pixel by pixel (Pipeline.generate_images)."""
+    return pipeline.generate_images(count, **settings)
+
+
 TASK = Task(
     name="image-generation",
     summary="image generation: images sampled pixel by pixel (Image GPT)",
@@ -28,6 +33,7 @@ TASK = Task(
     family="image-generation",
     runs=runs,
     prepare=prepare,
+    infer=infer,
     command="generate_images",
     tokenizers=False,
     evaluate=(Scored("--images", "bits per dimension", "an image generator's bits per dimension"),),

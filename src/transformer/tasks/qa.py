@@ -23,6 +23,12 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return SpanQA(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, questions, contexts, **settings):
+    """`pipeline(questions, contexts)`: the answer of each question in its context
+    (Pipeline.answer)."""
+    return pipeline.answer(questions, contexts, **settings)
+
+
 TASK = Task(
     name="question-answering",
     summary="extractive question answering: the answer's span in a context",
@@ -31,6 +37,7 @@ TASK = Task(
     family="encoder",
     runs=runs,
     prepare=prepare,
+    infer=infer,
     command="answer",
     evaluate=(
         Scored("--squad", "question answering", "a question-answering model's exact match and F1"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .figures import AUDIO
 
 
@@ -20,6 +20,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return Speech(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, audio, **settings):
+    """`pipeline(audio)`: the transcript of each recording (Pipeline.transcribe)."""
+    return pipeline.transcribe(audio, **settings)
+
+
 TASK = Task(
     name="speech",
     summary="speech recognition: audio in, its transcript out",
@@ -30,7 +35,8 @@ TASK = Task(
     prepare=prepare,
     attention=AUDIO,
     batch_size=8,
+    infer=infer,
     command="transcribe",
-    routes=("/v1/transcribe",),
+    routes=(Route("/v1/transcribe"),),
     evaluate=(Scored("--audio", "speech", "a speech model's word error rate"),),
 )

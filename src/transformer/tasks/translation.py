@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .figures import TEXT
 
 
@@ -80,6 +80,11 @@ def translation_scores(
     return scores
 
 
+def infer(pipeline, lines, **settings):
+    """`pipeline(lines)`: the translations (Pipeline.translate)."""
+    return pipeline.translate(lines, **settings)
+
+
 TASK = Task(
     name="translation",
     summary="translation and text-to-text: source text in, target text out",
@@ -89,8 +94,14 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     attention=TEXT,
+    infer=infer,
     command="translate",
-    routes=("/v1/translate", "/v1/attention", "/translate", "/languages"),  # + LibreTranslate's
+    routes=(
+        Route("/v1/translate"),
+        Route("/v1/attention"),
+        Route("/translate"),
+        Route("/languages"),
+    ),  # + LibreTranslate's
     evaluate=(
         Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref"),
         Scored("--pairs", "text-to-text", "a text-to-text model's scores per task"),
