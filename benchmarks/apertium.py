@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
 
-    from transformer.cli.lines import read_lines
+    from transformer.data.lines import read_lines
     from transformer.runtime.precision import cpu_name
 
     splits = splits_of(args)

@@ -1,5 +1,6 @@
-"""Atomic file writes, the one helper every writer in the project uses, and one owner per
-directory (`own`: a trainer, a sweep or an average holds the directory it writes).
+"""Atomic file writes, the one helper every writer in the project uses, the checks of an output
+file a user names (made before the work, not after it), and one owner per directory (`own`: a
+trainer, a sweep or an average holds the directory it writes).
 
 Rules: a file is written under a temporary name in its own directory, given the usual
 permissions (0666 less the process's umask, like `open()`), then renamed over its final
@@ -50,6 +51,40 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Non
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write UTF-8 text atomically (see atomic_write)."""
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+# ---- an output file a user names ----------------------------------------------------------------
+
+PICTURE_FORMATS = ("png", "svg", "pdf")
+"""The formats a picture (viz/'s figures) is written in, named by its file's suffix."""
+
+
+class OutputPathError(ValueError):
+    """An output file a user named cannot be written there; the message says why in one line."""
+
+
+def check_output(path: str) -> None:
+    """An output file's directory must exist: checked before the work, not after it."""
+    if Path(path).is_dir():
+        raise OutputPathError(f"--output {path} is a directory: give a file name")
+    if not Path(path).resolve().parent.is_dir():
+        raise OutputPathError(
+            f"--output {path}: the directory {Path(path).parent} does not exist; create it first"
+        )
+
+
+def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> None:
+    """A figure's file name: .png, .svg or .pdf (and, with dir_exists, in a directory that
+    exists)."""
+    if Path(path).suffix[1:].lower() not in PICTURE_FORMATS:
+        raise OutputPathError(
+            f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of "
+            "those"
+        )
+    if dir_exists and not Path(path).resolve().parent.is_dir():
+        raise OutputPathError(
+            f"{flag} {path}: the directory {Path(path).parent} does not exist; create it first"
+        )
 
 
 # ---- one owner per directory ------------------------------------------------------------------

@@ -7,7 +7,7 @@ The rules every command keeps:
   was none, an existing one unchanged, no temporary `.NAME.*.tmp` left behind.
 - Odd but valid input (CRLF, a UTF-8 byte-order mark, empty and whitespace-only lines, no final
   newline, very long or one-character lines, NFD Unicode): exactly one output line per input line
-  (see transformer.cli.lines).
+  (see transformer.data.lines).
 - The Python API raises ValueError subclasses (ConfigError, ModelFileError, PipelineError) for bad
   values and TypeError for a wrong kind of argument, each naming the fix.
 

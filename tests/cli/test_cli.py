@@ -164,7 +164,7 @@ def test_generate_keeps_the_end_of_an_over_long_prompt(tmp_path, capsys):
 
 
 def test_stream_lines_hands_over_at_most_chunk_lines():
-    from transformer.cli.lines import stream_lines
+    from transformer.data.lines import stream_lines
 
     r, w = os.pipe()
     os.write(w, ("a\r\n" * 1300 + "tail").encode())

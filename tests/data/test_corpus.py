@@ -51,7 +51,7 @@ def tok(files):
 
 
 def plain_lines(path: Path) -> list[str]:
-    """The whole file at once, by the rules of transformer.cli.lines: what the streaming reader must match."""
+    """The whole file at once, by the rules of transformer.data.lines: what the streaming reader must match."""
     lines = path.read_bytes().decode("utf-8").removeprefix("\ufeff").split("\n")
     return [line.removesuffix("\r").strip() for line in (lines[:-1] if lines[-1] == "" else lines)]
 

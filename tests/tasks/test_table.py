@@ -80,9 +80,8 @@ def test_two_tasks_of_one_objective_split_its_runs_by_their_data(tmp_path):
             assert sum(t.trains(config) for t in images) == 1
 
 
-def test_evaluate_has_a_handler_for_every_input_of_every_task():
-    from transformer.cli.evaluation import _handler
-
+def test_evaluate_has_a_function_for_every_input_of_every_task():
     for task in TASKS.values():
         for scored in task.evaluate:
-            assert callable(_handler(task.name, scored.flag)), (task.name, scored.flag)
+            assert callable(scored.run), (task.name, scored.flag)
+            assert list(inspect.signature(scored.run).parameters) == ["e"], (task.name, scored.flag)

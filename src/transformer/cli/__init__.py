@@ -5,10 +5,11 @@ with typed arguments (litgpt's shape), and its parser is derived from the signat
 a plain flag from its annotation and one-line doc, a setting's flag from its definition on a
 config dataclass (Setting, Settings: the same name, type, range and doc as the TOML key and the
 API field), where to run from common.ModelRun. `data` is one table of datasets over one parser
-(data/__init__.py). evaluate (evaluation.py, its flags in evaluate_flags.py) has per-family parts:
-captioning.py, contrastive.py, detection.py, speech.py and image_lm.py. Below the commands:
-args.py (the mechanism), common.py (UserError, checking flags, ModelRun, files, running a
-command), loading.py (image files and each family's check of a model directory), lines.py.
+(data/__init__.py). evaluate (evaluation.py, its flags in evaluate_flags.py) makes one typed
+record of the evaluation and runs the evaluate function the model's task holds (transformer.tasks).
+Below the commands: args.py (the mechanism), common.py (UserError, checking flags, ModelRun,
+opening it, running a command), loading.py (image files and each family's check of a model
+directory); lines, notes and output files are transformer.data.lines' and transformer.files'.
 Errors a user can fix are printed as one line and exit with status 2; an unknown flag prints the
 command's usage with the closest flag it has.
 """

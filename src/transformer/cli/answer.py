@@ -9,8 +9,9 @@ import json
 from typing import Annotated
 
 from ..config import ANSWER_SETTINGS, DecodeConfig
+from ..data.lines import read_text
 from .args import Arg, Settings, command
-from .common import ModelRun, UserError, load_pipeline, read_text
+from .common import ModelRun, UserError, load_pipeline
 
 
 def answer(

@@ -15,14 +15,9 @@ from ..config import (
     ATTENTION_KINDS,
     DecodeConfig,
 )
+from ..files import check_picture
 from .args import Arg, Setting, command
-from .common import (
-    MODEL_DIR,
-    UserError,
-    Where,
-    check_picture,
-    pick_device,
-)
+from .common import MODEL_DIR, UserError, Where
 
 
 @dataclass(frozen=True)
@@ -83,7 +78,7 @@ def attention(figure: Figure, where: Where) -> None:
         raise UserError(
             "plotting needs matplotlib: pip install matplotlib (or the project's [viz] extra)"
         )
-    from ..decoding.pipeline import Pipeline
+    from ..decoding.pipeline import Pipeline, pick_device
     from ..tasks import TASKS
     from ..viz.views import View
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Annotated
 
+from ..data.lines import note
 from .args import Arg, command
-from .common import (
-    POSITIVE,
-    UserError,
-    note,
-)
+from .common import POSITIVE, UserError
 
 
 def average(

@@ -13,6 +13,7 @@ from ..config import (
     DecodeConfig,
 )
 from ..config.decode import REPETITION_SETTINGS
+from ..data.lines import note, read_lines
 from .args import Arg, Settings, command
 from .common import (
     BATCH_TOKENS,
@@ -23,9 +24,7 @@ from .common import (
     ModelRun,
     UserError,
     load_pipeline,
-    note,
 )
-from .lines import read_lines
 
 SAMPLING = tuple(name for name in SAMPLING_SETTINGS if name not in REPETITION_SETTINGS)
 

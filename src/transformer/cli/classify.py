@@ -6,17 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Annotated
 
+from ..data.lines import note, read_text, write_text
+from ..files import check_output
 from .args import Arg, command
-from .common import (
-    AT_LEAST_0,
-    ModelRun,
-    UserError,
-    check_output,
-    load_pipeline,
-    note,
-    read_text,
-    write_text,
-)
+from .common import AT_LEAST_0, ModelRun, UserError, load_pipeline
 from .loading import (
     image_files,
 )

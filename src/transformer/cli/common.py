@@ -1,6 +1,7 @@
 """What every command shares: UserError, the one way flags are checked, the flags of a model run
-(ModelRun: the model directory, --device, --threads, --precision), input and output files, notes
-on stderr, and running a parsed command.
+(ModelRun: the model directory, --device, --threads, --precision), opening it, and running a
+parsed command. Input and output lines and notes on stderr are transformer.data.lines'; an output
+file's checks transformer.files'; the device's pick transformer.decoding.pipeline's.
 
 Flags are checked one way: a flag added with `add_flag(..., bounds=..., give=...)`, derived
 from a handler's signature or from a config setting (args.py) carries its rule, and `check_flags`
@@ -18,12 +19,14 @@ import difflib
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from ..config import DEVICES, Bounds, ConfigError, DecodeConfig
+from ..data.lines import LineError
 from .args import Arg, Setting, add_arguments, add_setting
-from .lines import LineError, format_lines, read_lines, stream_lines
+
+if TYPE_CHECKING:  # the table is imported when a command runs, not when it is parsed
+    from ..tasks import Task
 
 
 class UserError(Exception):
@@ -121,99 +124,12 @@ def add_decode_args(
         add_setting(p, DecodeConfig, name, note=(notes or {}).get(name, note))
 
 
-def decode_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
-    """The decoding settings given on the command line, by name (those left out keep the
-    model's)."""
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
-
-
-def pick_device(device: str, threads: int | None) -> str:
-    """The device to run on ("auto": the GPU when torch sees one, else the CPU), with torch's CPU
-    threads set when given."""
-    import torch
-
-    if threads is not None:
-        torch.set_num_threads(threads)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError(
-            "--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)"
-        )
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-def load_pipeline(args: argparse.Namespace | ModelRun, command: str):
+def load_pipeline(run: ModelRun, command: str, task: Task | None = None):
     """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it
-    chose."""
-    return open_pipeline(args.model_dir, args.device, args.threads, args.precision, command)
+    chose; with `task`, the model must run it (transformer.decoding.pipeline.open_pipeline)."""
+    from ..decoding.pipeline import open_pipeline
 
-
-def open_pipeline(
-    model_dir: str, device: str, threads: int | None, precision: str | None, command: str
-):
-    """A model directory as a Pipeline on `device` in `precision` (None: its decode.json's);
-    "auto" says on stderr what it chose."""
-    from ..decoding.pipeline import Pipeline
-
-    pipeline = Pipeline.load(model_dir, pick_device(device, threads), precision=precision)
-    if (precision or pipeline.decode.precision) == "auto":
-        note(command, f"precision {pipeline.precision.describe()}")
-    return pipeline
-
-
-# ---- files and messages ----
-
-
-def read_text(path: str | None, what: str) -> list[str]:
-    """Lines of a UTF-8 file, or all of standard input when path is None or '-' (see
-    transformer.cli.lines)."""
-    if path in (None, "-"):
-        return [line for chunk in stream_lines() for line in chunk]
-    return read_lines(path, what)
-
-
-def write_text(path: str | None, lines: list[str]) -> None:
-    """Lines to a file (atomically) or to standard output, one line each (see
-    transformer.cli.lines)."""
-    if path in (None, "-"):
-        sys.stdout.write(format_lines(lines))
-        sys.stdout.flush()
-        return
-    from ..files import atomic_write_text
-
-    check_output(path)
-    atomic_write_text(path, format_lines(lines))
-
-
-def check_output(path: str) -> None:
-    """An output file's directory must exist: checked before the work, not after it."""
-    if Path(path).is_dir():
-        raise UserError(f"--output {path} is a directory: give a file name")
-    if not Path(path).resolve().parent.is_dir():
-        raise UserError(
-            f"--output {path}: the directory {Path(path).parent} does not exist; create it first"
-        )
-
-
-def check_picture(flag: str, path: str, what: str, dir_exists: bool = True) -> None:
-    """A figure's file name: .png, .svg or .pdf (and, with dir_exists, in a directory that
-    exists)."""
-    from ..viz import FORMATS
-
-    if Path(path).suffix[1:].lower() not in FORMATS:
-        raise UserError(
-            f"{flag} {path}: {what} is written as .png, .svg or .pdf; give a file name with one of "
-            "those"
-        )
-    if dir_exists and not Path(path).resolve().parent.is_dir():
-        raise UserError(
-            f"{flag} {path}: the directory {Path(path).parent} does not exist; create it first"
-        )
-
-
-def note(command: str, text: str) -> None:
-    print(f"transformer {command}: note: {text}", file=sys.stderr, flush=True)
+    return open_pipeline(run.model_dir, run.device, run.threads, run.precision, command, task)
 
 
 # ---- running a command ----

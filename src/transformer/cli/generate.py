@@ -16,15 +16,10 @@ from ..config import (
     settings_of,
 )
 from ..config.decode import REPETITION_SETTINGS
+from ..data.lines import note
+from ..files import check_output
 from .args import Arg, Setting, Settings, command
-from .common import (
-    POSITIVE,
-    ModelRun,
-    UserError,
-    check_output,
-    load_pipeline,
-    note,
-)
+from .common import POSITIVE, ModelRun, UserError, load_pipeline
 
 GENERATE = (*SAMPLING_SETTINGS, "beam_size")
 """The decoding settings generate takes (a language model samples unless --beam is given)."""

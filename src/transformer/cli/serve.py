@@ -11,7 +11,7 @@ from typing import Annotated
 
 from ..config import API_KEY_ENV, ServeConfig, settings_of
 from .args import Settings, command
-from .common import ModelRun, UserError, pick_device
+from .common import ModelRun, UserError
 
 FIRST = ("host", "port")
 """Where the server listens comes first in --help, then its limits."""
@@ -34,6 +34,7 @@ def serve(
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         raise UserError("serve needs FastAPI and uvicorn: pip install 'transformer[serve]'")
     load_config(run.model_dir)  # a model directory, or the one error every command gives
+    from ..decoding.pipeline import pick_device
     from ..serve import serve as run_server
 
     config = serve_config(settings or {})

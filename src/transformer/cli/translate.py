@@ -12,17 +12,10 @@ from ..config import (
     TRANSLATE_SETTINGS,
     DecodeConfig,
 )
+from ..data.lines import format_lines, note, read_lines, stream_lines, write_text
+from ..files import check_output
 from .args import Arg, Settings, command
-from .common import (
-    BATCH_TOKENS,
-    ModelRun,
-    UserError,
-    check_output,
-    load_pipeline,
-    note,
-    write_text,
-)
-from .lines import format_lines, read_lines, stream_lines
+from .common import BATCH_TOKENS, ModelRun, UserError, load_pipeline
 
 INPUT = Annotated[str | None, Arg("file of source lines (default: standard input)")]
 OUTPUT = Annotated[str | None, Arg("file for the translations (default: standard output)")]

@@ -176,6 +176,10 @@ TRANSCRIBE_SETTINGS = (
 """The settings of transcribing speech: transcribe's flags, /v1/transcribe's fields."""
 CAPTION_SETTINGS = TRANSCRIBE_SETTINGS[:-2]
 """The settings of captioning images (the same as transcribing): caption's flags."""
+EVALUATE_SEARCH = ("beam_size", "length_penalty", "length_penalty_kind", "keep_markup")
+"""The decoding settings evaluate takes for a text model's search (--src, --pairs, --chat)."""
+SPEECH_SEARCH = ("speech_head", "ctc_weight")
+"""And with --audio, beside the search's: a speech model's heads."""
 ANSWER_SETTINGS = ("answer_window", "answer_stride", "max_answer_tokens", "sentence_threshold")
 DETECT_SETTINGS = ("threshold", "batch_size")
 """The settings of detecting objects: detect's flags, /v1/detect's fields (threshold)."""

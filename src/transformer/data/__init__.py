@@ -9,6 +9,7 @@ count, and image / audio / box tensors for the training objectives and evaluatio
 
 Text and tokens
     text.py        read and validate aligned or monolingual text, plain or gzipped, as streams
+    lines.py       the commands' lines: files and standard input read, output written, notes
     tokenizer.py   tokenizers (BPE, Unigram, word, char) trained on the corpus; encoder specials
     corpus.py      corpora tokenized once into memory-mapped arrays, kept in a cache
     encoding_pool.py  a large corpus tokenized by one worker process per core

@@ -13,7 +13,7 @@ another folder. A folder is written under a temporary name and renamed when comp
 sizes are checked against the header when opened: a half-written or truncated one is never read (it
 is rebuilt).
 
-Reading: files are UTF-8, one example per line (the rules of transformer.cli.lines), `.gz` files
+Reading: files are UTF-8, one example per line (the rules of transformer.data.lines), `.gz` files
 are decompressed as they are read. Aligned files are read in step; if one ends first the
 error names both line counts. Pairs with an empty side (after stripping) are dropped and
 counted, as are examples longer than max_len tokens (a side with its <s>/</s>).

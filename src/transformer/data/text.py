@@ -1,7 +1,7 @@
 """Read and validate plain-text training data, as streams: aligned source/target files or one
 monolingual file, plain or gzipped.
 
-Files hold one sentence per line, UTF-8 (the line rules of transformer.cli.lines). Problems a user
+Files hold one sentence per line, UTF-8 (the line rules of transformer.data.lines). Problems a user
 can fix (a missing or empty file, invalid UTF-8, an unreadable .gz, line counts that differ)
 raise `DataError` with a one-line message naming the file and line. Pairs with an empty side
 are dropped and counted, never silently. With protect (data.protect_markup), each pair is read
@@ -38,7 +38,7 @@ def iter_lines(path: str | os.PathLike, keep_ends: bool = False) -> Iterator[str
     """The lines of a UTF-8 text file (plain or .gz) one at a time, without their endings (with
     keep_ends: each with its "\n", as the file has it, "\r\n" read as "\n").
 
-    Same rules as transformer.cli.lines.split_lines: a BOM at the start is dropped, lines end at
+    Same rules as transformer.data.lines.split_lines: a BOM at the start is dropped, lines end at
     "\\n" with an optional "\\r" before it. Invalid UTF-8 or an unreadable .gz is a DataError
     naming the file and line."""
     path = check_file(path)

@@ -14,6 +14,10 @@ position table, but never to less than half the table. What was cut is reported 
 callback `on_truncate` (translate: the 1-based numbers of the lines cut; generate: one line of
 text saying what was kept), or as a Python warning when no callback is given.
 truncate=False raises PipelineError instead.
+
+`open_pipeline` is how a command opens one: on the device it was given ("auto": the GPU when
+torch sees one), its "auto" precision's choice said on stderr, and, where the command runs one
+task, the model checked to be that task's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 
 from ..config import DecodeConfig, unknown_key_error
+from ..data.lines import note
 from ..model.quantize import set_inference_precision
 from ..model.transformer import Model
 from ..model_dir import ModelDir
@@ -317,3 +322,38 @@ class Pipeline:
         the output; an exception it raises stops the decoding and propagates. Beam search has no
         tokens to stream before it ends."""
         return generate(self, prompt, chat, seed, truncate, on_truncate, on_token, **decode)
+
+
+def pick_device(device: str, threads: int | None) -> str:
+    """The device to run on ("auto": the GPU when torch sees one, else the CPU), with torch's CPU
+    threads set when given."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PipelineError(
+            "--device cuda was asked for, but torch sees no CUDA GPU: use --device cpu (or auto)"
+        )
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def open_pipeline(
+    model_dir: str,
+    device: str,
+    threads: int | None,
+    precision: str | None,
+    command: str,
+    task: Task | None = None,
+) -> Pipeline:
+    """A model directory as a Pipeline on `device` in `precision` (None: its decode.json's);
+    "auto" says on stderr what it chose. With `task` (a record of transformer.tasks), the model
+    must run it: else one line naming what it is and the command that runs it."""
+    pipeline = Pipeline.load(model_dir, pick_device(device, threads), precision=precision)
+    if (precision or pipeline.decode.precision) == "auto":
+        note(command, f"precision {pipeline.precision.describe()}")
+    if task is not None and pipeline.task is not task:
+        raise PipelineError(
+            f"{model_dir} is not {task.described}; " + wrong_task(pipeline.task, command)
+        )
+    return pipeline

@@ -15,6 +15,10 @@ the special families before the plain ones they are built on.
 - masked_lm.py: BERT's masked-LM
 - translation.py: translation, text-to-text, T5's span corruption
 - lm.py: language models
+
+Beside them: base.py (the Task record), evaluation.py (one `transformer evaluate` run as a typed
+record, read by the evaluate function each `Scored` row holds) and reports.py (what those
+functions share).
 """
 
 from __future__ import annotations

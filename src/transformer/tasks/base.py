@@ -13,7 +13,8 @@ The rules:
   before the plain families they are built on.
 - `infer` is its inference entry (`pipeline(inputs)` runs it), `command` the CLI command that runs
   it (the name a user's error message gives), `routes` the server's endpoints (none: the server
-  only describes it), `evaluate` the `transformer evaluate` inputs that score it.
+  only describes it), `evaluate` the `transformer evaluate` inputs that score it, each with the
+  function that scores and prints (`run(evaluation)`: evaluation.py).
 - `tokenizers` says whether its model directories hold text tokenizers (Pipeline loads them);
   `inputs` is the trainer's words for what its models read, `cost` the lines `transformer info`
   prints of their FLOPs (inputs.py), `attention` the figure `transformer attention` draws of them
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OBJECTIVE_ARCHS, ModelConfig, RunConfig
+from .evaluation import Confusion, Evaluation
 from .figures import Figure
 from .inputs import per_token, tokens
 
@@ -38,16 +40,20 @@ Prepare = Callable[[RunConfig, Path, Any, Callable[[str], None], bool], Any]
 """(config, run_dir, dist, say, resume) -> the run's Objective, its data prepared."""
 Score = Callable[[Any, RunConfig, Any, str], dict[str, float]]
 """(pipeline, config, path or (src, ref), split) -> a sweep row's scores of one split."""
+Evaluate = Callable[[Evaluation], Confusion | None]
+"""(evaluation) -> None, or the confusion matrix its --plot asks to draw; the scores printed."""
 
 
 @dataclass(frozen=True)
 class Scored:
     """An input `transformer evaluate` scores a task's models on: its flag, a short name of what
-    it gives (in the list of inputs) and what it gives (when it is given with another)."""
+    it gives (in the list of inputs), what it gives (when it is given with another) and the
+    function that scores a model on it and prints the scores."""
 
     flag: str
     short: str
     what: str
+    run: Evaluate
 
 
 @dataclass(frozen=True)

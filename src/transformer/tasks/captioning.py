@@ -7,8 +7,13 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from .base import Scored, Task
+from .evaluation import Evaluation, EvaluationError
 from .figures import CAPTION
 from .inputs import patches_and_tokens, per_image
+from .reports import open_model
+
+SEARCH = ("beam_size", "length_penalty", "length_penalty_kind")
+"""The decoding settings evaluate takes for a captioner."""
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -26,6 +31,42 @@ def infer(pipeline, images, **settings):
     return pipeline.caption(images, **settings)
 
 
+def evaluate_captions(e: Evaluation) -> None:
+    """`evaluate --images SPLIT` for a captioner: exact match and chrF of its captions against the
+    images' label names (decode.json's search, or --beam-size); --output writes the captions."""
+    from ..data.lines import write_text
+    from ..evaluation.captions import score_captions
+    from ..files import check_output
+
+    given = [
+        flag
+        for flag, value in (
+            ("--text", e.text), ("--src", e.src), ("--ref", e.ref), ("--tsv", e.tsv),
+            ("--pairs", e.pairs), ("--squad", e.squad), ("--audio", e.audio),
+            ("--detection", e.detection), ("--plot", e.plot),
+        )
+        if value
+    ]  # fmt: skip
+    if given:
+        raise EvaluationError(
+            f"give --images (a captioner's exact match and chrF) alone, without {given[0]}"
+        )
+    if not Path(e.images).exists():
+        raise EvaluationError(
+            f"--images {e.images} not found: give a prepared split (.safetensors) or a folder "
+            "of class folders"
+        )
+    if e.output:
+        check_output(e.output)
+    pipeline = open_model(e, TASK)
+    scores, captions, _ = score_captions(pipeline, e.images, **e.settings(SEARCH))
+    if e.output:
+        write_text(e.output, captions)
+    hits = round(scores.exact_match * scores.n)
+    print(f"exact match {scores.exact_match:.2%} ({hits:,} of {scores.n:,} images of {e.images})")
+    print(scores.chrf_line)
+
+
 TASK = Task(
     name="captioning",
     summary="image captioning: a text for each image",
@@ -40,5 +81,7 @@ TASK = Task(
     cost=per_image,
     infer=infer,
     command="caption",
-    evaluate=(Scored("--images", "captions", "a captioner's exact match and chrF"),),
+    evaluate=(
+        Scored("--images", "captions", "a captioner's exact match and chrF", run=evaluate_captions),
+    ),
 )

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ModelConfig, RunConfig
+from ..config import ANSWER_SETTINGS, ModelConfig, RunConfig
 from .base import Scored, Task
+from .evaluation import Evaluation, EvaluationError
+from .reports import open_model
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -29,6 +31,39 @@ def infer(pipeline, questions, contexts, **settings):
     return pipeline.answer(questions, contexts, **settings)
 
 
+def evaluate_squad(e: Evaluation) -> None:
+    """Exact match and F1 (SQuAD's) of a question-answering model's answers to --squad, and
+    verse-level F1 where the file gives verses; --output writes the answers."""
+    from ..data.lines import write_text
+    from ..data.text import DataError
+    from ..evaluation.scoring import score_squad
+    from ..files import check_output
+    from ..model.transformer import EncoderOnly
+
+    if not Path(e.squad).is_file():
+        raise EvaluationError(f"--squad {e.squad} not found: give a SQuAD-format JSON file")
+    if e.output:
+        check_output(e.output)
+    pipeline = open_model(e)
+    model = pipeline.model
+    if not isinstance(model, EncoderOnly) or not (model.span_head or model.config.sentence_head):
+        raise EvaluationError(
+            "--squad is for question answering: this model has no span or sentence head "
+            '(objective = "qa" or "qa_sentences")'
+        )
+    try:
+        scores, answers = score_squad(pipeline, e.squad, **e.settings(ANSWER_SETTINGS))
+    except DataError as error:
+        raise EvaluationError(str(error)) from None
+    if e.output:
+        write_text(e.output, [" ".join(a.text.split()) for a in answers])
+    verses = f"  verse F1 {scores['verse_f1']:.2f}" if "verse_f1" in scores else ""
+    print(
+        f"exact match {scores['exact_match']:.2f}  F1 {scores['f1']:.2f}{verses}  "
+        f"({scores['questions']:,} questions of {e.squad})"
+    )
+
+
 TASK = Task(
     name="question-answering",
     summary="extractive question answering: the answer's span in a context",
@@ -40,6 +75,11 @@ TASK = Task(
     infer=infer,
     command="answer",
     evaluate=(
-        Scored("--squad", "question answering", "a question-answering model's exact match and F1"),
+        Scored(
+            "--squad",
+            "question answering",
+            "a question-answering model's exact match and F1",
+            run=evaluate_squad,
+        ),
     ),
 )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..config import ModelConfig, RunConfig
+from ..config import EVALUATE_SEARCH, ModelConfig, RunConfig
 from .base import Route, Scored, Task
+from .evaluation import Evaluation, EvaluationError
 from .figures import TEXT
+from .reports import open_model, print_pair_scores
 
 
 def runs(model: ModelConfig, pixels: bool) -> bool:
@@ -85,6 +87,84 @@ def infer(pipeline, lines, **settings):
     return pipeline.translate(lines, **settings)
 
 
+def evaluate_translations(e: Evaluation) -> None:
+    """BLEU and chrF (or ROUGE, --metric rouge) of the translations of --src against --ref, and
+    the share of placeholders kept; --output writes the translations."""
+    from ..data.lines import note, read_text, write_text
+    from ..decoding.inputs import truncation_note
+    from ..evaluation.metrics import bleu, chrf
+    from ..evaluation.scoring import pair_scores
+    from ..files import check_output
+
+    if e.output:
+        check_output(e.output)
+    pipeline = open_model(e)
+    sources, references = read_text(e.src, "--src"), read_text(e.ref, "--ref")
+    if len(sources) != len(references):
+        raise EvaluationError(
+            f"--src has {len(sources):,} lines but --ref has {len(references):,}: they must be "
+            "aligned line by line"
+        )
+    cut: list[int] = []
+    hypotheses = pipeline.translate(sources, **e.settings(EVALUATE_SEARCH), on_truncate=cut.extend)
+    if cut:
+        note("evaluate", truncation_note(cut, len(sources), pipeline.max_source_tokens))
+    if e.output:
+        write_text(e.output, hypotheses)
+    if e.metric == "rouge":
+        print_pair_scores(
+            {"-": {"lines": len(hypotheses), **pair_scores(hypotheses, references, "rouge")}}
+        )
+    else:
+        for score in (bleu(hypotheses, references), chrf(hypotheses, references)):
+            print(score)
+    if line := placeholders_line(sources, hypotheses):
+        print(line)
+
+
+def placeholders_line(sources: list[str], hypotheses: list[str]) -> str | None:
+    """The line "placeholders kept: ..." over the source lines with placeholders or markup
+    (data.markup's spans: each must come out as often as it went in); None when no line has
+    one."""
+    from ..data.markup import kept_share
+
+    kept, lines = kept_share(sources, hypotheses)
+    if not lines:
+        return None
+    return (
+        f"placeholders kept: {kept / lines:.1%} ({kept:,} of the {lines:,} lines with "
+        "placeholders or markup keep every one exactly)"
+    )
+
+
+def evaluate_pairs(e: Evaluation) -> None:
+    """BLEU, chrF and exact matches per task of a text-to-text model on input<TAB>target lines."""
+    from ..data.lines import note, write_text
+    from ..decoding.inputs import truncation_note
+    from ..evaluation.scoring import score_pairs
+    from ..files import check_output
+    from ..model.transformer import EncoderDecoder
+
+    if not Path(e.pairs).is_file():
+        raise EvaluationError(f"--pairs {e.pairs} not found: give a file of input<TAB>target lines")
+    if e.output:
+        check_output(e.output)
+    pipeline = open_model(e)
+    if not isinstance(pipeline.model, EncoderDecoder):
+        raise EvaluationError(
+            "--pairs is for encoder-decoder (text-to-text) models: this model is not one"
+        )
+    cut: list[int] = []
+    scores, outputs = score_pairs(
+        pipeline, e.pairs, on_truncate=cut.extend, metric=e.metric, **e.settings(EVALUATE_SEARCH)
+    )
+    if cut:
+        note("evaluate", truncation_note(cut, len(outputs), pipeline.max_source_tokens))
+    if e.output:
+        write_text(e.output, outputs)
+    print_pair_scores(scores)
+
+
 TASK = Task(
     name="translation",
     summary="translation and text-to-text: source text in, target text out",
@@ -103,8 +183,10 @@ TASK = Task(
         Route("/languages"),
     ),  # + LibreTranslate's
     evaluate=(
-        Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref"),
-        Scored("--pairs", "text-to-text", "a text-to-text model's scores per task"),
+        Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref", run=evaluate_translations),
+        Scored(
+            "--pairs", "text-to-text", "a text-to-text model's scores per task", run=evaluate_pairs
+        ),
     ),
     score=score,
     test_files=2,

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FORMATS = ("png", "svg", "pdf")
+from ..files import PICTURE_FORMATS, atomic_write
 
 
 def figure_format(out: str | os.PathLike) -> str:
     """The format out's suffix names (png, svg, pdf), or a ValueError saying which are written."""
     fmt = Path(out).suffix[1:].lower()
-    if fmt not in FORMATS:
+    if fmt not in PICTURE_FORMATS:
         raise ValueError(
             f"{out}: pictures are written as .png, .svg or .pdf; give a file name with one of those"
         )
@@ -25,8 +25,6 @@ def save_figure(fig, out: str | os.PathLike) -> Path:
     """Write a matplotlib figure to out (its parent created, the file written atomically) and close
     it."""
     import matplotlib.pyplot as plt
-
-    from ..files import atomic_write
 
     out = Path(out)
     try:

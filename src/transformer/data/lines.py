@@ -1,4 +1,5 @@
-"""Line-oriented text for the commands: one output line per input line, whatever the input.
+"""Line-oriented text for the commands: one output line per input line, whatever the input, and
+the notes a command writes on standard error.
 
 Rules, for files and standard input alike:
 - UTF-8; a byte-order mark at the start is dropped; invalid UTF-8 is an error naming the line.
@@ -6,6 +7,10 @@ Rules, for files and standard input alike:
   ends the last line; empty and whitespace-only lines are lines too.
 - Output lines never contain a newline (one inside a text becomes a space), so line i of the
   output always answers line i of the input.
+
+Lines read from a file or standard input (`read_text`), written to a file (atomically, its directory
+checked first: files.check_output) or to standard output (`write_text`); a note on standard error is
+one line, "transformer COMMAND: note: ..." (`note`).
 
 Standard input is read as it arrives (`stream_lines`): what is already there is taken in
 chunks (batching, as for a file piped in), and when nothing more is waiting the lines so far
@@ -20,6 +25,8 @@ import select
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from ..files import atomic_write_text, check_output
 
 
 class LineError(ValueError):
@@ -104,3 +111,26 @@ def format_lines(lines: list[str]) -> str:
     return "".join(
         line.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for line in lines
     )
+
+
+def read_text(path: str | None, what: str) -> list[str]:
+    """Lines of a UTF-8 file, or all of standard input when path is None or '-'."""
+    if path in (None, "-"):
+        return [line for chunk in stream_lines() for line in chunk]
+    return read_lines(path, what)
+
+
+def write_text(path: str | None, lines: list[str]) -> None:
+    """Lines to a file (atomically) or to standard output when path is None or '-', one line
+    each."""
+    if path in (None, "-"):
+        sys.stdout.write(format_lines(lines))
+        sys.stdout.flush()
+        return
+    check_output(path)
+    atomic_write_text(path, format_lines(lines))
+
+
+def note(command: str, text: str) -> None:
+    """A note of `transformer COMMAND` on standard error, one line."""
+    print(f"transformer {command}: note: {text}", file=sys.stderr, flush=True)
