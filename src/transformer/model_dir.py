@@ -16,6 +16,7 @@ reads it whole, `.write(path)` writes it (every file atomically, files.py). `sav
                          {"prompt": [...], "suppress_tokens": [...], "begin_suppress_tokens": [...]}
     pixels.json          an image generator's token layout: image size, channels, levels, labels,
                          characters (data/pixels.py)
+    task.json            the task that trained it: {"task": "translation"} (transformer.tasks)
     README.md            a short note saying how the model was made (when its writer gave one)
 
 A model fine-tuned with LoRA adapters (train.lora) holds, in place of model.safetensors, only what
@@ -64,6 +65,7 @@ from .model_records import (
     PIXELS_FILE,
     SPECIAL_TOKENS_FILE,
     SPEECH_FILE,
+    TASK_FILE,
     load_chat_template,
     load_decode_config,
     load_labels,
@@ -71,6 +73,7 @@ from .model_records import (
     load_pixels,
     load_special_tokens,
     load_speech,
+    load_task,
     model_files,
     read_json,
     write_json,
@@ -103,6 +106,7 @@ __all__ = [
     "SPECIAL_TOKENS_FILE",
     "SPEECH_FILE",
     "TARGET_FILE",
+    "TASK_FILE",
     "VOCAB_FILES",
     "WEIGHTS_FILE",
     "ModelDir",
@@ -116,6 +120,7 @@ __all__ = [
     "load_pixels",
     "load_special_tokens",
     "load_speech",
+    "load_task",
     "load_tokenizers",
     "load_weights",
     "model_files",
@@ -143,6 +148,8 @@ class ModelDir:
     pixels: ImageTokens | None = None
     languages: dict[str, str] | None = None
     """A translation model's {"source": "es", "target": "en"} (languages.json)."""
+    task: str | None = None
+    """The name of the task that trained it (task.json; None: its config says)."""
     readme: str | None = None
 
     @classmethod
@@ -188,6 +195,7 @@ class ModelDir:
             speech=self.speech,
             pixels=pixels,
             languages=self.languages,
+            task=self.task,
         )
         if self.readme is not None:
             atomic_write_text(path / README_FILE, self.readme)
@@ -211,6 +219,7 @@ def save_model(
     speech: dict | None = None,
     pixels: ImageTokens | None = None,
     languages: dict[str, str] | None = None,
+    task: str | None = None,
 ) -> Path:
     """Write a model directory `path` (created if needed): config.json and model.safetensors, and
     the parts given (ModelDir.write).
@@ -222,12 +231,18 @@ def save_model(
     labels: a classifier's class names (labels.json). special_tokens: an encoder's {role: token}.
     speech: a speech model's decoder prompt and suppressed tokens (speech.json).
     pixels: an image generator's token layout (pixels.json). languages: a translation model's
-    {"source": "es", "target": "en"} (languages.json).
+    {"source": "es", "target": "en"} (languages.json). task: the name of the task that trained it
+    (task.json).
     """
     if tokenizer is not None and not isinstance(tokenizer, (tuple, list)):
         tokenizer = (tokenizer, tokenizer)
     parts = dict(
-        chat=chat, labels=labels, special_tokens=special_tokens, speech=speech, languages=languages
+        chat=chat,
+        labels=labels,
+        special_tokens=special_tokens,
+        speech=speech,
+        languages=languages,
+        task=task,
     )
     return ModelDir(model, tokenizer and tuple(tokenizer), decode, pixels=pixels, **parts).write(
         path

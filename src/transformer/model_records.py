@@ -1,7 +1,8 @@
 """The small records of a model directory beside its weights and tokenizers (transformer.model_dir
-lists them all): decoding defaults, chat template, class labels, special tokens, speech prompt and
-image token layout. Each load_* reads its file, checked, or returns None (the defaults for
-decode.json) when the directory has none; the file names are defined here and nowhere else."""
+lists them all): decoding defaults, chat template, class labels, special tokens, speech prompt,
+image token layout and the task that trained it. Each load_* reads its file, checked, or returns
+None (the defaults for decode.json) when the directory has none; the file names are defined here
+and nowhere else."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ SPEECH_FILE = "speech.json"
 SPEECH_KEYS = ("prompt", "suppress_tokens", "begin_suppress_tokens")
 PIXELS_FILE = "pixels.json"
 LANGUAGES_FILE = "languages.json"
+TASK_FILE = "task.json"
 
 
 def model_files(path: str | os.PathLike) -> dict:
     """What save_model takes besides the model and tokenizer, as a model directory holds it:
-    decode, chat, labels, special_tokens, speech, pixels, languages (for copying a directory's
-    extras onto another)."""
+    decode, chat, labels, special_tokens, speech, pixels, languages, task (for copying a
+    directory's extras onto another)."""
     return {
         "decode": load_decode_config(path),
         "chat": load_chat_template(path),
@@ -37,12 +39,13 @@ def model_files(path: str | os.PathLike) -> dict:
         "speech": load_speech(path),
         "pixels": load_pixels(path),
         "languages": load_languages(path),
+        "task": load_task(path),
     }
 
 
 def write_records(path: Path, **records) -> None:
     """Write each record given and not None (decode, chat, labels, special_tokens, speech,
-    pixels, languages) into the model directory `path`, each file atomically."""
+    pixels, languages, task) into the model directory `path`, each file atomically."""
     decode, speech, pixels = records.get("decode"), records.get("speech"), records.get("pixels")
     if decode is not None:
         write_json(path / DECODE_FILE, decode.to_dict(), indent=2, ensure_ascii=True)
@@ -60,6 +63,8 @@ def write_records(path: Path, **records) -> None:
         atomic_write_text(path / SPEECH_FILE, json.dumps(record) + "\n")
     if pixels is not None:
         pixels.save(path / PIXELS_FILE)
+    if records.get("task") is not None:
+        write_json(path / TASK_FILE, {"task": records["task"]}, 1)
 
 
 def write_json(file: Path, value, indent: int, ensure_ascii: bool = False) -> None:
@@ -115,6 +120,21 @@ def load_languages(path: str | os.PathLike) -> dict[str, str] | None:
             "delete it"
         )
     return {"source": record["source"], "target": record["target"]}
+
+
+def load_task(path: str | os.PathLike) -> str | None:
+    """The name of the task that trained the model (task.json: {"task": "translation"}, a key of
+    transformer.tasks.TASKS), or None when the directory does not record it (an imported model, or
+    one written before the record existed: its config then says which task runs it)."""
+    file = Path(path) / TASK_FILE
+    if not file.is_file():
+        return None
+    record = read_json(file, 'it should be {"task": "translation"}')
+    if not isinstance(record, dict) or not isinstance(record.get("task"), str):
+        raise ModelFileError(
+            f'{file} does not name a task such as {{"task": "translation"}}: fix or delete it'
+        )
+    return record["task"]
 
 
 def load_speech(path: str | os.PathLike) -> dict | None:

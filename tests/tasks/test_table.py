@@ -35,7 +35,7 @@ def test_every_task_has_each_part(task: Task):
     assert list(inspect.signature(task.prepare).parameters) == [
         "config", "run_dir", "dist", "say", "resume"]
     assert (task.score is not None) == (task.test_files > 0)
-    assert all(r.startswith("/v1/") or r in ("/translate", "/languages") for r in task.routes)
+    assert all(r.startswith("/v1/") or r in ("/translate", "/languages") for r in task.paths)
     assert wrong_task(task, "nothing").startswith(f"this is {task.described}: ")
 
 
@@ -44,7 +44,7 @@ def test_every_route_of_a_task_is_served_and_every_evaluate_flag_exists():
     from transformer.cli import build_parser
     from transformer.serve.routes import ROUTES
 
-    routes = {r for task in TASKS.values() for r in task.routes}
+    routes = {r for task in TASKS.values() for r in task.paths}
     assert routes <= set(ROUTES), routes - set(ROUTES)
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

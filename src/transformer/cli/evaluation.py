@@ -88,14 +88,14 @@ def _model_task(model_dir: str, flag: str) -> Task:
     """The task of the model in model_dir (transformer.tasks); when it cannot be read, the first
     task scored by `flag` (its own loading then says what is wrong with the directory)."""
     from ..model.io import ModelFileError
-    from ..model_dir import PIXELS_FILE, load_config
+    from ..model_dir import PIXELS_FILE, load_config, load_task
     from ..tasks import TASKS, model_task
 
     try:
-        config = load_config(model_dir)
+        config, trained_for = load_config(model_dir), load_task(model_dir)
     except (ModelFileError, OSError, ValueError):
         return next(t for t in TASKS.values() if flag in {s.flag for s in t.evaluate})
-    return model_task(config, (Path(model_dir) / PIXELS_FILE).is_file())
+    return model_task(config, (Path(model_dir) / PIXELS_FILE).is_file(), trained_for)
 
 
 GROUPS = ("search", "speech", "answers", "sampling")

@@ -27,7 +27,7 @@ def info(
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters
-    from ..model_dir import PIXELS_FILE, load_config, load_languages, load_model
+    from ..model_dir import PIXELS_FILE, load_config, load_languages, load_model, load_task
     from ..tasks import model_task
 
     config = load_config(model_dir)
@@ -41,7 +41,7 @@ def info(
         print(f"  {key} = {value}")
     total = count_parameters(model)
     print(f"parameters: {total:,} ({total / 1e6:.2f}M; tied matrices counted once)")
-    task = model_task(config, (Path(model_dir) / PIXELS_FILE).is_file())
+    task = model_task(config, (Path(model_dir) / PIXELS_FILE).is_file(), load_task(model_dir))
     for line in task.cost(config, seq_len):
         print(line)
     _adapters(model_dir, total)

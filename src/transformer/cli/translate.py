@@ -44,7 +44,6 @@ def translate(
     longer than the model takes are truncated, and a note on stderr says which.
     """
     from ..decoding.inputs import truncation_note
-    from ..model.transformer import EncoderDecoder
 
     if output not in (None, "-"):
         check_output(output)
@@ -56,9 +55,7 @@ def translate(
             f"hypotheses as it keeps; give --beam {given_n} or more"
         )
     pipeline = load_pipeline(run, "translate")
-    # checked before reading any input: stdin may be empty or slow
-    if not isinstance(pipeline.model, EncoderDecoder):
-        raise UserError("this is a language model: use generate, not translate")
+    pipeline.expect("translate")  # checked before reading any input: stdin may be empty or slow
     n_best = decode.get("n_best", pipeline.decode.n_best)
     beam = decode.get("beam_size", pipeline.decode.beam_size)
     # both flags together were checked above: here one of the two is the model's default

@@ -47,6 +47,11 @@ class TrainConfig:
     """Stop cleanly after this many minutes of training, validation and checkpoints included (0 =
     no limit); the clock starts at the first step: preparing the data and probing the machine
     before it do not count."""
+    task: str | None = None
+    """The task this run trains, by its name in the table of tasks (transformer.tasks.TASKS:
+    "translation", "language-modelling", ... or a task added to the table); it is written into
+    the model directories the run saves (task.json), so that they run as that task. None: the
+    task of the objective and its data."""
     objective: str | None = setting(None, choices=OBJECTIVES)
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per

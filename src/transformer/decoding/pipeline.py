@@ -65,6 +65,8 @@ class Pipeline:
     """An image generator's token layout (pixels.json; transformer.data.pixels.ImageTokens)."""
     languages: dict[str, str] | None = None
     """A translation model's {"source": "es", "target": "en"} (languages.json)."""
+    trained_for: str | None = None
+    """The name of the task that trained it (task.json; None: its config says which runs it)."""
 
     @classmethod
     def load(
@@ -77,7 +79,7 @@ class Pipeline:
         (default fp32)."""
         files = ModelDir.read(path, device)
         model, cfg, pixels = files.model, files.model.config, files.pixels
-        if model_task(cfg, pixels is not None).tokenizers:
+        if model_task(cfg, pixels is not None, files.task).tokenizers:
             source, target = files.require_tokenizers(path)
         else:  # pixels in or out: no text tokenizer
             source = target = None
@@ -98,12 +100,22 @@ class Pipeline:
             files.speech,
             pixels,
             files.languages,
+            files.task,
         )
 
     @property
     def task(self) -> Task:
         """The task this model runs (transformer.tasks' table)."""
-        return model_task(self.model.config, self.pixels is not None)
+        return model_task(self.model.config, self.pixels is not None, self.trained_for)
+
+    def __call__(self, *inputs, **settings):
+        """Run the model's task on inputs: its Task's inference entry (a translation model
+        translates lines, a language model continues prompts, a classifier labels texts or
+        images, ...); settings are that entry's (decoding settings by name)."""
+        task = self.task
+        if task.infer is None:
+            raise PipelineError(wrong_task(task, "pipeline(inputs)"))
+        return task.infer(self, *inputs, **settings)
 
     def expect(self, command: str) -> None:
         """PipelineError unless this model's task is run by `command` (a Pipeline method or CLI

@@ -19,7 +19,9 @@ Endpoints (routes.py; JSON in and out, bodies in schemas.py; errors are {"error"
   POST /translate, GET /languages
                        LibreTranslate's API for translation models, errors in its shape
                        (libretranslate.py)
-  GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES; "other" for the rest)
+  POST a task's own    the routes of the table of tasks that answer themselves (task_routes.py)
+  GET  /metrics        Prometheus text format, per endpoint (routes.ROUTES and the tasks' own;
+                       "other" for the rest)
   GET  /               the page (static HTML/JS shipped in the package; no network fetch)
   GET  /docs           the API's Swagger UI page, its files served from here (docs.py: offline)
 
@@ -49,6 +51,7 @@ from .libretranslate import router as libretranslate_router
 from .openai import router as openai_router
 from .routes import ROUTES, router
 from .state import State
+from .task_routes import task_paths, task_router
 
 __all__ = ["API_KEY_ENV", "ROUTES", "ServeConfig", "State", "create_app"]
 
@@ -120,6 +123,8 @@ def create_app(
     install_docs(app)
     app.include_router(openai_router)
     app.include_router(libretranslate_router)
+    app.include_router(task_router())
+    app.state.routes = ROUTES | task_paths()
     return app
 
 
@@ -158,7 +163,7 @@ async def _guard(request: Request, call_next):
         )
     else:
         response = await call_next(request)
-    endpoint = path if path in ROUTES else "other"
+    endpoint = path if path in request.app.state.routes else "other"
     state.metrics.request(endpoint, response.status_code, time.monotonic() - start)
     return response
 

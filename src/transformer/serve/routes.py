@@ -59,7 +59,7 @@ async def model_info(request: Request):
     return {
         "family": state.family,
         "task": pipeline.task.name,
-        "endpoints": list(pipeline.task.routes),
+        "endpoints": list(pipeline.task.paths),
         "parameters": sum(p.numel() for p in m.parameters()),
         "vocabulary": {"source": cfg.vocab_size, "target": cfg.target_vocab_size},
         "config": asdict(cfg),

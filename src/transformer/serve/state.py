@@ -214,9 +214,9 @@ class State:
         """The pipeline when its task is served at `endpoint`, else 400 naming its own endpoint."""
         pipeline = self.ready()
         task = pipeline.task
-        if endpoint not in task.routes:
-            needs = " or ".join(t.described for t in TASKS.values() if endpoint in t.routes)
-            hint = f"; use {task.routes[0]}" if task.routes else "; it serves /v1/model only"
+        if endpoint not in task.paths:
+            needs = " or ".join(t.described for t in TASKS.values() if endpoint in t.paths)
+            hint = f"; use {task.paths[0]}" if task.paths else "; it serves /v1/model only"
             raise ApiError(
                 400,
                 "wrong_endpoint",

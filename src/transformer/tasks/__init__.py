@@ -62,7 +62,22 @@ __all__ = ["TASKS", "Scored", "Task", "model_task", "prepare_objective", "run_ta
 
 
 def run_task(config: RunConfig) -> Task:
-    """The task a training run trains (by its objective, and its data where two tasks share one)."""
+    """The task a training run trains: train.task's, else the one of its objective (and its data,
+    where two tasks share one)."""
+    if config.train.task is not None:
+        task = TASKS.get(config.train.task)
+        if task is None:
+            raise ConfigError(
+                f"train.task={config.train.task!r} is not a task of transformer.tasks.TASKS: give "
+                f"one of {', '.join(TASKS)}, or leave it unset"
+            )
+        if config.objective not in task.objectives:
+            raise ConfigError(
+                f"train.task={task.name!r} trains with objective "
+                f"{' or '.join(map(repr, task.objectives))}, not {config.objective!r}: set "
+                "train.objective to one of them"
+            )
+        return task
     for task in TASKS.values():
         if config.objective in task.objectives and task.trains(config):
             return task
@@ -71,9 +86,17 @@ def run_task(config: RunConfig) -> Task:
     )
 
 
-def model_task(model: ModelConfig, pixels: bool = False) -> Task:
-    """The task a model runs: the first in TASKS whose `runs` holds (pixels: the model directory
-    has pixels.json, an image generator's token layout)."""
+def model_task(model: ModelConfig, pixels: bool = False, trained_for: str | None = None) -> Task:
+    """The task a model runs: the one that trained it (trained_for: its directory's task.json),
+    else the first in TASKS whose `runs` holds (pixels: the model directory has pixels.json, an
+    image generator's token layout)."""
+    if trained_for is not None:
+        if trained_for not in TASKS:
+            raise ConfigError(
+                f"the model was trained for task {trained_for!r} (its task.json), which is not in "
+                f"transformer.tasks.TASKS ({', '.join(TASKS)}): add the task's module to the table"
+            )
+        return TASKS[trained_for]
     for task in TASKS.values():
         if task.runs(model, pixels):
             return task

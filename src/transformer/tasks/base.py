@@ -11,9 +11,10 @@ The rules:
   generator). TASKS is ordered so that the first task whose `runs` holds is the model's: the
   special cases (image generation, detection, captioning, speech, dual encoders, span heads) come
   before the plain families they are built on.
-- `command` is the CLI command and `Pipeline` method that runs it, `routes` the server's endpoints
-  (none: the server only describes it), `evaluate` the `transformer evaluate` inputs that score it,
-  each with the function that scores and prints (`run(evaluation)`: evaluation.py).
+- `infer` is its inference entry (`pipeline(inputs)` runs it), `command` the CLI command that runs
+  it (the name a user's error message gives), `routes` the server's endpoints (none: the server
+  only describes it), `evaluate` the `transformer evaluate` inputs that score it, each with the
+  function that scores and prints (`run(evaluation)`: evaluation.py).
 - `tokenizers` says whether its model directories hold text tokenizers (Pipeline loads them);
   `inputs` is the trainer's words for what its models read, `cost` the lines `transformer info`
   prints of their FLOPs (inputs.py), `attention` the figure `transformer attention` draws of them
@@ -56,6 +57,18 @@ class Scored:
 
 
 @dataclass(frozen=True)
+class Route:
+    """A server endpoint of a task: its path, and for an endpoint the task answers itself, the
+    answer: (pipeline, the request's JSON object) -> the JSON reply, run on the server's worker
+    thread (a ValueError is the client's mistake: 422 with its message). The server mounts every
+    route with an answer as POST at its path. The built-in tasks' endpoints are written out in
+    serve/ (their schemas, batching and streaming), so their routes hold the path only."""
+
+    path: str
+    answer: Callable[[Any, dict], Any] | None = None
+
+
+@dataclass(frozen=True)
 class Task:
     """One task: what trains it, what runs it, how it is evaluated and served."""
 
@@ -74,7 +87,10 @@ class Task:
     prepare: Prepare
     command: str | None = None
     """The CLI command and Pipeline method that runs it (None: none)."""
-    routes: tuple[str, ...] = ()
+    infer: Callable[..., Any] | None = None
+    """Its inference entry, what `pipeline(inputs, **settings)` runs: (pipeline, inputs,
+    **settings) -> outputs (None: the task has none; its model is fine-tuned for another)."""
+    routes: tuple[Route, ...] = ()
     """The server's endpoints that serve it, its own first (none: /v1/model only)."""
     evaluate: tuple[Scored, ...] = ()
     """What `transformer evaluate` reads to score it: its input flags, each with what it gives."""
@@ -97,6 +113,11 @@ class Task:
     """The figure `transformer attention` draws of its models (figures.py; None: none)."""
 
     @property
+    def paths(self) -> tuple[str, ...]:
+        """The paths of its routes, its own first."""
+        return tuple(route.path for route in self.routes)
+
+    @property
     def archs(self) -> tuple[str, ...]:
         """The model families its objectives train."""
         return tuple(dict.fromkeys(OBJECTIVE_ARCHS[o] for o in self.objectives))
@@ -104,6 +125,12 @@ class Task:
 
 def wrong_task(task: Task, command: str) -> str:
     """One line for a model asked to do what its task does not: what it is and what runs it."""
+    if task.command is None and task.infer is not None:
+        served = f" or serve it ({', '.join(task.paths)})" if task.paths else ""
+        return (
+            f"this is {task.described}: run it as Pipeline.load(MODEL_DIR)(inputs){served}, not "
+            f"{command}"
+        )
     if task.command is None:
         return (
             f"this is {task.described}: no command runs it, not {command}; fine-tune it for a "

@@ -26,6 +26,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return Caption(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, images, **settings):
+    """`pipeline(images)`: a caption for each image (Pipeline.caption)."""
+    return pipeline.caption(images, **settings)
+
+
 def evaluate_captions(e: Evaluation) -> None:
     """`evaluate --images SPLIT` for a captioner: exact match and chrF of its captions against the
     images' label names (decode.json's search, or --beam-size); --output writes the captions."""
@@ -74,6 +79,7 @@ TASK = Task(
     batch_size=64,
     inputs=patches_and_tokens,
     cost=per_image,
+    infer=infer,
     command="caption",
     evaluate=(
         Scored("--images", "captions", "a captioner's exact match and chrF", run=evaluate_captions),

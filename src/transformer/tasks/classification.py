@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .evaluation import Confusion, Evaluation, EvaluationError
 from .figures import IMAGE
 from .inputs import patches, per_image
@@ -48,6 +48,17 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
             row[f"{split}_accuracy"] = round(100 * scores.accuracy, 2)
             row[f"{split}_macro_f1"] = round(scores.macro_f1, 4)
     return row
+
+
+def infer_texts(pipeline, lines, **settings):
+    """`pipeline(lines)`: each text's top labels with their probabilities (Pipeline.classify)."""
+    return pipeline.classify(lines, **settings)
+
+
+def infer_images(pipeline, images, **settings):
+    """`pipeline(images)`: each image's top labels with their probabilities
+    (Pipeline.classify_images)."""
+    return pipeline.classify_images(images, **settings)
 
 
 def evaluate_classifier(e: Evaluation) -> Confusion | None:
@@ -134,8 +145,9 @@ TEXTS = Task(
     family="encoder",
     runs=runs_texts,
     prepare=prepare_texts,
+    infer=infer_texts,
     command="classify",
-    routes=("/v1/classify",),
+    routes=(Route("/v1/classify"),),
     evaluate=(
         Scored("--tsv", "classification", "a classifier's accuracy", run=evaluate_classifier),
     ),
@@ -157,8 +169,9 @@ IMAGES = Task(
     inputs=patches,
     cost=per_image,
     attention=IMAGE,
+    infer=infer_images,
     command="classify",
-    routes=("/v1/classify",),
+    routes=(Route("/v1/classify"),),
     evaluate=(
         Scored(
             "--images",

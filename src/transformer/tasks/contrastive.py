@@ -28,6 +28,12 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return Contrastive(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, texts, **settings):
+    """`pipeline(texts)`: the unit embeddings of texts (Pipeline.embed_texts; images:
+    Pipeline.embed_images)."""
+    return pipeline.embed_texts(texts, **settings)
+
+
 def evaluate_retrieval(e: Evaluation) -> Confusion | None:
     """`evaluate --images SPLIT` of a dual encoder: zero-shot accuracy (each image given the
     nearest of the split's names), recall@1 and @5 both ways (evaluation.retrieval); --output
@@ -111,6 +117,7 @@ TASK = Task(
     batch_size=256,
     inputs=patches,
     cost=per_image_and_token,
+    infer=infer,
     command="embed",
     evaluate=(
         Scored(

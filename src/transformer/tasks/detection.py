@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .evaluation import Evaluation
 from .figures import DETECTION
 from .inputs import feature_map, per_detection
@@ -48,6 +48,11 @@ def score(pipeline, config: RunConfig, test: tuple[str, ...]) -> dict[str, float
     return row
 
 
+def infer(pipeline, images, **settings):
+    """`pipeline(images)`: each image's objects (Pipeline.detect)."""
+    return pipeline.detect(images, **settings)
+
+
 def evaluate_detector(e: Evaluation) -> None:
     """`evaluate --detection DIR`: COCO's mAP@[.5:.95], AP50 and AP75 (and by object size) of a
     detector on a folder of images with COCO annotations."""
@@ -85,8 +90,9 @@ TASK = Task(
     tokenizers=False,
     inputs=feature_map,
     cost=per_detection,
+    infer=infer,
     command="detect",
-    routes=("/v1/detect",),
+    routes=(Route("/v1/detect"),),
     evaluate=(
         Scored("--detection", "object detection", "a detector's COCO mAP", run=evaluate_detector),
     ),

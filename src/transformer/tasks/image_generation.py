@@ -22,6 +22,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return ImageLM(config, run_dir, say)
 
 
+def infer(pipeline, count, **settings):
+    """`pipeline(count)`: images sampled pixel by pixel (Pipeline.generate_images)."""
+    return pipeline.generate_images(count, **settings)
+
+
 def evaluate_image_lm(e: Evaluation) -> Confusion | None:
     """Bits/dim on --images; with --classifier, the share of class-conditional samples it
     recognises (and --plot: their confusion matrix to draw)."""
@@ -99,6 +104,7 @@ TASK = Task(
     family="image-generation",
     runs=runs,
     prepare=prepare,
+    infer=infer,
     command="generate_images",
     tokenizers=False,
     evaluate=(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import EVALUATE_SEARCH, ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .evaluation import Evaluation, EvaluationError
 from .figures import TEXT
 from .reports import open_model, print_pair_scores
@@ -27,6 +27,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     if config.packed:
         return PackedLM(config, run_dir, dist, say, resume)
     return Seq2Seq(config, prepare_data(config, run_dir, dist, say, resume))
+
+
+def infer(pipeline, prompts, **settings):
+    """`pipeline(prompts)`: the continuations (Pipeline.generate)."""
+    return pipeline.generate(prompts, **settings)
 
 
 def evaluate_perplexity(e: Evaluation) -> None:
@@ -121,8 +126,14 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     attention=TEXT,
+    infer=infer,
     command="generate",
-    routes=("/v1/generate", "/v1/attention", "/v1/completions", "/v1/chat/completions"),
+    routes=(
+        Route("/v1/generate"),
+        Route("/v1/attention"),
+        Route("/v1/completions"),
+        Route("/v1/chat/completions"),
+    ),
     evaluate=(
         Scored("--text", "perplexity", "a language model's perplexity", run=evaluate_perplexity),
         Scored("--chat", "replies", "a chat model's replies to conversations", run=evaluate_chat),

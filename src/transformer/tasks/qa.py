@@ -25,6 +25,12 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     return SpanQA(config, run_dir, dist, say, resume)
 
 
+def infer(pipeline, questions, contexts, **settings):
+    """`pipeline(questions, contexts)`: the answer of each question in its context
+    (Pipeline.answer)."""
+    return pipeline.answer(questions, contexts, **settings)
+
+
 def evaluate_squad(e: Evaluation) -> None:
     """Exact match and F1 (SQuAD's) of a question-answering model's answers to --squad, and
     verse-level F1 where the file gives verses; --output writes the answers."""
@@ -66,6 +72,7 @@ TASK = Task(
     family="encoder",
     runs=runs,
     prepare=prepare,
+    infer=infer,
     command="answer",
     evaluate=(
         Scored(

@@ -15,6 +15,7 @@ from .evaluation import Evaluation
 if TYPE_CHECKING:
     from .base import Task
 
+
 def open_model(evaluation: Evaluation, task: Task | None = None):
     """The evaluation's model directory as a Pipeline on its device in its precision; with `task`
     (a task's record), one line saying what it is unless it runs that task."""

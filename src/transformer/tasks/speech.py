@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import SPEECH_SEARCH, ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .evaluation import Evaluation
 from .figures import AUDIO
 from .reports import open_model
@@ -20,6 +20,11 @@ def prepare(config: RunConfig, run_dir: Path, dist, say, resume: bool):
     from ..training.objectives import Speech
 
     return Speech(config, run_dir, dist, say, resume)
+
+
+def infer(pipeline, audio, **settings):
+    """`pipeline(audio)`: the transcript of each recording (Pipeline.transcribe)."""
+    return pipeline.transcribe(audio, **settings)
 
 
 def evaluate_transcripts(e: Evaluation) -> None:
@@ -51,8 +56,9 @@ TASK = Task(
     prepare=prepare,
     attention=AUDIO,
     batch_size=8,
+    infer=infer,
     command="transcribe",
-    routes=("/v1/transcribe",),
+    routes=(Route("/v1/transcribe"),),
     evaluate=(
         Scored("--audio", "speech", "a speech model's word error rate", run=evaluate_transcripts),
     ),

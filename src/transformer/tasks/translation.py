@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from ..config import EVALUATE_SEARCH, ModelConfig, RunConfig
-from .base import Scored, Task
+from .base import Route, Scored, Task
 from .evaluation import Evaluation, EvaluationError
 from .figures import TEXT
 from .reports import open_model, print_pair_scores
@@ -80,6 +80,11 @@ def translation_scores(
             statistics.fmean(scores[f"{split}_bleu_{n}"] for n in names), 2
         )
     return scores
+
+
+def infer(pipeline, lines, **settings):
+    """`pipeline(lines)`: the translations (Pipeline.translate)."""
+    return pipeline.translate(lines, **settings)
 
 
 def evaluate_translations(e: Evaluation) -> None:
@@ -169,8 +174,14 @@ TASK = Task(
     runs=runs,
     prepare=prepare,
     attention=TEXT,
+    infer=infer,
     command="translate",
-    routes=("/v1/translate", "/v1/attention", "/translate", "/languages"),  # + LibreTranslate's
+    routes=(
+        Route("/v1/translate"),
+        Route("/v1/attention"),
+        Route("/translate"),
+        Route("/languages"),
+    ),  # + LibreTranslate's
     evaluate=(
         Scored("--src", "BLEU, chrF", "BLEU and chrF against --ref", run=evaluate_translations),
         Scored(

@@ -95,11 +95,14 @@ class Loop:
         dist: D.DistInfo,
         log: Callable[[str], None],
         start_time: float,
+        trained_for: str | None = None,
     ):
         t = config.train
         self.config, self.t, self.run_dir, self.task, self.model = config, t, run_dir, task, model
         self.attention_impl, self.allocator = attention_impl, allocator
         self.dist, self.device, self.log, self.start_time = dist, dist.device, log, start_time
+        self.trained_for = trained_for
+        """The name of the task the run trains, written into each model directory (task.json)."""
         self.say = log if dist.is_main else (lambda _: None)
         self.trainable = [p for p in model.parameters() if p.requires_grad]
         betas = (t.adam_beta1, t.adam_beta2)
@@ -312,9 +315,9 @@ class Loop:
         if not saved or saved[-1].name != f"step-{s.step:06d}":
             self.checkpoint()
         if self.dist.is_main:
-            save_model_dir(self.model, self.run_dir / "last", self.task)
+            save_model_dir(self.model, self.run_dir / "last", self.model_files())
             if final is None:  # no validation data: best is the last model
-                save_model_dir(self.model, self.run_dir / "best", self.task)
+                save_model_dir(self.model, self.run_dir / "best", self.model_files())
 
     def write(self, record: dict[str, Any]) -> None:
         if self.metrics is not None:
@@ -336,10 +339,15 @@ class Loop:
             self.progress.write(f"step {s.step}  {task.describe(result)}")
             if task.improved(result, s.best_metric):
                 s.best_metric = result[task.best_key]
-                save_model_dir(self.model, self.run_dir / "best", task)
+                save_model_dir(self.model, self.run_dir / "best", self.model_files())
         D.barrier(self.dist)
         self.last_valid_s = time.monotonic() - began
         return result
+
+    def model_files(self) -> dict:
+        """What a model directory of this run holds besides the weights: the objective's files
+        (tokenizers, records) and the task that trained it."""
+        return {**self.task.save_files(), "task": self.trained_for}
 
     def checkpoint(self) -> None:
         """checkpoints/step-NNNNNN: the model, the optimizer, and state.json (RunState's fields, the
@@ -362,14 +370,15 @@ class Loop:
                 self.optimizer,
                 snapshot,
                 keep_last=self.t.keep_last,
-                **self.task.save_files(),
+                **self.model_files(),
             )
         D.barrier(self.dist)
 
 
-def save_model_dir(model: Model, path: Path, task: Objective) -> None:
-    """best/ or last/: a model directory with the objective's files, replaced whole."""
+def save_model_dir(model: Model, path: Path, files: dict) -> None:
+    """best/ or last/: a model directory with the objective's files (Loop.model_files), replaced
+    whole."""
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tmp, **task.save_files())
+    save_model(model, tmp, **files)
     replace_dir(tmp, path)

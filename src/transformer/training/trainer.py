@@ -130,6 +130,7 @@ def _train(
         atomic_write_text(run_dir / "config.toml", config.to_toml())
     D.barrier(dist)
 
+    trains = run_task(config)  # the task (transformer.tasks); `task` below is its objective
     task = prepare_objective(config, run_dir, dist, say, resume=resume)
     torch.manual_seed(config.train.seed)  # the same model on every rank (DDP broadcasts rank 0's)
     model = _model(config, task, device, checkpoints[-1] if resume else None, say)
@@ -142,13 +143,24 @@ def _train(
     # the budget (train.max_minutes) counts training: the clock starts once the data is prepared
     # and the machine probed, so a run's steps do not depend on what was cached before it
     start_time = time.monotonic()
-    loop = Loop(config, run_dir, task, model, attention.impl, allocator, dist, log, start_time)
+    loop = Loop(
+        config,
+        run_dir,
+        task,
+        model,
+        attention.impl,
+        allocator,
+        dist,
+        log,
+        start_time,
+        trained_for=trains.name,
+    )
     state = loop.restore(checkpoints[-1]) if resume else loop.start()
     n_params = sum(p.numel() for p in model.parameters())
     frozen = n_params - sum(p.numel() for p in loop.trainable)
     frozen_note = f" ({frozen / 1e6:.2f}M frozen)" if frozen else ""
     mcfg = model.config
-    inputs = run_task(config).inputs(mcfg)
+    inputs = trains.inputs(mcfg)
     say(
         f"model: {mcfg.arch}, {n_params / 1e6:.2f}M parameters{frozen_note}, {inputs}; "
         f"objective {task.name}; device {device}, {dist.world_size} process(es)"
