@@ -244,3 +244,15 @@ def test_data_prepare_then_train_reuses_the_tokenizer_and_the_arrays(files, tmp_
     assert main(argv) in (0, None)
     out = capsys.readouterr().out
     assert "trained BPE: loaded from" in out and "data: prepared corpus" in out and "preparing" not in out
+
+
+def test_data_prepare_names_an_objective_whose_data_is_read_whole(tmp_path, capsys):
+    from transformer.cli import main
+
+    (tmp_path / "train.tsv").write_text("good\tpos\nbad\tneg\n")
+    config = tmp_path / "classify.toml"
+    config.write_text(f'[model]\narch = "encoder"\n\n[data.text]\ntrain_tsv = "{tmp_path / "train.tsv"}"\n')
+    assert main(["data", "prepare", str(config)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "data prepare builds the arrays of train_src/train_tgt, train_pairs or train_text; objective "
+        "'classify' reads data.train_tsv whole when training starts (nothing to prepare)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.config import OBJECTIVE_ARCHS, OBJECTIVES, load_config
+from transformer.config import OBJECTIVES, load_config
 from transformer.decoding.pipeline import Pipeline
 from transformer.tasks import TASKS, Task, model_task, run_task
 from transformer.tasks.base import wrong_task
@@ -24,7 +24,12 @@ FAMILIES = {"encoder-decoder", "decoder", "encoder", "speech", "detection", "cap
 def test_every_objective_is_trained_by_a_task_and_every_task_trains_a_known_objective():
     trained = {o for task in TASKS.values() for o in task.objectives}
     assert trained == set(OBJECTIVES)
-    assert set(OBJECTIVE_ARCHS) == set(OBJECTIVES)
+
+
+def test_the_settings_an_objective_reads_are_the_gated_ones():
+    from transformer.config.objectives import GATED
+
+    assert {name for o in OBJECTIVES.values() for name in o.reads} == set(GATED)
 
 
 @pytest.mark.parametrize("task", TASKS.values(), ids=list(TASKS))

@@ -33,7 +33,7 @@ from .families import (
 )
 from .lora import LORA_TARGETS, LoraConfig
 from .model import ACTIVATIONS, ARCHS, ATTENTION_IMPLS, GATED_ACTIVATIONS, POSITIONALS, ModelConfig
-from .objectives import OBJECTIVE_ARCHS, OBJECTIVE_DATA, OBJECTIVES
+from .objectives import OBJECTIVES, Objective
 from .presets import PRESETS, cpu_small, cpu_tiny, paper_base, paper_big
 from .run import (
     DEVICES,
@@ -95,9 +95,8 @@ __all__ = [
     "LENGTH_PENALTY_KINDS",
     "MIN_BPE_VOCAB",
     "ModelConfig",
+    "Objective",
     "OBJECTIVES",
-    "OBJECTIVE_ARCHS",
-    "OBJECTIVE_DATA",
     "POSITIONALS",
     "PRECISIONS",
     "PRESETS",

@@ -13,7 +13,7 @@ from .data import DataConfig, flat_value
 from .decode import DecodeConfig
 from .lora import LoraConfig
 from .model import ModelConfig
-from .objectives import APPLIES, FRONT_ENDS, OBJECTIVE_ARCHS, OBJECTIVE_DATA, OBJECTIVES
+from .objectives import FRONT_ENDS, GATED, OBJECTIVES
 from .parts import init_parts
 from .sizing import SizingConfig
 
@@ -52,7 +52,7 @@ class TrainConfig:
     "translation", "language-modelling", ... or a task added to the table); it is written into
     the model directories the run saves (task.json), so that they run as that task. None: the
     task of the objective and its data."""
-    objective: str | None = setting(None, choices=OBJECTIVES)
+    objective: str | None = setting(None, choices=tuple(OBJECTIVES))
     """What to learn: "seq2seq" (translation, from train_src/train_tgt), "lm" (next token, arch =
     "decoder"), "mlm" (BERT's masked-LM, arch = "encoder", on train_text), "classify" (a label per
     text, arch = "encoder", on train_tsv), "span_corruption" (T5's pretraining, arch =
@@ -200,8 +200,9 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         objective = self.objective
-        given = [key for key in OBJECTIVE_DATA[objective] if flat_value(self.data, key) is not None]
-        data_key = (given or OBJECTIVE_DATA[objective])[0]
+        keys = OBJECTIVES[objective].data
+        given = [key for key in keys if flat_value(self.data, key) is not None]
+        data_key = (given or keys)[0]
         self._check_families(objective)
         self._check_what_applies(objective)
         if flat_value(self.data, data_key) is None:
@@ -211,10 +212,11 @@ class RunConfig:
                 + ": set it"
             )
         if self.train.init_from is None:
-            if self.model.arch != OBJECTIVE_ARCHS[objective]:
+            arch = OBJECTIVES[objective].arch
+            if self.model.arch != arch:
                 raise ConfigError(
                     f"model.arch={self.model.arch!r} cannot be trained with objective "
-                    f'{objective!r} (data.{data_key}): use arch = "{OBJECTIVE_ARCHS[objective]}"'
+                    f'{objective!r} (data.{data_key}): use arch = "{arch}"'
                 )
             self._check_lengths(objective)
 
@@ -238,11 +240,13 @@ class RunConfig:
             )
 
     def _check_what_applies(self, objective: str) -> None:
-        """Settings that only some objectives read (APPLIES) are refused for the others."""
-        for name, (objectives, fix) in APPLIES.items():
+        """Settings that only some objectives read (GATED, each objective's `reads`) are refused
+        for the others."""
+        for name, fix in GATED.items():
             section, key = name.split(".")
             table = getattr(self, section)
             value = flat_value(table, key) if section == "data" else getattr(table, key)
+            objectives = [o for o, record in OBJECTIVES.items() if name in record.reads]
             if value and objective not in objectives:
                 which = f"objective{'s' if len(objectives) > 1 else ''} " + " and ".join(objectives)
                 raise ConfigError(f"{name} is for {which}, not {objective!r}: {fix}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import OBJECTIVE_ARCHS, ConfigError, ModelConfig, RunConfig
+from ..config import OBJECTIVES, ConfigError, ModelConfig, RunConfig
 from . import (
     captioning,
     classification,
@@ -122,7 +122,7 @@ def _check_init_from(config: RunConfig) -> None:
     from ..model_dir import load_config
 
     cfg = load_config(config.train.init_from)
-    needs = OBJECTIVE_ARCHS[config.objective]
+    needs = OBJECTIVES[config.objective].arch
     if cfg.arch != needs:
         raise ConfigError(
             f"train.init_from={config.train.init_from} is an arch={cfg.arch!r} model: "

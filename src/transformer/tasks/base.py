@@ -3,8 +3,8 @@ of it (which runs it trains, which model directories it runs, how it is evaluate
 
 The rules:
 - A task is what a user trains and runs. Its *training* side is one or more `train.objective`
-  values (their model family and training data are config/'s facts: `OBJECTIVE_ARCHS`,
-  `OBJECTIVE_DATA`); `trains(config)` picks it among tasks that share an objective (a classifier
+  values (their model family and training data are config/'s facts: `OBJECTIVES`, a record
+  each); `trains(config)` picks it among tasks that share an objective (a classifier
   of texts or of images).
 - Its *running* side is a model directory: `runs(model)` says whether a loaded model is this
   task's, judged from the model's config and the files beside it (`pixels` for an image
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import OBJECTIVE_ARCHS, ModelConfig, RunConfig
+from ..config import OBJECTIVES, ModelConfig, RunConfig
 from .evaluation import Confusion, Evaluation
 from .figures import Figure
 from .inputs import per_token, tokens
@@ -120,7 +120,7 @@ class Task:
     @property
     def archs(self) -> tuple[str, ...]:
         """The model families its objectives train."""
-        return tuple(dict.fromkeys(OBJECTIVE_ARCHS[o] for o in self.objectives))
+        return tuple(dict.fromkeys(OBJECTIVES[o].arch for o in self.objectives))
 
 
 def wrong_task(task: Task, command: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ModelConfig, RunConfig
+from ..config import OBJECTIVES, ModelConfig, RunConfig
 from ..data import corpus as C
 from ..data.batching import Batch, Example, batch_indices, collate, encode_examples, padding_share
 from ..data.mixture import CorpusView, Mixture
@@ -145,7 +145,7 @@ def training_corpora(
     the same ones). A masked-LM text takes [CLS] and [SEP] (one more than a language model's <s>):
     one less to its max_len. With data.protect_markup the pairs are read masked (data.markup)."""
     d = config.data
-    max_len = d.max_len - (config.objective == "mlm")
+    max_len = d.max_len - OBJECTIVES[config.objective].encoder_tokens
     protect = d.protect_markup
     if d.is_mixture:
         return [
@@ -233,7 +233,7 @@ def prepare_data(
     valid, valid_targets = [], []
     if valid_files(d)[0]:
         valid_sources, valid_targets = read_valid(*valid_files(d), d.protect_markup)
-        max_len = d.max_len - (config.objective == "mlm")
+        max_len = d.max_len - OBJECTIVES[config.objective].encoder_tokens
         valid, too_long = encode_examples(
             valid_targets, tgt_tok, max_len, valid_sources, src_tok if valid_sources else None
         )

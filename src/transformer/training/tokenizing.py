@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from ..config import DataConfig, RunConfig
+from ..config import OBJECTIVES, DataConfig, RunConfig
 from ..data import corpus as C
 from ..data import text as T
 from ..data.markup import split_at_slots
@@ -46,13 +46,10 @@ TOKENIZER_NAMES = {
 def special_tokens(config: RunConfig) -> tuple[str, ...]:
     """The special tokens a trained tokenizer starts with: BERT's for the encoder family's
     objectives, ours followed by T5's sentinels for span corruption."""
-    if config.objective == "span_corruption":
+    objective = OBJECTIVES[config.objective]
+    if objective.sentinels:
         return SPECIAL_TOKENS + sentinel_tokens(config.data.sentinels)
-    return (
-        ENCODER_SPECIALS
-        if config.objective in ("mlm", "classify", "qa", "qa_sentences")
-        else SPECIAL_TOKENS
-    )
+    return ENCODER_SPECIALS if objective.encoder_tokens else SPECIAL_TOKENS
 
 
 def tokenizer_cache_key(config: RunConfig) -> dict:

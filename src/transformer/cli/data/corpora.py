@@ -193,6 +193,8 @@ def split_text_line(counts: dict, out: str, **_) -> str:
     )
 
 
+PREPARED = ("train_src", "train_pairs", "train_text")
+"""The [data] keys whose files `data prepare` tokenizes into arrays (as train would)."""
 SET = Annotated[
     list[str] | None,
     Arg("override a config value (as for train)", metavar="SECTION.KEY=VALUE", flag="--set"),
@@ -204,14 +206,16 @@ def prepare(
     overrides: SET = None,
 ) -> list:
     """Tokenize a config's training data once into the corpus cache, as train would on first use."""
-    from ...config import load_config
+    from ...config import OBJECTIVES, load_config
     from ...training.corpora import prepare_only
 
     loaded = load_config(config, overrides or [])
-    if loaded.objective == "classify":
+    reads = OBJECTIVES[loaded.objective].data
+    if not set(reads) & set(PREPARED):
         raise UserError(
-            "data prepare builds the arrays of train_src/train_tgt or train_text; a classifier's "
-            "train_tsv is read whole when training starts (nothing to prepare)"
+            "data prepare builds the arrays of train_src/train_tgt, train_pairs or train_text; "
+            f"objective {loaded.objective!r} reads data.{reads[0]} whole when training starts "
+            "(nothing to prepare)"
         )
     return [(corpus, loaded.data.max_len) for corpus in prepare_only(loaded, say=print)]
 
