@@ -302,7 +302,8 @@ __all__ = ["f", "b"]
     for code in ("def f():\n    pass\n", "class C:\n    pass\n", "TARGETS = ('a', 'b')\n",
                  "X: int = 1\n", "if True:\n    Y = 2\n", "print('imported')\n"):
         assert defines_code(gathers + code), code
-    assert defines_code((PACKAGE / "tasks" / "__init__.py").read_text(encoding="utf-8"))  # TASKS, run_task
+    assert defines_code((PACKAGE / "cli" / "__init__.py").read_text(encoding="utf-8"))  # COMMANDS, main
+    assert not defines_code((PACKAGE / "tasks" / "__init__.py").read_text(encoding="utf-8"))  # table.py
 
 
 def test_no_import_circles_anywhere():
