@@ -197,7 +197,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from transformer.data.lines import read_lines
-    from transformer.runtime.precision import cpu_name
+    from transformer.runtime.measure_cache import cpu_name
 
     splits = splits_of(args)
     models = pairs(args.model, "--model", "demo=runs/demo/averaged")

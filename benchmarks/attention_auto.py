@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from transformer.config import load_config
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 from transformer.training.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

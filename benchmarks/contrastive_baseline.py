@@ -24,7 +24,8 @@ import time
 
 import torch
 
-from transformer.data.images import fit_images, open_images
+from transformer.data.image_tensors import fit_images
+from transformer.data.images import open_images
 from transformer.evaluation.retrieval import pixel_nearest_neighbour
 
 

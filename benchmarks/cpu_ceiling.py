@@ -32,7 +32,7 @@ import torch
 
 from transformer.config import load_config
 from transformer.model.accounting import flops_per_token
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 

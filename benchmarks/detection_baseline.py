@@ -61,11 +61,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer.data.coco import load_detection
-from transformer.data.images import to_pixels
+from transformer.data.image_tensors import to_pixels
 from transformer.evaluation.detection import coco_map
 from transformer.evaluation.detector import relative_to_xywh
 from transformer.model.detection import ConvBackbone, DenseHead
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 from transformer.training.objectives.detection.dense_loss import dense_loss
 from transformer.training.objectives.detection.objective import flip_boxes
 from transformer.training.schedule import warmup_cosine

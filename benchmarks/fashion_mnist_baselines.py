@@ -36,8 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer.data.images import augment, load_images, to_pixels
-from transformer.runtime.precision import cpu_name
+from transformer.data.image_tensors import augment, to_pixels
+from transformer.data.images import load_images
+from transformer.runtime.measure_cache import cpu_name
 
 
 def scores(gold, predicted) -> dict:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 
 
 def sync(device: torch.device) -> None:

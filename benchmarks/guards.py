@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from transformer.runtime.precision import cpu_name  # noqa: E402
+from transformer.runtime.measure_cache import cpu_name
 
 DEFAULT_SPLITS = {"bible": "data/bible", "ui": "data/ui", "debian": "data/debian"}
 

@@ -29,7 +29,7 @@ from transformer.data.images import open_images  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.evaluation.image_lm import score_samples  # noqa: E402
 from transformer.evaluation.metrics import classification_scores  # noqa: E402
-from transformer.runtime.precision import cpu_name  # noqa: E402
+from transformer.runtime.measure_cache import cpu_name
 
 
 def spread(images: torch.Tensor, pairs: int = 2000, seed: int = 0) -> float:

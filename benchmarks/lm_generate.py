@@ -75,7 +75,7 @@ from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.export.common import ExportError  # noqa: E402
 from transformer.export.ct2 import vocabulary  # noqa: E402
 from transformer.export.targets import export_model  # noqa: E402
-from transformer.runtime.precision import cpu_name  # noqa: E402
+from transformer.runtime.measure_cache import cpu_name
 
 PROMPTS = [
     "The capital of France is",

@@ -27,7 +27,7 @@ from train_speed import BOS, EOS, PAD, bible_examples, sample_arguments  # bench
 import transformer
 from transformer.config import ModelConfig
 from transformer.data.batching import batch_indices, collate
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 from transformer.training.loss import LossSums, label_smoothed_cross_entropy
 
 

@@ -184,7 +184,7 @@ def main() -> None:
         raise SystemExit(f"needs nanoGPT at {PEER} and the text at {TEXT}")
     import torch
 
-    from transformer.runtime.precision import cpu_name
+    from transformer.runtime.measure_cache import cpu_name
 
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

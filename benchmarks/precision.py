@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 from transformer.config import load_config
-from transformer.runtime.precision import cpu_name, resolve_precision
+from transformer.runtime.measure_cache import cpu_name
+from transformer.runtime.precision import resolve_precision
 from transformer.training.trainer import train
 
 

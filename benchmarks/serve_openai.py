@@ -43,7 +43,7 @@ import transformer as T  # noqa: E402
 from transformer.decoding.pipeline import Pipeline  # noqa: E402
 from transformer.export.ct2 import vocabulary  # noqa: E402
 from transformer.export.targets import export_model  # noqa: E402
-from transformer.runtime.precision import cpu_name  # noqa: E402
+from transformer.runtime.measure_cache import cpu_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lm_generate import PROMPTS, import_smollm2  # noqa: E402

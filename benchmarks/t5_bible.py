@@ -172,7 +172,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.table:
-        from transformer.runtime.precision import cpu_name
+        from transformer.runtime.measure_cache import cpu_name
 
         print(f"CPU: {cpu_name()} ({platform.machine()})", flush=True)
         for name, config, sets in plan(args.minutes):

@@ -137,7 +137,7 @@ def record(groups: list[str]) -> list[str]:
     (the mean over its seeds; the base's seeds come from the `base` and `seeds` groups), replacing
     that variant's line if there is one. Returns the (group, variant) lines written."""
     from transformer.files import atomic_write_text
-    from transformer.runtime.precision import cpu_name
+    from transformer.runtime.measure_cache import cpu_name
 
     lines = {(r["group"], r["variant"]): r for r in read_record()}
     written = []

@@ -30,7 +30,8 @@ from transformer.config import load_config
 from transformer.model.accounting import flops_per_image
 from transformer.model.attention import MultiHeadAttention
 from transformer.model.build import build_model
-from transformer.runtime.precision import cpu_name, resolve_precision
+from transformer.runtime.measure_cache import cpu_name
+from transformer.runtime.precision import resolve_precision
 
 
 def product_rate(m: int, k: int, n: int, bf16: bool, seconds: float = 1.0) -> float:

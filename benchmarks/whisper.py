@@ -25,7 +25,7 @@ from transformer.data.sources.speech import copy_real
 from transformer.data.tokenizer import Tokenizer
 from transformer.evaluation.overlap import wer
 from transformer.interop.ct2 import read_whisper
-from transformer.runtime.precision import cpu_name
+from transformer.runtime.measure_cache import cpu_name
 
 PROMPT = ["<|startoftranscript|>", "<|notimestamps|>"]
 

@@ -45,7 +45,7 @@ from tests.training import test_speech as speech_run
 from tests.training.conftest import Runs
 from transformer.config import AudioConfig, build_run_config
 from transformer.data.audio import log_mel
-from transformer.data.images import to_pixels
+from transformer.data.image_tensors import to_pixels
 from transformer.data.pixels import START, sequences
 from transformer.decoding.detect import all_predictions, read_images
 from transformer.decoding.images import image_log_likelihoods, sample_images

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.data.images import ImageError, fit_images
+from transformer.data.image_tensors import ImageError, fit_images
 
 
 def test_grey_becomes_rgb_padded_with_its_border_median():

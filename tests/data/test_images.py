@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from transformer.cli import main
+from transformer.data.image_tensors import ImageError
 from transformer.data.images import (
     FASHION_MNIST_DIR,
-    ImageError,
     load_images,
     read_idx,
     save_split,

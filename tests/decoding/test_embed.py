@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.model.dual_encoder import tiny_dual_encoder_dir
-from transformer.data.images import fit_images
+from transformer.data.image_tensors import fit_images
 from transformer.decoding.inputs import PipelineError
 from transformer.decoding.pipeline import Pipeline
 

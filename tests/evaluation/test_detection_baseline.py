@@ -10,7 +10,7 @@ import torch
 
 from tests.training.test_detection_training import config, write_coco
 from transformer.config import build_run_config
-from transformer.data.images import to_pixels
+from transformer.data.image_tensors import to_pixels
 from transformer.model_dir import load_model
 from transformer.training.trainer import train
 

@@ -235,7 +235,7 @@ def test_image_classify_and_evaluate_cli(quadrant_model, quadrants, tmp_path, ca
 
 
 def test_augmentation_crops_and_flips_deterministically():
-    from transformer.data.images import augment
+    from transformer.data.image_tensors import augment
 
     images = torch.arange(2 * 1 * 4 * 4, dtype=torch.uint8).reshape(2, 1, 4, 4)
     same = augment(images, 0, False, torch.Generator().manual_seed(0))

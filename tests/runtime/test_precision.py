@@ -9,12 +9,12 @@ import time
 import pytest
 import torch
 
+from transformer.runtime.measure_cache import default_cache_file
 from transformer.runtime.precision import (
     ATTENTION_IMPLS,
     MAX_ATTENTION_ELEMENTS,
     PRECISIONS,
     PrecisionChoice,
-    default_cache_file,
     measure_attention_speedup,
     measure_bf16_speedup,
     resolve_attention,

@@ -14,7 +14,8 @@ import torch
 from transformer.config import ConfigError, DataConfig, RunConfig, build_run_config, load_config
 from transformer.data.mixture import Mixture
 from transformer.training import distributed as D
-from transformer.training.corpora import mixture_texts, prepare_data, tokenizer_cache_key
+from transformer.training.corpora import prepare_data
+from transformer.training.tokenizing import mixture_texts, tokenizer_cache_key
 
 SOLO = D.DistInfo(0, 1, 0, torch.device("cpu"))
 

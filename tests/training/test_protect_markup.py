@@ -14,8 +14,8 @@ from transformer.data import corpus as C
 from transformer.data.markup import span_texts
 from transformer.data.tokenizer import TokenizerError, train_bpe
 from transformer.training import distributed as D
-from transformer.training.corpora import prepare_data, tokenizer_cache_key
-from transformer.training.tokenizing import check_slot_tokens
+from transformer.training.corpora import prepare_data
+from transformer.training.tokenizing import check_slot_tokens, tokenizer_cache_key
 
 SOLO = D.DistInfo(0, 1, 0, torch.device("cpu"))
 WORDS = ["archivo", "ventana", "botón", "carpeta", "usuario"]

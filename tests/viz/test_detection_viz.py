@@ -11,7 +11,7 @@ import torch
 
 from tests.cli.common import run
 from tests.viz.detector import LABELS, tiny_detector
-from transformer.data.images import to_pixels
+from transformer.data.image_tensors import to_pixels
 from transformer.decoding.detect import DetectedObject
 from transformer.decoding.pipeline import Pipeline
 

@@ -85,7 +85,7 @@ def compare_tokenizers(config_path: str, sample: int, overrides: list[str]) -> N
     """A table of tokens per sentence and <unk> rates of the four tokenizer kinds on a config's
     data."""
     from ..config import load_config
-    from ..training.corpora import compare_tokenizers as compare
+    from ..training.tokenizing import compare_tokenizers as compare
 
     config = load_config(config_path, overrides)
     rows = compare(config, sample, say=lambda m: print(m, file=sys.stderr))

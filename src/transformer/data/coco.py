@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .images import ImageError, read_image_resized
+from .image_tensors import ImageError
+from .images import read_image_resized
 
 
 class DetectionDataError(ValueError):

@@ -1,6 +1,6 @@
 """Image tensors once read: uint8 images to the pixels the image encoder reads, training-time
 augmentation, and fitting image sets of other sizes and channel counts to a config's; and
-ImageError, the one error of image data (data/images.py re-exports all of them).
+ImageError, the one error of image data.
 """
 
 from __future__ import annotations

@@ -32,9 +32,7 @@ import numpy as np
 import torch
 
 from ..files import atomic_write
-from .image_tensors import ImageError, augment, fit_images, to_pixels
-
-__all__ = ["ImageError", "augment", "fit_images", "to_pixels"]  # image_tensors' names, kept here
+from .image_tensors import ImageError
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"

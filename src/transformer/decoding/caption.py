@@ -18,7 +18,8 @@ import os
 import numpy as np
 import torch
 
-from ..data.images import read_image_resized, to_pixels
+from ..data.image_tensors import to_pixels
+from ..data.images import read_image_resized
 from ..model.transformer import EncoderDecoder
 from .inputs import PipelineError
 

@@ -83,7 +83,8 @@ def classify_images(
     """The top_k (label, probability) pairs of each image (see Pipeline.classify_images)."""
     import numpy as np
 
-    from ..data.images import read_image, to_pixels
+    from ..data.image_tensors import to_pixels
+    from ..data.images import read_image
 
     model = pipeline.model
     v = model.config.vision

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.images import ImageError, read_image_resized, to_pixels
+from ..data.image_tensors import ImageError, to_pixels
+from ..data.images import read_image_resized
 from ..model.detection import DetectionTransformer
 from .inputs import Loaded, PipelineError
 

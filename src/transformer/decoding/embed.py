@@ -50,7 +50,7 @@ def embed_texts(pipeline: Loaded, texts: list[str], batch_size: int) -> torch.Te
 def embed_images(pipeline: Loaded, images, batch_size: int) -> torch.Tensor:
     """Unit embeddings (N, E), float32 on the CPU, of N images: uint8 (N, C, H, W) pixels 0-255 of
     any square size and 1 or 3 channels, or a list of image files (see the module doc)."""
-    from ..data.images import ImageError, fit_images, to_pixels
+    from ..data.image_tensors import ImageError, fit_images, to_pixels
 
     model = dual_encoder(pipeline)
     v = model.config.vision
@@ -80,7 +80,8 @@ def read_images(files: list, channels: int, image_size: int) -> torch.Tensor:
     in grey "L" or RGB as the channels say, then fitted (data.images.fit_images)."""
     from PIL import Image, UnidentifiedImageError
 
-    from ..data.images import fit_images, read_image
+    from ..data.image_tensors import fit_images
+    from ..data.images import read_image
 
     pictures = [torch.zeros(0, channels, image_size, image_size, dtype=torch.uint8)]
     for file in files:

@@ -13,7 +13,8 @@ the real images names each; the share it names as the label they were sampled fo
 
 from __future__ import annotations
 
-from ..data.images import ImageError, open_images
+from ..data.image_tensors import ImageError
+from ..data.images import open_images
 from ..data.pixels import START
 from ..decoding.images import image_log_likelihoods
 

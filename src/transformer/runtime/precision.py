@@ -39,24 +39,12 @@ from dataclasses import dataclass
 import torch
 
 from ..config import ATTENTION_IMPLS, INFERENCE_PRECISIONS, PRECISIONS  # the settings' choice lists
-from .measure_cache import (  # re-exported: precision's names before the cache had its module
-    ISA_LIMITS,
+from .measure_cache import (
     cache_key,
     cached_or_measured,
-    cpu_name,
-    default_cache_file,
     machine_key,
     usable,
 )
-
-__all__ = [  # the cache's names stay importable from here
-    "ISA_LIMITS",
-    "cache_key",
-    "cached_or_measured",
-    "cpu_name",
-    "default_cache_file",
-    "machine_key",
-]
 
 MIN_SPEEDUP = 1.5  # products this much faster in bf16 before a training step is (see the rules)
 MAX_TOKENS = 1024

@@ -120,7 +120,7 @@ def decode_any_size(
 def _decoded(read, raw: bytes, mode: str, size: int, name: str):
     """read(the file, mode, size, name) (data.images' read_image or read_image_resized), any error
     of the image decoder a 422 naming the image."""
-    from ..data.images import ImageError
+    from ..data.image_tensors import ImageError
 
     try:
         return read(io.BytesIO(raw), mode, size, name=name)

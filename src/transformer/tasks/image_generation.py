@@ -30,7 +30,7 @@ def infer(pipeline, count, **settings):
 def evaluate_image_lm(e: Evaluation) -> Confusion | None:
     """Bits/dim on --images; with --classifier, the share of class-conditional samples it
     recognises (and --plot: their confusion matrix to draw)."""
-    from ..data.images import ImageError
+    from ..data.image_tensors import ImageError
     from ..decoding.inputs import PipelineError
     from ..evaluation.image_lm import score_image_lm, score_samples
     from ..evaluation.metrics import classification_scores

@@ -2,7 +2,7 @@
 encoded.
 
 Which files a run reads is data_files.py's; its tokenizers (trained, cached, loaded, compared)
-tokenizing.py's; both are re-exported here under their old names."""
+tokenizing.py's."""
 
 from __future__ import annotations
 
@@ -22,32 +22,9 @@ from ..model_dir import load_tokenizers
 from . import distributed as D
 from .data_files import read_valid, train_files, train_parts, valid_files
 from .tokenizing import (
-    TOKENIZER_NAMES,
-    compare_tokenizers,
-    mixture_texts,
     run_tokenizers,
-    special_tokens,
-    tokenizer_cache_key,
     train_tokenizers,
 )
-
-__all__ = [
-    "TOKENIZER_NAMES",
-    "TrainingData",
-    "compare_tokenizers",
-    "mixture_texts",
-    "prepare_data",
-    "prepare_only",
-    "read_valid",
-    "run_tokenizers",
-    "special_tokens",
-    "tokenizer_cache_key",
-    "train_files",
-    "train_parts",
-    "train_tokenizers",
-    "training_corpora",
-    "valid_files",
-]
 
 
 @dataclass

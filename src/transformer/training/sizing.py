@@ -46,8 +46,15 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError, RunConfig, load_config, with_overrides
-from ..runtime.measure_cache import default_cache_file, read_cache, usable, write_cache
-from ..runtime.precision import cached_or_measured, machine_key, resolve_precision
+from ..runtime.measure_cache import (
+    cached_or_measured,
+    default_cache_file,
+    machine_key,
+    read_cache,
+    usable,
+    write_cache,
+)
+from ..runtime.precision import resolve_precision
 
 PROBE_LENGTH = 16
 """Positions per row (source and target) of the probe's batches; a mixture of short UI strings

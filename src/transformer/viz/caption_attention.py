@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..data.images import to_pixels
+from ..data.image_tensors import to_pixels
 from ..decoding.caption import is_captioner
 from ..decoding.inputs import PipelineError
 from . import figure_format, save_figure

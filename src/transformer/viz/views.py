@@ -47,7 +47,8 @@ def image_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]:
     layers."""
     import torch
 
-    from ..data.images import read_image, to_pixels
+    from ..data.image_tensors import to_pixels
+    from ..data.images import read_image
     from .image_attention import image_attention, plot_image_attention
 
     v = pipeline.model.config.vision
@@ -73,7 +74,8 @@ def detection_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]
     """A detector's objects and where each one's query looked, in one decoder layer."""
     import torch
 
-    from ..data.images import read_image_resized, to_pixels
+    from ..data.image_tensors import to_pixels
+    from ..data.images import read_image_resized
     from .detection_attention import MAX_PANELS, detection_attention, plot_detection_attention
 
     d = pipeline.model.config.detection

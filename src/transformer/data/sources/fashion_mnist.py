@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from ...files import atomic_write_text
+from ..image_tensors import ImageError
 from ..images import (
     FASHION_MNIST_LABELS,
     FASHION_MNIST_PACKAGE,
-    ImageError,
     read_fashion_mnist,
     save_split,
     stratified_split,

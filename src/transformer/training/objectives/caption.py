@@ -36,7 +36,8 @@ import torch
 
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_seed, fixed_size_batches, to_device
-from ...data.images import ImageSet, augment, load_images, to_pixels
+from ...data.image_tensors import augment, to_pixels
+from ...data.images import ImageSet, load_images
 from ...data.text import DataError
 from ...data.tokenizer import (
     SPECIAL_TOKENS,
@@ -47,8 +48,8 @@ from ...evaluation.captions import caption_scores, greedy_captions
 from ...model.build import build_model
 from ...model_dir import load_config, load_model, load_tokenizers, save_tokenizers
 from .. import distributed as D
-from ..corpora import TOKENIZER_NAMES
 from ..loss import label_smoothed_cross_entropy
+from ..tokenizing import TOKENIZER_NAMES
 from .base import Objective, StepSums, autocast, validation_sums
 
 

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_indices, batch_seed, fixed_size_batches, pad_rows, to_device
-from ...data.images import augment, load_images, to_pixels
+from ...data.image_tensors import augment, to_pixels
+from ...data.images import load_images
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
 from ...model.build import build_model

@@ -39,7 +39,8 @@ import torch
 
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_seed, fixed_size_batches, pad_rows, to_device
-from ...data.images import augment, fit_images, open_images, to_pixels
+from ...data.image_tensors import augment, fit_images, to_pixels
+from ...data.images import open_images
 from ...data.text import DataError
 from ...data.tokenizer import ENCODER_SPECIALS, train_tokenizer
 from ...evaluation.retrieval import retrieval_scores

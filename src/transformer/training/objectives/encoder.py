@@ -26,7 +26,8 @@ from ...model.transformer import EncoderOnly
 from ...model_dir import load_model, load_special_tokens
 from .. import distributed as D
 from ..checkpoint import step_dirs
-from ..corpora import TrainingData, run_tokenizers
+from ..corpora import TrainingData
+from ..tokenizing import run_tokenizers
 from .base import BatchCache, Objective, StepSums, autocast, validation_sums
 
 

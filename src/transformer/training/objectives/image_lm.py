@@ -21,7 +21,8 @@ import torch
 
 from ...config import ConfigError, RunConfig
 from ...data.batching import Batch, batch_seed, fixed_size_batches
-from ...data.images import ImageSet, augment, open_images
+from ...data.image_tensors import augment
+from ...data.images import ImageSet, open_images
 from ...data.pixels import START, ImageTokens, check_levels, names_alphabet, sequences
 from ...data.text import DataError
 from ...model.build import build_model

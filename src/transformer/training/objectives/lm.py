@@ -26,7 +26,7 @@ from ...data.batching import Batch
 from ...model.build import build_model
 from ...model_dir import load_config, load_model
 from .. import distributed as D
-from ..corpora import run_tokenizers
+from ..tokenizing import run_tokenizers
 from .base import BatchCache, Objective, validation_sums
 from .seq2seq import Seq2Seq
 

@@ -38,7 +38,7 @@ import torch
 from ....config import ConfigError, RunConfig
 from ....data.batching import batch_seed, fixed_size_batches, to_device
 from ....data.coco import load_detection
-from ....data.images import to_pixels
+from ....data.image_tensors import to_pixels
 from ....data.text import DataError
 from ....evaluation.detection import coco_map
 from ....evaluation.detector import relative_to_xywh
