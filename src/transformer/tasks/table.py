@@ -38,6 +38,7 @@ TASKS: dict[str, Task] = {
     )
 }
 
+
 def run_task(config: RunConfig) -> Task:
     """The task a training run trains: train.task's, else the one of its objective (and its data,
     where two tasks share one)."""

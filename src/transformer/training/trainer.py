@@ -300,4 +300,3 @@ def _attention(
             rows,
         )
     return D.gather_objects(choice, dist)[0]
-

@@ -207,7 +207,6 @@ DATASETS = (
 """Every `transformer data` command, in the order `transformer data --help` lists them."""
 
 
-
 def build(dataset: Dataset, args: argparse.Namespace) -> None:
     """Run one dataset's builder with the parsed flags and print its report line."""
     values = {name: getattr(args, name) for name in inspect.signature(dataset.build).parameters}
