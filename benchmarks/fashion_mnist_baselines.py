@@ -10,7 +10,7 @@ of models trained on DIR/train.safetensors (55,000 images; valid.safetensors hol
    "2 Conv + pooling" baseline (91.6%): conv 5x5 32 -> ReLU -> max-pool 2 -> conv 5x5 64 -> ReLU
    -> max-pool 2 -> linear 1024 -> ReLU -> dropout 0.5 -> linear 10. Trained exactly as the ViT
    recipe trains (configs/fashion-mnist-vit.toml): the same pixels in [-1, 1], the same
-   augmentation (random crop with 2 pixels of padding, horizontal flips; transformer.data.images.augment),
+   augmentation (random crop with 2 pixels of padding, horizontal flips; transformer.data.image_tensors.augment),
    AdamW (weight decay 0.05 on every parameter, as our trainer does), 300 warmup steps to 2e-3 then
    cosine, label smoothing 0.1, gradient norm clipped to 1, 128 images a batch, for --minutes of wall clock: the first 30 steps measure the
    speed, and the cosine schedule is set to end when the budget does. bf16 autocast where a training

@@ -1,4 +1,4 @@
-"""Fitting image sets of other shapes to a model's (data.images.fit_images), against hand-computed
+"""Fitting image sets of other shapes to a model's (data.image_tensors.fit_images), against hand-computed
 pixels: grey -> RGB, padding with the background colour, RGB -> grey, scaling down."""
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class ReadCounts:
 
 class TsvColumn(str):
     """A text-to-text TSV file (`input<TAB>target` per line) standing for one of its columns where
-    the pipeline takes aligned files: training.corpora.train_files gives (TsvColumn(path, 1),
+    the pipeline takes aligned files: training.data_files.train_files gives (TsvColumn(path, 1),
     TsvColumn(path, 0)) and iter_examples then reads both sides from the one file."""
 
     column: int

@@ -2,7 +2,7 @@
 
 Texts are lowercased (as the contrastive objective lowercases the names it trains on) and fed as
 [CLS] text [SEP], cut to the text tower's max_positions; images are fitted to the model's channels
-and size (data.images.fit_images: grey -> RGB, smaller images padded with their background
+and size (data.image_tensors.fit_images: grey -> RGB, smaller images padded with their background
 colour). Each embedding is a unit vector; the cosine of two is their dot product.
 """
 
@@ -77,7 +77,7 @@ def embed_images(pipeline: Loaded, images, batch_size: int) -> torch.Tensor:
 
 def read_images(files: list, channels: int, image_size: int) -> torch.Tensor:
     """Square image files of any size as uint8 (N, channels, image_size, image_size): each read
-    in grey "L" or RGB as the channels say, then fitted (data.images.fit_images)."""
+    in grey "L" or RGB as the channels say, then fitted (data.image_tensors.fit_images)."""
     from PIL import Image, UnidentifiedImageError
 
     from ..data.image_tensors import fit_images

@@ -184,7 +184,7 @@ class Stepper:
         if not isinstance(pixels, torch.Tensor) or not pixels.is_floating_point():
             raise ValueError(
                 "an image captioner decodes pixels: pass a float tensor (B, channels, size, size) "
-                "in [-1, 1] (transformer.data.images.to_pixels)"
+                "in [-1, 1] (transformer.data.image_tensors.to_pixels)"
             )
         if mask is not None:
             raise ValueError("an image has no source mask: every patch is real; drop src_mask")

@@ -15,7 +15,7 @@ The rules:
   units are target tokens (</s> included).
 - Batches: train.batch_tokens // (1 + P) images (the encoder's positions, which outweigh a
   caption's tokens), in an order drawn per epoch from data.batching.batch_seed, whole batches only.
-  Augmentation (data.images.random_crop, data.images.horizontal_flip; data.images.augment) draws
+  Augmentation (data.images.random_crop, data.images.horizontal_flip; data.image_tensors.augment) draws
   from a generator seeded per batch, so a resumed run sees the same images. A flip changes what some
   pictures mean (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such
   names.

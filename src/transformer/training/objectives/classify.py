@@ -189,7 +189,7 @@ class Classify(Labelled, TextRows, EncoderObjective):
 
 @dataclass
 class ImageBatch:
-    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.images.to_pixels) and class
+    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.image_tensors.to_pixels) and class
     labels (B,)."""
 
     pixels: torch.Tensor
