@@ -15,10 +15,10 @@ The rules:
   units are target tokens (</s> included).
 - Batches: train.batch_tokens // (1 + P) images (the encoder's positions, which outweigh a
   caption's tokens), in an order drawn per epoch from data.batching.batch_seed, whole batches only.
-  Augmentation (data.images.random_crop, data.images.horizontal_flip; data.image_tensors.augment) draws
-  from a generator seeded per batch, so a resumed run sees the same images. A flip changes what some
-  pictures mean (the emoji "left-facing fist" mirrors "right-facing fist"): leave it off for such
-  names.
+  Augmentation (data.images.random_crop, data.images.horizontal_flip;
+  data.image_tensors.augment) draws from a generator seeded per batch, so a resumed run sees the
+  same images. A flip changes what some pictures mean (the emoji "left-facing fist" mirrors
+  "right-facing fist"): leave it off for such names.
 - Validation: loss, NLL and perplexity per target token over every validation image; then greedy
   captions of train.valid_questions images spread evenly over the split (0 = all): exact match
   (the whole caption equal to the name) and chrF (evaluation.captions). best/ by exact match: the

@@ -189,8 +189,8 @@ class Classify(Labelled, TextRows, EncoderObjective):
 
 @dataclass
 class ImageBatch:
-    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.image_tensors.to_pixels) and class
-    labels (B,)."""
+    """Pixels (B, channels, height, width) scaled to [-1, 1] (data.image_tensors.to_pixels) and
+    class labels (B,)."""
 
     pixels: torch.Tensor
     labels: torch.Tensor

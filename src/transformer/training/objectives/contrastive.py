@@ -3,10 +3,10 @@ image's text its label name (transformer.model.contrastive has the model).
 
 The rules:
 - Data: data.images.train, one image set or a list of them (a prepared split or a folder of class
-  folders each), every set fitted to model.vision's channels and size (data.image_tensors.fit_images:
-  grey -> RGB by repeating the channel, smaller images padded with their background colour) and
-  joined. An image's text is its label name, lowercased ("T-shirt/top" reads "t-shirt/top"); one
-  name in two sets is one text.
+  folders each), every set fitted to model.vision's channels and size
+  (data.image_tensors.fit_images: grey -> RGB by repeating the channel, smaller images padded
+  with their background colour) and joined. An image's text is its label name, lowercased
+  ("T-shirt/top" reads "t-shirt/top"); one name in two sets is one text.
 - Tokenizer: data.tokenizer, trained with the encoder's special tokens on the distinct training
   names (data.min_frequency counts names, not images: 1 keeps every character or word), saved in
   the run directory and in every model directory; or, when train.init_parts loads the text tower

@@ -135,8 +135,8 @@ class TextRows:
 def run_tokenizer(
     config: RunConfig, run_dir: Path, dist: D.DistInfo, say: Callable[[str], None], resume: bool
 ) -> Tokenizer:
-    """The run's one tokenizer (tokenizing.run_tokenizers): rank 0 trains or loads it first, the other
-    processes then read what it wrote."""
+    """The run's one tokenizer (tokenizing.run_tokenizers): rank 0 trains or loads it first, the
+    other processes then read what it wrote."""
     if dist.is_main:
         tokenizer, _ = run_tokenizers(config, run_dir, dist, say, resume)
     D.barrier(dist)
