@@ -168,10 +168,11 @@ def test_evaluation_metric_modules_are_pure_and_only_drivers_use_decoding():
 
 
 SERVE_EXPORT_MAY_IMPORT = {
-    "serve": {"config", "files", "data", "decoding", "model_dir", "tasks", "runtime", "viz"},
-    "export": {"config", "files", "data", "model_dir", "tasks", "runtime", "interop", "model"},
+    "serve": {"config", "files", "data", "decoding", "model_dir", "model_records", "tasks", "runtime", "viz"},
+    "export": {"config", "files", "data", "model_dir", "model_records", "tasks", "runtime", "interop", "model"},
 }
-"""What serve/ and export/ stand on; of model/, export/ takes only EXPORT_MODEL."""
+"""What serve/ and export/ stand on (a model directory: model_dir and its small records,
+model_records); of model/, export/ takes only EXPORT_MODEL."""
 EXPORT_MODEL = {"transformer", "positional"}
 
 

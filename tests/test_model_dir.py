@@ -10,7 +10,8 @@ import torch
 import transformer
 from transformer.config import DecodeConfig, cpu_tiny
 from transformer.data.tokenizer import TokenizerError, train_bpe
-from transformer.model_dir import ModelDir, load_decode_config
+from transformer.model_dir import ModelDir
+from transformer.model_records import load_decode_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
 

@@ -27,7 +27,7 @@ against that SHA-256, then the adapters; `load_model` folds them into the weight
 unless asked not to (a resumed run keeps training them).
 
 These file names are defined here and nowhere else (the small records' in model_records.py,
-whose readers this module exports too). This module sits above `model/` and `data/`, so that
+with their readers). This module sits above `model/` and `data/`, so that
 neither imports the other: `model/io.py` knows config and weight files, and `data/tokenizer.py`
 tokenizer files, but neither knows a directory.
 """
@@ -58,22 +58,6 @@ from .model.io import (
 from .model.lora import Adapter, add_lora, merge_lora
 from .model.transformer import Model
 from .model_records import (
-    CHAT_TEMPLATE_FILE,
-    DECODE_FILE,
-    LABELS_FILE,
-    LANGUAGES_FILE,
-    PIXELS_FILE,
-    SPECIAL_TOKENS_FILE,
-    SPEECH_FILE,
-    TASK_FILE,
-    load_chat_template,
-    load_decode_config,
-    load_labels,
-    load_languages,
-    load_pixels,
-    load_special_tokens,
-    load_speech,
-    load_task,
     model_files,
     read_json,
     write_json,
@@ -94,36 +78,19 @@ ADAPTER_WEIGHTS_FILE = "adapter.safetensors"
 __all__ = [
     "ADAPTER_FILE",
     "ADAPTER_WEIGHTS_FILE",
-    "CHAT_TEMPLATE_FILE",
     "CONFIG_FILE",
-    "DECODE_FILE",
-    "LABELS_FILE",
-    "LANGUAGES_FILE",
-    "PIXELS_FILE",
     "README_FILE",
     "SHARED_FILE",
     "SOURCE_FILE",
-    "SPECIAL_TOKENS_FILE",
-    "SPEECH_FILE",
     "TARGET_FILE",
-    "TASK_FILE",
     "VOCAB_FILES",
     "WEIGHTS_FILE",
     "ModelDir",
     "has_tokenizer",
-    "load_chat_template",
     "load_config",
-    "load_decode_config",
-    "load_labels",
-    "load_languages",
     "load_model",
-    "load_pixels",
-    "load_special_tokens",
-    "load_speech",
-    "load_task",
     "load_tokenizers",
     "load_weights",
-    "model_files",
     "save_model",
     "save_tokenizers",
     "save_weights",

@@ -5,7 +5,8 @@ import torch
 
 from tests.cli.common import run
 from tests.viz.detector import LABELS, tiny_detector
-from transformer.model_dir import load_labels, load_model, save_model
+from transformer.model_dir import load_model, save_model
+from transformer.model_records import load_labels
 
 
 def test_a_detector_round_trips_and_is_not_exported(tmp_path, capsys):

@@ -202,7 +202,7 @@ def quadrant_model(quadrants, tmp_path_factory):
 
 def test_a_tiny_image_task_is_learned_to_100_percent(quadrant_model):
     from transformer.decoding.pipeline import Pipeline
-    from transformer.model_dir import load_labels
+    from transformer.model_records import load_labels
 
     assert quadrant_model.best_key == "valid_accuracy" and quadrant_model.best == 1.0
     assert load_labels(quadrant_model.best_dir) == ["top-left", "top-right", "bottom-left", "bottom-right"]

@@ -17,7 +17,7 @@ from transformer.config import ConfigError, DecodeConfig, build_run_config, cpu_
 from transformer.data.chat import ChatDataError, chat_pieces, read_conversations, render_chat
 from transformer.data.tokenizer import train_bpe
 from transformer.decoding.pipeline import Pipeline
-from transformer.model_dir import CHAT_TEMPLATE_FILE, load_chat_template
+from transformer.model_records import CHAT_TEMPLATE_FILE, load_chat_template
 from transformer.tasks import prepare_objective
 from transformer.training import distributed as D
 from transformer.training.trainer import train

@@ -16,7 +16,8 @@ from transformer.cli import main as cli_main
 from transformer.config import cpu_tiny
 from transformer.model.build import build_model
 from transformer.model.io import ModelFileError
-from transformer.model_dir import load_decode_config, load_model, load_tokenizers, save_model
+from transformer.model_dir import load_model, load_tokenizers, save_model
+from transformer.model_records import load_decode_config
 from transformer.training.checkpoint import average_checkpoints, average_into, step_dirs
 from transformer.training.trainer import TrainError, train
 

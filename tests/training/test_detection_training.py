@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from transformer.config import ConfigError, build_run_config
-from transformer.model_dir import load_labels, load_model
+from transformer.model_dir import load_model
+from transformer.model_records import load_labels
 from transformer.training.checkpoint import step_dirs
 from transformer.training.trainer import train
 

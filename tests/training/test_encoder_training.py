@@ -22,13 +22,8 @@ from transformer.decoding.inputs import PipelineError
 from transformer.decoding.pipeline import Pipeline
 from transformer.evaluation.metrics import classification_scores
 from transformer.model.build import build_model
-from transformer.model_dir import (
-    load_labels,
-    load_model,
-    load_special_tokens,
-    load_tokenizers,
-    save_model,
-)
+from transformer.model_dir import load_model, load_tokenizers, save_model
+from transformer.model_records import load_labels, load_special_tokens
 from transformer.tasks import prepare_objective
 from transformer.training import distributed as D
 from transformer.training.objectives import MaskedLM, encoder_model

@@ -12,7 +12,8 @@ import torch
 
 from transformer.config import ConfigError, build_run_config
 from transformer.data.images import save_split
-from transformer.model_dir import load_model, load_pixels
+from transformer.model_dir import load_model
+from transformer.model_records import load_pixels
 from transformer.training.trainer import train
 
 NAMES = ["top", "bottom"]

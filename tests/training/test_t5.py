@@ -14,7 +14,8 @@ import torch
 from transformer.config import build_run_config
 from transformer.data.noising import corrupt_spans, noise_spans, span_corruption_lengths, uncorrupt
 from transformer.evaluation.overlap import rouge
-from transformer.model_dir import load_model, load_special_tokens, load_tokenizers
+from transformer.model_dir import load_model, load_tokenizers
+from transformer.model_records import load_special_tokens
 from transformer.training.trainer import train
 
 SENTINELS = list(range(1000, 1100))

@@ -18,7 +18,8 @@ import torch
 from transformer.cli import main as cli_main
 from transformer.config import RunConfig, build_run_config, load_config
 from transformer.data.sources.copy import write_copy_task
-from transformer.model_dir import load_decode_config, load_model, load_tokenizers
+from transformer.model_dir import load_model, load_tokenizers
+from transformer.model_records import load_decode_config
 from transformer.training.checkpoint import step_dirs
 from transformer.training.trainer import TrainError, train
 

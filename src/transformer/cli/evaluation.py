@@ -88,7 +88,8 @@ def _model_task(model_dir: str, flag: str) -> Task:
     """The task of the model in model_dir (transformer.tasks); when it cannot be read, the first
     task scored by `flag` (its own loading then says what is wrong with the directory)."""
     from ..model.io import ModelFileError
-    from ..model_dir import PIXELS_FILE, load_config, load_task
+    from ..model_dir import load_config
+    from ..model_records import PIXELS_FILE, load_task
     from ..tasks import TASKS, model_task
 
     try:

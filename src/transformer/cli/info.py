@@ -27,7 +27,8 @@ def info(
 ) -> None:
     """Print a model directory's config, parameter count and FLOPs per token (or per image)."""
     from ..model.accounting import count_parameters
-    from ..model_dir import PIXELS_FILE, load_config, load_languages, load_model, load_task
+    from ..model_dir import load_config, load_model
+    from ..model_records import PIXELS_FILE, load_languages, load_task
     from ..tasks import model_task
 
     config = load_config(model_dir)

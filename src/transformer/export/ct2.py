@@ -35,7 +35,8 @@ import torch
 from ..config import GATED_ACTIVATIONS, ModelConfig
 from ..model.positional import sinusoidal_table
 from ..model.transformer import Model
-from ..model_dir import DECODE_FILE, VOCAB_FILES, load_decode_config, load_model, load_tokenizers
+from ..model_dir import VOCAB_FILES, load_model, load_tokenizers
+from ..model_records import DECODE_FILE, load_decode_config
 from .common import ExportError, python_path, write_directory
 
 SHARED_FILE, SOURCE_FILE, TARGET_FILE = VOCAB_FILES  # model_dir's names of the tokenizer files

@@ -51,7 +51,8 @@ import torch
 
 from ..config import ModelConfig
 from ..interop.hf.common import bias_or_zeros
-from ..model_dir import load_chat_template, load_decode_config, load_model, load_tokenizers
+from ..model_dir import load_model, load_tokenizers
+from ..model_records import load_chat_template, load_decode_config
 from .common import ExportError
 from .gguf_vocab import vocabulary
 

@@ -45,11 +45,10 @@ from ..model_dir import (
     SOURCE_FILE,
     TARGET_FILE,
     has_tokenizer,
-    load_chat_template,
-    load_decode_config,
     load_model,
     load_tokenizers,
 )
+from ..model_records import load_chat_template, load_decode_config
 from .common import ExportError, python_path, write_directory
 
 TARGET_TOKENIZER_DIR = "target_tokenizer"

@@ -28,7 +28,8 @@ def export_model(
     """Export the model directory `model_dir` to `out` as a CTranslate2 ("ct2"), Hugging Face
     ("hf") or GGUF ("gguf": `out` is the file) model, or as a model directory ("dir") with its
     LoRA adapters merged, their updates times `lora_scale` (None: 1, as trained)."""
-    from ..model_dir import ADAPTER_FILE, PIXELS_FILE
+    from ..model_dir import ADAPTER_FILE
+    from ..model_records import PIXELS_FILE
 
     if lora_scale is not None:
         if to != "dir":

@@ -24,14 +24,8 @@ from safetensors.torch import load_file, save_file
 from ..files import atomic_write, atomic_write_text
 from ..model.io import ModelFileError
 from ..model.transformer import Model
-from ..model_dir import (
-    WEIGHTS_FILE,
-    has_tokenizer,
-    load_model,
-    load_tokenizers,
-    model_files,
-    save_model,
-)
+from ..model_dir import WEIGHTS_FILE, has_tokenizer, load_model, load_tokenizers, save_model
+from ..model_records import model_files
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"

@@ -62,7 +62,8 @@ def import_hf(path: str | os.PathLike, out: str | os.PathLike) -> ImportResult:
     """
     from ...data.tokenizer import ENCODER_ROLES
     from ...files import atomic_write, atomic_write_text
-    from ...model_dir import CHAT_TEMPLATE_FILE, save_model
+    from ...model_dir import save_model
+    from ...model_records import CHAT_TEMPLATE_FILE
 
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -26,13 +26,8 @@ import torch
 from ...config import ConfigError, RunConfig
 from ...data.batching import batch_indices, padding_share, to_device
 from ...data.chat import ChatDataError, read_conversations, tokenize_conversation
-from ...model_dir import (
-    load_chat_template,
-    load_config,
-    load_decode_config,
-    load_model,
-    load_tokenizers,
-)
+from ...model_dir import load_config, load_model, load_tokenizers
+from ...model_records import load_chat_template, load_decode_config
 from ..loss import label_smoothed_cross_entropy
 from .base import Objective, StepSums, autocast, typical_shape, validation_sums
 

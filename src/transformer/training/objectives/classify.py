@@ -24,7 +24,8 @@ from ...data.images import load_images
 from ...data.text import DataError, iter_labelled
 from ...evaluation.metrics import classification_scores
 from ...model.build import build_model
-from ...model_dir import load_config, load_labels, load_model
+from ...model_dir import load_config, load_model
+from ...model_records import load_labels
 from .. import distributed as D
 from ..checkpoint import step_dirs
 from .base import Objective, StepSums, autocast, validation_sums

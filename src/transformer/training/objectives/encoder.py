@@ -23,7 +23,8 @@ from ...data.noising import IGNORE, mask_tokens
 from ...data.tokenizer import EncoderTokens, Tokenizer
 from ...model.build import build_model, tie_weights
 from ...model.transformer import EncoderOnly
-from ...model_dir import load_model, load_special_tokens
+from ...model_dir import load_model
+from ...model_records import load_special_tokens
 from .. import distributed as D
 from ..checkpoint import step_dirs
 from ..corpora import TrainingData

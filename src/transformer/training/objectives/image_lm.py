@@ -26,7 +26,8 @@ from ...data.images import ImageSet, open_images
 from ...data.pixels import START, ImageTokens, check_levels, names_alphabet, sequences
 from ...data.text import DataError
 from ...model.build import build_model
-from ...model_dir import load_model, load_pixels
+from ...model_dir import load_model
+from ...model_records import load_pixels
 from .base import Objective, validation_sums
 from .seq2seq import Seq2Seq
 

@@ -40,7 +40,8 @@ from ...data.batching import batch_indices, batch_seed, to_device
 from ...data.text import DataError
 from ...evaluation.transcripts import ctc_wer, greedy_wer
 from ...model.build import build_model
-from ...model_dir import load_config, load_model, load_speech, load_tokenizers, save_tokenizers
+from ...model_dir import load_config, load_model, load_tokenizers, save_tokenizers
+from ...model_records import load_speech
 from .. import distributed as D
 from ..loss import label_smoothed_cross_entropy
 from .base import BatchCache, Objective, StepSums, autocast, validation_sums

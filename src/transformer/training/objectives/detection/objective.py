@@ -45,7 +45,8 @@ from ....evaluation.detector import relative_to_xywh
 from ....model.build import build_model
 from ....model.denoise import DenoiseQueries, denoise_queries
 from ....model.detection import COCO_DETECTIONS
-from ....model_dir import load_config, load_labels, load_model
+from ....model_dir import load_config, load_model
+from ....model_records import load_labels
 from ...checkpoint import step_dirs
 from ..base import Objective, StepSums, autocast
 from .dense_loss import dense_loss
