@@ -11,6 +11,7 @@ from typing import Annotated
 from ..config import (
     TRANSLATE_SETTINGS,
     DecodeConfig,
+    MoreThanTheBeam,
 )
 from ..data.lines import format_lines, note, read_lines, stream_lines, write_text
 from ..files import check_output
@@ -48,27 +49,13 @@ def translate(
     if output not in (None, "-"):
         check_output(output)
     decode = decode or {}
-    given_n, given_beam = decode.get("n_best"), decode.get("beam_size")
-    if given_n is not None and given_beam is not None and given_n > given_beam:
-        raise UserError(
-            f"--n-best {given_n} is more than --beam {given_beam}: a beam returns at most as many "
-            f"hypotheses as it keeps; give --beam {given_n} or more"
-        )
     pipeline = load_pipeline(run, "translate")
     pipeline.expect("translate")  # checked before reading any input: stdin may be empty or slow
-    n_best = decode.get("n_best", pipeline.decode.n_best)
-    beam = decode.get("beam_size", pipeline.decode.beam_size)
-    # both flags together were checked above: here one of the two is the model's default
-    if n_best > beam:
-        if "n_best" in decode:
-            raise UserError(
-                f"--n-best {n_best} is more than the model's beam size {beam} (decode.json): "
-                f"give --beam {n_best} or more"
-            )
-        raise UserError(
-            f"--beam {beam} is less than the model's n_best={n_best} (decode.json): give --n-best "
-            f"{beam}"
-        )
+    try:
+        settings = pipeline.settings(**decode)
+    except MoreThanTheBeam as e:
+        raise UserError(more_than_the_beam(e, decode)) from None
+    n_best = settings.n_best
     cut: list[int] = []
     done = 0
 
@@ -103,6 +90,25 @@ def translate(
             sys.stdout.flush()
     if cut:
         note("translate", truncation_note(cut, done, pipeline.max_source_tokens))
+
+
+def more_than_the_beam(e: MoreThanTheBeam, given: dict) -> str:
+    """DecodeConfig's n_best rule in the words of translate's flags: which of the two was given,
+    and which is the model's (decode.json)."""
+    if "n_best" in given and "beam_size" in given:
+        return (
+            f"--n-best {e.n_best} is more than --beam {e.beam_size}: a beam returns at most as "
+            f"many hypotheses as it keeps; give --beam {e.n_best} or more"
+        )
+    if "n_best" in given:
+        return (
+            f"--n-best {e.n_best} is more than the model's beam size {e.beam_size} (decode.json): "
+            f"give --beam {e.n_best} or more"
+        )
+    return (
+        f"--beam {e.beam_size} is less than the model's n_best={e.n_best} (decode.json): give "
+        f"--n-best {e.beam_size}"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,7 @@ from .decode import (
     TRANSCRIBE_SETTINGS,
     TRANSLATE_SETTINGS,
     DecodeConfig,
+    MoreThanTheBeam,
 )
 from .families import (
     AUDIO_POSITIONS,
@@ -95,6 +96,7 @@ __all__ = [
     "LENGTH_PENALTY_KINDS",
     "MIN_BPE_VOCAB",
     "ModelConfig",
+    "MoreThanTheBeam",
     "Objective",
     "OBJECTIVES",
     "POSITIONALS",

@@ -26,6 +26,19 @@ ATTENTION_KINDS = ("cross", "self", "encoder")
 (decoder over its inputs), encoder (source over source); see transformer.viz.attention."""
 
 
+class MoreThanTheBeam(ConfigError):
+    """n_best > beam_size, the one rule between two decoding settings: a beam returns at most as
+    many hypotheses as it keeps. It carries both values, so that a command can say it with its
+    flags (transformer translate)."""
+
+    def __init__(self, n_best: int, beam_size: int):
+        super().__init__(
+            f"n_best={n_best} is larger than beam_size={beam_size}: a beam cannot return more "
+            "hypotheses than it keeps; raise beam_size or lower n_best"
+        )
+        self.n_best, self.beam_size = n_best, beam_size
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """How to decode: search and sampling settings (the `[decode]` section; saved with a model as
@@ -131,10 +144,7 @@ class DecodeConfig:
         check_types(self, None)
         check_settings(self, None)
         if self.n_best > self.beam_size:
-            raise ConfigError(
-                f"n_best={self.n_best} is larger than beam_size={self.beam_size}: a beam cannot "
-                "return more hypotheses than it keeps; raise beam_size or lower n_best"
-            )
+            raise MoreThanTheBeam(self.n_best, self.beam_size)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
