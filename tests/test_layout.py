@@ -17,8 +17,6 @@ inside a function counts too:
 - no import circles, not even inside a folder;
 - no module imports a private name (one leading underscore) from another module of the package:
   such a name is made public or its caller moves (PRIVATE_IMPORTS lists what is still left).
-
-An import under `if TYPE_CHECKING:` serves annotations only and never runs: it is not an edge.
 """
 
 import ast
@@ -61,23 +59,12 @@ def module_name(file: Path) -> tuple[str, ...]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
-def executed(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node of a module but those under `if TYPE_CHECKING:` (imports for annotations only,
-    which never run)."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            yield from (n for child in node.orelse for n in [child, *executed(child)])
-            continue
-        yield node
-        yield from executed(node)
-
-
 def imports(file: Path) -> list[tuple[tuple[str, ...], list[str]]]:
     """Every import of a module under `transformer`, relative or absolute: (module path, names imported)."""
     module = module_name(file)
     package = module if file.name == "__init__.py" else module[:-1]
     found = []
-    for node in executed(ast.parse(file.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             names = [a.name for a in node.names]
             if node.level:
@@ -101,12 +88,6 @@ def imported_parts(file: Path) -> set[str]:
 def files_of(part: str) -> list[Path]:
     path = PACKAGE / part
     return sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
-
-
-def test_the_scanner_skips_imports_for_annotations_only():
-    tree = ast.parse("if TYPE_CHECKING:\n    import a\nelse:\n    import b\nimport c\ndef f():\n    import d\n")
-    seen = {a.name for n in executed(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert seen == {"b", "c", "d"}
 
 
 def test_the_scanner_sees_relative_and_lazy_imports():

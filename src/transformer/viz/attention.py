@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,10 +21,7 @@ from ..config import ATTENTION_KINDS as KINDS
 from ..decoding.inputs import PipelineError
 from ..decoding.search.step import inference
 from ..model.transformer import DecoderOnly, EncoderDecoder
-from . import figure_format, save_figure
-
-if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
-    from ..decoding.pipeline import Pipeline
+from .common import figure_format, save_figure
 
 
 @dataclass
@@ -134,7 +130,7 @@ def select_head(weights: torch.Tensor, head: int | str) -> torch.Tensor:
     return weights[head]
 
 
-def _source(pipeline: Pipeline, text: str, kind: str | None) -> tuple[str, list[int], list[str]]:
+def _source(pipeline, text: str, kind: str | None) -> tuple[str, list[int], list[str]]:
     """(kind, with its default; the text's ids as the model reads them; their token labels)."""
     model = pipeline.model
     if isinstance(model, EncoderDecoder):
@@ -165,7 +161,7 @@ def _source(pipeline: Pipeline, text: str, kind: str | None) -> tuple[str, list[
 
 
 def _decoded(
-    pipeline: Pipeline, src: list[int], kind: str, layer: int, beam_size: int | None, decode: dict
+    pipeline, src: list[int], kind: str, layer: int, beam_size: int | None, decode: dict
 ) -> tuple[list[int], list[int], torch.Tensor]:
     """Decode src as attention_map says: (output ids, key ids, that layer's weights (H, T, S))."""
     model, cfg = pipeline.model, pipeline.model.config
@@ -193,7 +189,7 @@ def _decoded(
 
 
 def attention_map(
-    pipeline: Pipeline,
+    pipeline,
     text: str,
     layer: int = -1,
     kind: str | None = None,

@@ -15,18 +15,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from ..data.audio import HOP, SAMPLE_RATE, log_mel
 from ..decoding.inputs import PipelineError
 from ..decoding.transcribe import speech_options
-from . import figure_format, save_figure
 from .attention import checked_index, select_head, token_pieces
-
-if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
-    from ..decoding.pipeline import Pipeline
+from .common import figure_format, save_figure
 
 
 @dataclass
@@ -52,7 +48,7 @@ class AudioAttention:
 
 
 def audio_attention(
-    pipeline: Pipeline,
+    pipeline,
     samples: torch.Tensor,
     layer: int = -1,
     head: int | str = "mean",

@@ -16,18 +16,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from ..data.image_tensors import to_pixels
 from ..decoding.caption import is_captioner
 from ..decoding.inputs import PipelineError
-from . import figure_format, save_figure
 from .attention import checked_index, select_head, token_pieces
-
-if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks
-    from ..decoding.pipeline import Pipeline
+from .common import figure_format, save_figure
 
 PANELS_PER_ROW = 8
 
@@ -54,7 +50,7 @@ class CaptionAttention:
 
 @torch.no_grad()
 def caption_attention(
-    pipeline: Pipeline,
+    pipeline,
     image: torch.Tensor,
     layer: int = -1,
     head: int | str = "mean",

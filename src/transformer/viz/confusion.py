@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..evaluation.metrics import ClassificationScores
-from . import save_figure
+from .common import save_figure
 
 
 def plot_confusion(

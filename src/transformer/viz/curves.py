@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from . import save_figure
+from .common import save_figure
 
 
 def read_metrics(run_dir: str | os.PathLike) -> tuple[list[dict], list[dict]]:

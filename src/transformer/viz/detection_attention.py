@@ -24,8 +24,8 @@ import torch
 
 from ..decoding.detect import to_corners
 from ..model.detection import DetectionTransformer, class_probabilities
-from . import figure_format, save_figure
 from .boxes import class_colour
+from .common import figure_format, save_figure
 
 MAX_PANELS = 8
 """Objects drawn at most, the most likely first (beside the panel of the whole image)."""

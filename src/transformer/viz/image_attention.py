@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ..model.transformer import EncoderOnly
-from . import figure_format, save_figure
+from .common import figure_format, save_figure
 
 
 def rollout(weights: list[torch.Tensor]) -> torch.Tensor:

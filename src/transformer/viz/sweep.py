@@ -6,7 +6,7 @@ import os
 import statistics
 from pathlib import Path
 
-from . import save_figure
+from .common import save_figure
 
 
 def plot_sweep(values: dict[str, list[float]], metric: str, out: str | os.PathLike) -> Path:

@@ -3,17 +3,15 @@ text's output looked (translation, language models), an image encoder's [CLS] at
 rollout, a caption's tokens over the image, a detector's object queries, a transcript over the
 audio. Each reads its one input (a text, an image file or a WAV file), writes the figure and
 returns the lines the command prints; the task names its figure in its Task record (tasks/), so
-nothing here asks what kind of model it was given.
+nothing here asks what kind of model it was given. `pipeline` is a decoding.pipeline.Pipeline,
+handed in: viz does not import it, since Pipeline reads the table of tasks that names these
+figures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # viz stands below Pipeline, which reads the table of tasks that names these
-    from ..decoding.pipeline import Pipeline
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class View:
     threshold: float | None = None
 
 
-def text_view(pipeline: Pipeline, text: str, view: View) -> list[str]:
+def text_view(pipeline, text: str, view: View) -> list[str]:
     """One layer's attention while decoding `text` (a translation, or a language model's
     continuation of a prompt), as a heatmap."""
     from .attention import attention_map, plot_attention
@@ -42,7 +40,7 @@ def text_view(pipeline: Pipeline, text: str, view: View) -> list[str]:
     return lines + ([f"output: {m.output_text}"] if m.kind != "encoder" else [])
 
 
-def image_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]:
+def image_view(pipeline, image_file: str, view: View) -> list[str]:
     """An image encoder's [CLS] attention per head of one layer, and the rollout over all
     layers."""
     import torch
@@ -70,7 +68,7 @@ def image_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]:
     ]
 
 
-def detection_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]:
+def detection_view(pipeline, image_file: str, view: View) -> list[str]:
     """A detector's objects and where each one's query looked, in one decoder layer."""
     import torch
 
@@ -103,7 +101,7 @@ def detection_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]
     return [f"wrote {view.out}: {what}; {found}"]
 
 
-def audio_view(pipeline: Pipeline, wav_file: str, view: View) -> list[str]:
+def audio_view(pipeline, wav_file: str, view: View) -> list[str]:
     """A speech model's cross-attention over the spectrogram of one WAV file."""
     from ..data.audio import read_wav
     from .audio_attention import audio_attention, plot_audio_attention
@@ -117,7 +115,7 @@ def audio_view(pipeline: Pipeline, wav_file: str, view: View) -> list[str]:
     return [f"wrote {view.out}: {what}", f"output: {m.text}"]
 
 
-def caption_view(pipeline: Pipeline, image_file: str, view: View) -> list[str]:
+def caption_view(pipeline, image_file: str, view: View) -> list[str]:
     """A captioner's caption and, per token, the cross-attention of one decoder layer over the
     image."""
     import torch
