@@ -36,15 +36,7 @@ from .lora import LORA_TARGETS, LoraConfig
 from .model import ACTIVATIONS, ARCHS, ATTENTION_IMPLS, GATED_ACTIVATIONS, POSITIONALS, ModelConfig
 from .objectives import OBJECTIVES, Objective
 from .presets import PRESETS, cpu_small, cpu_tiny, paper_base, paper_big
-from .run import (
-    DEVICES,
-    PAIR_METRICS,
-    PRECISIONS,
-    SCHEDULES,
-    SECTIONS,
-    RunConfig,
-    TrainConfig,
-)
+from .run import PAIR_METRICS, SECTIONS, RunConfig
 from .sections import (
     DOCUMENT_KINDS,
     IMAGE_CONDITIONS,
@@ -57,6 +49,7 @@ from .sections import (
 from .serve import API_KEY_ENV, ServeConfig
 from .sizing import SizingConfig
 from .toml import build_run_config, load_config, parse_override, with_overrides
+from .train import DEVICES, PRECISIONS, SCHEDULES, TrainConfig
 
 __all__ = [
     "LORA_TARGETS",

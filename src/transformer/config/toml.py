@@ -15,8 +15,9 @@ from .checks import ConfigError, from_values, parse_override, tomllib
 from .data import DataConfig, nest_flat_keys
 from .decode import DecodeConfig
 from .model import ModelConfig
-from .run import SECTIONS, RunConfig, TrainConfig
+from .run import SECTIONS, RunConfig
 from .sizing import SizingConfig
+from .train import TrainConfig
 
 
 def build_run_config(values: dict[str, Any], source: str = "config") -> RunConfig:
