@@ -186,17 +186,22 @@ def test_a_new_task_trains_evaluates_infers_and_serves_from_its_module_and_one_t
         assert 'endpoint="/v1/reverse"' in client.get("/metrics").text
 
 
-def test_a_model_directory_naming_an_unknown_task_says_what_to_do(tmp_path, with_the_task):
+def test_a_recorded_task_missing_from_the_table_is_named_with_the_fix(with_the_task):
     from transformer.config import ConfigError
     from transformer.tasks import model_task
 
-    with pytest.raises(ConfigError, match="'word-reversal-2' .* not in transformer.tasks.TASKS"):
+    with pytest.raises(ConfigError) as e:
         model_task(None, False, "word-reversal-2")
+    assert str(e.value) == (
+        "the model was trained for task 'word-reversal-2' (its task.json), which is not in "
+        f"transformer.tasks.TASKS ({', '.join(TASKS)}): add the task's module to the table"
+    )
 
 
-def test_train_task_must_be_in_the_table_and_train_with_the_objective(tmp_path, with_the_task, monkeypatch):
+def test_train_task_must_be_in_the_table_and_train_with_the_objective(tmp_path, with_the_task, monkeypatch, capsys):
     import dataclasses
 
+    from transformer.cli import main
     from transformer.config import ConfigError, load_config
     from transformer.tasks import run_task
 
@@ -204,6 +209,9 @@ def test_train_task_must_be_in_the_table_and_train_with_the_objective(tmp_path, 
     assert run_task(config) is TASK
     with pytest.raises(ConfigError, match=r"train.task='nope' is not a task .*: give one of .*word-reversal"):
         run_task(load_config(str(_config(tmp_path)), ['train.task="nope"']))
+    assert main(["train", str(_config(tmp_path)), "--out", str(tmp_path / "nope"), "--set", 'train.task="nope"']) == 2
+    assert "train.task='nope' is not a task" in capsys.readouterr().err
+    assert not (tmp_path / "nope").exists()  # refused before anything is written
     monkeypatch.setitem(TASKS, "lm-reversal", dataclasses.replace(TASK, name="lm-reversal", objectives=("lm",)))
     with pytest.raises(ConfigError, match=r"train.task='lm-reversal' trains with objective 'lm', not 'seq2seq'"):
         run_task(load_config(str(_config(tmp_path)), ['train.task="lm-reversal"']))

@@ -113,6 +113,7 @@ def _train(
     the loop."""
     device = dist.device
     say = log if dist.is_main else (lambda _: None)
+    trains = run_task(config)  # the task (transformer.tasks), asked before anything is written
     checkpoints = _checkpoints(config, run_dir, resume, device)
     sized = None
     if config.sizing.auto:  # the shape this machine affords best in the budget (sizing.py)
@@ -130,7 +131,6 @@ def _train(
         atomic_write_text(run_dir / "config.toml", config.to_toml())
     D.barrier(dist)
 
-    trains = run_task(config)  # the task (transformer.tasks); `task` below is its objective
     task = prepare_objective(config, run_dir, dist, say, resume=resume)
     torch.manual_seed(config.train.seed)  # the same model on every rank (DDP broadcasts rank 0's)
     model = _model(config, task, device, checkpoints[-1] if resume else None, say)
