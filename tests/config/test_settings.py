@@ -39,6 +39,7 @@ DECODE = {
     "no_repeat_ngram_size": ([0, 1, 3], [-1]),
     "repetition_penalty": ([1.0, 1.2, 0.8, 3], [0.0, -1.0, math.inf, math.nan]),
     "precision": (["fp32", "bf16", "int8", "auto"], ["fp16", "x"]),
+    "compile": (["off", "on"], ["yes", "auto"]),
     "answer_window": ([8, 384], [7, 0]),
     "answer_stride": ([1, 128], [0, -1]),
     "max_answer_tokens": ([1, 30], [0, -1]),
@@ -63,6 +64,7 @@ COMMANDS = {
     "top_p": "generate",
     "guidance_scale": "generate",
     "max_new_tokens": "generate",
+    "compile": "generate",
     "answer_window": "answer",
     "answer_stride": "answer",
     "max_answer_tokens": "answer",
@@ -231,6 +233,7 @@ TRANSCRIBE_ONLY = {"speech_head", "ctc_weight"}
 API_LESS = {
     "early_stopping",
     "precision",
+    "compile",
     "answer_window",
     "answer_stride",
     "max_answer_tokens",

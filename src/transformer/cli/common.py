@@ -124,12 +124,17 @@ def add_decode_args(
         add_setting(p, DecodeConfig, name, note=(notes or {}).get(name, note))
 
 
-def load_pipeline(run: ModelRun, command: str, task: Task | None = None):
-    """The model directory as a Pipeline on --device in --precision; "auto" says on stderr what it
-    chose; with `task`, the model must run it (transformer.decoding.pipeline.open_pipeline)."""
+def load_pipeline(
+    run: ModelRun, command: str, task: Task | None = None, compile: str | None = None
+):
+    """The model directory as a Pipeline on --device in --precision (and --compile, for a command
+    that takes it); "auto" says on stderr what it chose; with `task`, the model must run it
+    (transformer.decoding.pipeline.open_pipeline)."""
     from ..decoding.pipeline import open_pipeline
 
-    return open_pipeline(run.model_dir, run.device, run.threads, run.precision, command, task)
+    return open_pipeline(
+        run.model_dir, run.device, run.threads, run.precision, command, task, compile
+    )
 
 
 # ---- running a command ----

@@ -54,6 +54,7 @@ N = Annotated[
     int | None,
     Arg("how many images (default 16)", POSITIVE, "a number of images", group=IMAGES),
 ]
+COMPILE = Annotated[str | None, Setting(DecodeConfig, note="default from the model's decode.json")]
 PER_ROW = Annotated[
     int,
     Arg("images per row of the grid (default 8)", POSITIVE, "a number of images", group=IMAGES),
@@ -74,6 +75,7 @@ def generate(
     n: N = None,
     per_row: PER_ROW = 8,
     out: Annotated[str | None, Arg("the grid of sampled images, a .png file", group=IMAGES)] = None,
+    compile: COMPILE = None,
 ) -> None:
     """Continue a prompt with a language model (or answer it with --chat); an encoder-decoder
     (text-to-text) model answers it as translate would, after --prefix."""
@@ -96,7 +98,7 @@ def generate(
         raise UserError(f"{', '.join(image_flags)}: these are for images; add --image")
     if prompt is None:
         raise UserError("give --prompt TEXT (or --image, for a model that generates images)")
-    pipeline = load_pipeline(run, "generate")
+    pipeline = load_pipeline(run, "generate", compile=compile)
     if pipeline.pixels is not None:
         raise UserError("this model generates images: use --image (and --label or --text)")
     if isinstance(pipeline.model, EncoderDecoder):

@@ -139,6 +139,10 @@ class DecodeConfig:
     """Inference precision: fp32 (exact), bf16, int8 (linear layers, CPU only), q8 / q4 (8- or 4-bit
     weights dequantized in the product: batch 1 and small batches, CPU only) or auto (bf16 where
     measured faster)."""
+    compile: str = setting("off", choices=("off", "on"), flag="--compile")
+    """on: a language model decodes one prompt at a time through one compiled step (CPU; the first
+    run compiles for a minute or more, later runs load the compiled step from the cache); off: the
+    eager step."""
 
     def __post_init__(self) -> None:
         check_types(self, None)

@@ -23,6 +23,7 @@ task, the model checked to be that task's.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -40,6 +41,7 @@ from .chat import apply_chat_template
 from .generate import fit_prompt, generate, prompt_ids
 from .inputs import PipelineError
 from .search.batch import search
+from .search.compiled import compile_steps
 from .translate import encode_sources, translate
 
 
@@ -74,9 +76,12 @@ class Pipeline:
         path: str | os.PathLike,
         device: str | torch.device = "cpu",
         precision: str | None = None,
+        compile: str | None = None,
     ) -> Pipeline:
         """Load a model directory. precision: fp32, bf16, int8 (CPU) or auto; None = decode.json's
-        (default fp32)."""
+        (default fp32). compile: "on" decodes a language model's prompts through one compiled step
+        (decode.compile; where it cannot be compiled here, a warning says why and decoding stays
+        eager); None = decode.json's (default off)."""
         files = ModelDir.read(path, device)
         model, cfg, pixels = files.model, files.model.config, files.pixels
         if model_task(cfg, pixels is not None, files.task).tokenizers:
@@ -88,6 +93,12 @@ class Pipeline:
             precision or decode.precision, device, cfg.d_model, cfg.d_ff, cfg.vocab_size
         )
         model = set_inference_precision(model, choice.precision)
+        if compile is not None:
+            decode = replace(decode, compile=compile)  # checked as decode.compile
+        if decode.compile == "on":
+            reason = compile_steps(model)
+            if reason is not None:
+                warnings.warn(f"decoding stays eager: {reason}", stacklevel=2)
         return cls(
             model,
             source,
@@ -345,11 +356,14 @@ def open_pipeline(
     precision: str | None,
     command: str,
     task: Task | None = None,
+    compile: str | None = None,
 ) -> Pipeline:
     """A model directory as a Pipeline on `device` in `precision` (None: its decode.json's);
     "auto" says on stderr what it chose. With `task` (a record of transformer.tasks), the model
     must run it: else one line naming what it is and the command that runs it."""
-    pipeline = Pipeline.load(model_dir, pick_device(device, threads), precision=precision)
+    pipeline = Pipeline.load(
+        model_dir, pick_device(device, threads), precision=precision, compile=compile
+    )
     if (precision or pipeline.decode.precision) == "auto":
         note(command, f"precision {pipeline.precision.describe()}")
     if task is not None and pipeline.task is not task:

@@ -61,6 +61,7 @@ def _available() -> bool:
 
 
 _enabled = _available()
+ONE_ROW_SUMS = True
 _local = threading.local()  # .buckets: this thread pads rows to ROW_BUCKETS
 # layer -> (weak reference to the weight that was packed, its version, the packed weight)
 _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -101,11 +102,35 @@ def _packed_weight(layer: nn.Linear) -> torch.Tensor:
     return packed
 
 
+def one_row_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (..., in) of one row times weight (out, in)^T, written as a weighted sum over each row
+    of the weight, accumulated in float32 (x's dtype out)."""
+    return (
+        (weight.float() * x.reshape(1, -1).float()).sum(-1).reshape(*x.shape[:-1], -1).to(x.dtype)
+    )
+
+
+def one_row_sums(x: torch.Tensor) -> bool:
+    """Whether a product with input x is written as one_row_product: inside a compiled graph, on
+    the CPU, one row, no gradients."""
+    return (
+        ONE_ROW_SUMS
+        and torch.compiler.is_compiling()
+        and x.device.type == "cpu"
+        and not x.requires_grad
+        and x.numel() == x.shape[-1]
+    )
+
+
 def linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """layer(x) for an nn.Linear (..., in) -> (..., out); through oneDNN when nothing needs
     gradients on a CPU."""
+    if type(layer) is nn.Linear and one_row_sums(x):
+        out = one_row_product(x, layer.weight)
+        return out if layer.bias is None else out + layer.bias.to(out.dtype)
     if (
         _enabled
+        and not torch.compiler.is_compiling()  # a compiled graph packs its weights itself
         and type(layer) is nn.Linear
         and not torch.is_grad_enabled()
         and x.dtype == torch.float32

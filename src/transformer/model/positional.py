@@ -124,7 +124,9 @@ class RotaryEmbedding(nn.Module):
         # On a GPU never (as while training): it would wait for the device in every layer; a
         # decoder's lengths are capped at max_positions before decoding starts.
         memo = self._memo
-        if (
+        if torch.compiler.is_compiling():  # a graph shares the lookup between layers itself
+            cos, sin = self.lookup(positions, x.dtype)
+        elif (
             memo is not None
             and memo[0] is positions
             and memo[1] == x.dtype
@@ -133,8 +135,7 @@ class RotaryEmbedding(nn.Module):
             cos, sin = memo[3], memo[4]  # the layer before looked these up: same step
         else:
             check_positions(positions, self.max_positions, training=True)
-            cos = self.cos[positions].unsqueeze(1).to(x.dtype)  # (B, 1, L, D)
-            sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+            cos, sin = self.lookup(positions, x.dtype)
             # The layers share this module: at inference the next layer (and the keys after the
             # queries) reuses the lookup of the same positions tensor (held here, so its identity
             # is not recycled); training never keeps one.
@@ -142,6 +143,20 @@ class RotaryEmbedding(nn.Module):
             self._memo = (positions, x.dtype, _version(positions), cos, sin) if keep else None
         if x.requires_grad:
             return _Rotate.apply(x, cos, sin)
+        return self.rotate(x, cos, sin)
+
+    def lookup(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cosines and signed sines (B, 1, L, D) of positions (B, L), unchecked."""
+        return (
+            self.cos[positions].unsqueeze(1).to(dtype),
+            self.sin[positions].unsqueeze(1).to(dtype),
+        )
+
+    @staticmethod
+    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x (B, H, L, D) rotated by a lookup's cos and sin."""
         return x * cos + swap_pairs(x) * sin
 
 

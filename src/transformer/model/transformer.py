@@ -155,14 +155,18 @@ class DecoderOnly(nn.Module):
         """
         attention_mask = as_token_mask(attention_mask, ids.shape, "attention_mask")
         out = self.decoder(ids, attention_mask, cache=cache, need_weights=need_weights)
-        hidden = _output_scale(self.config, out[0] if need_weights else out)
+        hidden = out[0] if need_weights else out
         if last_only:
             hidden = hidden[:, -1:]
         if positions is not None:
             hidden = hidden[positions]  # (N, C)
         if need_weights:
-            return linear(self.lm_head, hidden), out[1]
-        return linear(self.lm_head, hidden)
+            return self.output_logits(hidden), out[1]
+        return self.output_logits(hidden)
+
+    def output_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The decoder's last states (..., C) -> next-token logits (..., V)."""
+        return linear(self.lm_head, _output_scale(self.config, hidden))
 
 
 class EncoderOnly(nn.Module):

@@ -92,7 +92,13 @@ def run_one_row(
     with inference(model):
         lane = OneLane(model, settings)
         batch = Stepper(
-            model, src_ids, src_mask, need_weights=return_attention, guards=lane.guards, **stepper
+            model,
+            src_ids,
+            src_mask,
+            need_weights=return_attention,
+            guards=lane.guards,
+            static=True,
+            **stepper,
         )
         seqs = [
             Request(None, settings, generator, max_new, rejoin=False)
@@ -140,7 +146,13 @@ def run_beam(
     with inference(model):
         lane = BeamLane(model, settings)
         batch = Stepper(
-            model, src_ids, src_mask, need_weights=return_attention, guards=lane.guards, **stepper
+            model,
+            src_ids,
+            src_mask,
+            need_weights=return_attention,
+            guards=lane.guards,
+            static=True,
+            **stepper,
         )
         seqs = [Request(None, settings) for _ in range(batch.batch_size)]
         lane.admit_batch(batch, seqs)

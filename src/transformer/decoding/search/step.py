@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import torch
 
 from ...model.transformer import DecoderOnly, EncoderDecoder
+from .compiled import compiled_step
 from .repetition import RepetitionGuards
 
 SourceInput = torch.Tensor | Sequence[Sequence[int]] | Sequence[torch.Tensor]
@@ -113,6 +114,7 @@ class Stepper:
         prefix: Sequence[int] | None = None,
         suppress: Sequence[int] = (),
         begin_suppress: Sequence[int] = (),
+        static: bool = False,
     ):
         if not isinstance(model, EncoderDecoder | DecoderOnly):
             raise ValueError(
@@ -145,6 +147,12 @@ class Stepper:
         if need_weights:  # weights are per row: keep each beam's history in its own row
             self.cache.share_prefixes = False
         self.weights: dict | None = None
+        self.static = (
+            compiled_step(model)
+            if static and self.decoder_only and self.batch_size == 1 and not need_weights
+            else None
+        )  # the model's compiled step (compiled.py), when it has one and this is one row
+        self.slot = 0  # with static: the cache slot of the next token fed
         self.guards = guards
         self.output = (
             None
@@ -274,6 +282,9 @@ class Stepper:
             out = self.model(
                 self.src_ids, mask, cache=self.cache, need_weights=self.need_weights, last_only=True
             )
+            if self.static is not None:  # the prompt's keys and values move to its buffers
+                self.slot = self.src_ids.shape[1]
+                self.static.start(self.cache, self.slot)
             return self._log_probs(out, last_only=True, first=True)
         memory, src_mask = self.model.encode(self.src_ids, self.src_mask)[:2]
         start = torch.tensor(self.prefix, dtype=torch.long, device=self.device).expand(
@@ -289,7 +300,10 @@ class Stepper:
         ids = tokens.to(self.device).view(-1, 1)  # (B, 1)
         if self.output is not None:
             self.output = torch.cat([self.output, ids], dim=1)  # (B, T + 1)
-        if self.decoder_only:
+        if self.static is not None:
+            out = self.static(ids, self.slot)
+            self.slot += 1
+        elif self.decoder_only:
             out = self.model(ids, None, cache=self.cache, need_weights=self.need_weights)
         else:
             out = self.model.decode(
@@ -309,6 +323,12 @@ class Stepper:
         None = all): the beams of a sentence share its cross-attention keys/values
         (KVCache.reorder).
         """
+        if self.static is not None:  # one row: it stays, or it leaves and the batch ends
+            if index.tolist() not in ([], [0]):
+                raise ValueError("a compiled step holds one row: it cannot be reordered")
+            if len(index) == 0:
+                self.static = None
+            return
         index = index.to(self.device)
         self.cache.reorder(index, group_size, None if sources is None else sources.to(self.device))
         if self.output is not None:
