@@ -43,11 +43,16 @@ token embedding counted only when it is also the output layer) and the tokens/s 
 at the machine's measured read bandwidth would allow (a 1 GiB sum, `--threads` threads, best of
 5): "of wall" is the row's tokens/s over that ceiling.
 
+`--compile` adds ours through the compiled decoding step (`Pipeline.load(compile="on")`, what
+`transformer generate --compile on` runs) in every class: its warm-up pass includes the compile (or
+its load from the on-disk cache), and "ours / peer" is then the compiled step's ratio; on our eager
+row it is the compiled step over the eager one.
+
 llama.cpp: `pip install llama-cpp-python` (builds with the system's cmake and C compiler, ~5
 minutes on 2 cores); without it `--llama-cpp` says so and the rest runs.
 
     PYTHONPATH=src python benchmarks/lm_generate.py --model runs/lm/best [--smollm2] [--new-tokens 64]
-        [--precisions fp32 bf16 q8 q4] [--llama-cpp] [--repeats 5] [--threads 2] [--json results.json]
+        [--precisions fp32 bf16 q8 q4] [--llama-cpp] [--compile] [--repeats 5] [--threads 2] [--json results.json]
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ PROMPTS = [
 ]
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 OURS, HF, CT2, LLAMA = "ours (transformer)", "Hugging Face generate", "CTranslate2 Generator", "llama.cpp"
+COMPILED = "ours compiled (transformer)"  # --compile: Pipeline.load(compile="on"), the compiled step
 PRECISIONS = ("fp32", "bf16", "q8", "q4")
 CT2_TYPES = {"fp32": "float32", "bf16": "bfloat16", "q8": "int8"}  # CTranslate2's compute_type per class
 GGUF_TYPES = {"fp32": "F32", "bf16": "F16", "q8": "Q8_0", "q4": "Q4_1"}  # llama.cpp's file type per class
@@ -312,7 +318,8 @@ def read_bandwidth(threads: int) -> float:
     return data.numel() * 4 / best
 
 
-def engines(name: str, model_dir: Path, work: Path, n: int, threads: int, precisions, with_llama: bool):
+def engines(name: str, model_dir: Path, work: Path, n: int, threads: int, precisions, with_llama: bool,
+            compiled: bool = False):
     """Our pipeline (fp32), {engine name: engine} and {engine name: bytes read per token} for one
     model; exports the target refuses are printed."""
     pipe = Pipeline.load(model_dir, precision="fp32")
@@ -327,6 +334,10 @@ def engines(name: str, model_dir: Path, work: Path, n: int, threads: int, precis
         mine = pipe if precision == "fp32" else Pipeline.load(model_dir, precision=precision)
         runs[engine_name(OURS, precision)] = ours(mine, n)
         weights[engine_name(OURS, precision)] = our_bytes_per_token(mine.model)
+        if compiled:
+            fast = Pipeline.load(model_dir, precision=precision, compile="on")
+            runs[engine_name(COMPILED, precision)] = ours(fast, n)
+            weights[engine_name(COMPILED, precision)] = weights[engine_name(OURS, precision)]
     for target, label in (("hf", HF), ("ct2", CT2)):
         try:
             out = export_model(model_dir, target, work / target)
@@ -382,7 +393,7 @@ def bench(runs: dict[str, Engine], prompts: list[list[int]], repeats: int):
 def precision_of(name: str) -> str:
     """The precision class of an engine's name."""
     for precision in PRECISIONS:
-        names = {engine_name(OURS, precision), engine_name(LLAMA, precision)}
+        names = {engine_name(b, precision) for b in (OURS, COMPILED, LLAMA)}
         if precision in CT2_TYPES:
             names.add(engine_name(CT2, precision))
         if name in names:
@@ -395,7 +406,7 @@ def rows_for(model: str, runs, outputs, timings, n: int, n_prompts: int, weights
                 for i in range(n_prompts))
     rows = []
     for name in runs:
-        ours_name = engine_name(OURS, precision_of(name))
+        ours_name = engine_name(COMPILED if COMPILED in runs else OURS, precision_of(name))
         ours_seconds = [s for s, _ in timings[ours_name]]
         seconds = [s for s, _ in timings[name]]
         same = sum(a == b for a, b in zip(outputs[name], outputs[OURS], strict=True))
@@ -410,7 +421,8 @@ def rows_for(model: str, runs, outputs, timings, n: int, n_prompts: int, weights
             ours_over_peer=statistics.median(p / o for o, p in zip(ours_seconds, seconds, strict=True)),
             identical=agree if name == OURS else same, agreement=before / (n * n_prompts),
             bytes_per_token=weights.get(name), wall_tokens_per_s=wall, of_wall=tokens_per_s / wall,
-            prompts=n_prompts, output_lengths=lengths, seconds=seconds, outputs=outputs[name]))
+            prompts=n_prompts, output_lengths=lengths, seconds=seconds, outputs=outputs[name],
+            compiled=COMPILED in runs))
     return rows
 
 
@@ -433,7 +445,9 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         same = f"{r['identical']}/{r['prompts']}" + (" (all fp32 engines agree)" if r["implementation"] == OURS
                                                      else "")
-        ratio = "" if r["implementation"].startswith(OURS) else f"{r['ours_over_peer']:.2f}x"
+        ratio = "" if r["implementation"].startswith(COMPILED) else f"{r['ours_over_peer']:.2f}x"
+        if r["implementation"].startswith(OURS) and not r["compiled"]:
+            ratio = ""
         mb = f"{r['bytes_per_token'] / 1e6:.0f}" if r["bytes_per_token"] else ""
         lines.append(f"| {r['model']} | {r['precision']} | {r['implementation']} | {r['tokens_per_s']:.1f} | "
                      f"{r['first_token_ms']:.1f} | {ratio} | {same} | {100 * r['agreement']:.0f}% | {mb} | "
@@ -456,6 +470,9 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=PRECISIONS,
                         help="precision classes, each run by every engine that has it")
     parser.add_argument("--llama-cpp", action="store_true", help="also llama.cpp (llama-cpp-python) on GGUF exports")
+    parser.add_argument("--compile", action="store_true",
+                        help="also ours through the compiled step (Pipeline.load(compile='on')); the ratios "
+                             "are then the compiled step's, and our eager row's is compiled over eager")
     args = parser.parse_args()
     if "fp32" not in args.precisions:
         args.precisions.insert(0, "fp32")  # every class is compared with ours in fp32
@@ -487,7 +504,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lm_generate.") as tmp:
         for name, model_dir in models:
             pipe, runs, weights = engines(name, model_dir, Path(tmp), args.new_tokens, args.threads,
-                                          args.precisions, args.llama_cpp)
+                                          args.precisions, args.llama_cpp, args.compile)
             prompts = [pipe.prompt_ids(text) for text in texts]
             cfg = pipe.model.config
             room = cfg.max_positions - max(map(len, prompts)) + 1  # P + N - 1 positions

@@ -172,3 +172,27 @@ def test_stream_lines_hands_over_at_most_chunk_lines():
     chunks = list(stream_lines(r, chunk_lines=512))
     assert [len(c) for c in chunks] == [512, 512, 277]
     assert chunks[0][0] == "a" and chunks[-1][-1] == "tail"
+
+
+@pytest.mark.slow
+def test_generate_compile_on_says_what_compile_off_says(tmp_path, capsys):
+    """--compile on (the compiled step, on the CPU) gives the greedy text of --compile off."""
+    torch.manual_seed(1)
+    tok = train_bpe(TEXT, vocab_size=300)
+    cfg = cpu_tiny(vocab_size=tok.vocab_size, arch="decoder", positional="rope", norm="rmsnorm",
+                   norm_position="pre", activation="swiglu")
+    path = transformer.save_model(transformer.build_model(cfg), tmp_path / "lm", tokenizer=tok)
+    outputs = []
+    for compile in ("off", "on"):
+        argv = ["generate", str(path), "--prompt", " ".join(TEXT[:2]), "--temperature", "0",
+                "--max-new-tokens", "40", "--compile", compile]
+        assert main(argv) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].strip()
+
+
+def test_a_model_without_a_compiled_step_says_why_and_stays_eager(translator):
+    with pytest.warns(UserWarning, match="^decoding stays eager: only language models"):
+        pipe = Pipeline.load(translator, compile="on")
+    assert pipe.decode.compile == "on"
+    assert pipe.translate(["the cat"]) == Pipeline.load(translator).translate(["the cat"])

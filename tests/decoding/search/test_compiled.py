@@ -162,3 +162,10 @@ def test_compiled_step_gives_the_eager_tokens_and_compiles_once(small_buckets):
     assert got[:3] == want
     assert got[3][:n] == want[2]
     assert again == want[1]
+
+
+def test_no_compiler_says_so_and_stays_eager(monkeypatch):
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    model = language_model("gpt")
+    assert compile_steps(model) == "torch.compile needs a C++ compiler on the CPU (install g++)"
+    assert compiled.compiled_step(model) is None

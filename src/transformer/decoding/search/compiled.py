@@ -22,8 +22,10 @@ else, and every model that was not compiled, steps eagerly. `compile_steps(model
 model; `stop_compiling(model)` off. Where torch cannot compile here (no C++ compiler, a torch
 without Inductor), `compile_steps` says why in one line and returns False: decoding stays eager.
 
-Compiled artifacts go to Inductor's on-disk cache (beside the user's cache: CACHE_DIR), so the
-compile is paid once per model shape and machine; later processes load it (the warm start).
+Compiled artifacts go to Inductor's on-disk cache, kept beside the user's cache (CACHE_DIR, unless
+TORCHINDUCTOR_CACHE_DIR names another; the process's other compiled code then shares it), so the
+kernels are generated once per model shape and machine; later processes trace the step again and
+load its kernels (the warm start: docs/benchmarks/decoding.md, "The compiled step").
 """
 
 from __future__ import annotations
@@ -43,11 +45,10 @@ BUCKET = 128
 """Attention reads the cache in multiples of this many positions."""
 GROW = 512
 """The buffers' capacity is a multiple of this many positions."""
-OPTIONS: dict = {}
-"""Inductor's options for the step."""
 CACHE_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "transformer" / "inductor"
 )
+_GIVEN_CACHE_DIR = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # the user's choice wins
 
 _steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> CompiledDecoder
 
@@ -112,11 +113,9 @@ class CompiledDecoder:
     def _function(self):
         if self._fn is None:
             if self.compiled:
-                CACHE_DIR.mkdir(parents=True, exist_ok=True)
-                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE_DIR))
-                self._fn = torch.compile(
-                    step_logits, fullgraph=True, dynamic=False, options=dict(OPTIONS)
-                )
+                # Inductor reads (and sets) this variable whenever it opens its cache
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = _GIVEN_CACHE_DIR or str(CACHE_DIR)
+                self._fn = torch.compile(step_logits, fullgraph=True, dynamic=False)
             else:
                 self._fn = step_logits
         return self._fn
