@@ -39,7 +39,7 @@ def language_model(shape: str, seed: int = 0) -> torch.nn.Module:
         n_decoder_layers=2,
         d_ff=64,
         dropout=0.0,
-        max_positions=256,
+        max_positions=1024,
         **SHAPES[shape],
     )
     return transformer.build_model(cfg).eval()
@@ -157,11 +157,20 @@ def test_compiled_step_gives_the_eager_tokens_and_compiles_once(small_buckets):
             got += [greedy(model, prompts[2], 120)]  # 139 positions: buffers grown, 9 buckets
         step.skip_guards = True
         again = greedy(model, prompts[1], n)
+        # A fresh compile that finds the graph in the on-disk caches has guards of its own: a
+        # run as long as the first buffers (and a bucket as long as them) needs no other graph.
+        torch._dynamo.reset()
+        compile_steps(model)
+        compiled.compiled_step(model).skip_guards = False
+        greedy(model, prompts[0], 5)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            long = greedy(model, prompts[0], 100)
     finally:
         stop_compiling(model)
     assert got[:3] == want
     assert got[3][:n] == want[2]
     assert again == want[1]
+    assert long[:n] == want[0]
 
 
 def test_no_compiler_says_so_and_stays_eager(monkeypatch):

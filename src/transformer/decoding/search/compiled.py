@@ -121,9 +121,11 @@ class CompiledDecoder:
         return self._fn
 
     def _room(self, like: list[torch.Tensor], length: int) -> None:
-        """Buffers with room for `length` positions, shaped after the eager cache's (1, K, S, D)."""
+        """Buffers with room for `length` positions, shaped after the eager cache's (1, K, S, D),
+        and longer than the bucket that holds them."""
         if self.capacity >= length and self.keys[0].dtype == like[0][0].dtype:
             return
+        length = max(length, -(-length // BUCKET) * BUCKET + 1)
         capacity = -(-length // GROW) * GROW
         old = (self.keys, self.values)
         self.keys, self.values = [], []
@@ -147,9 +149,10 @@ class CompiledDecoder:
 
     def __call__(self, ids: torch.Tensor, slot: int) -> torch.Tensor:
         """Logits (1, 1, V) of the token ids (1, 1) written at cache slot `slot`."""
-        if slot >= self.capacity:
-            self._room(list(zip(self.keys, self.values, strict=True)), slot + 1)
-        length = min(-(-(slot + 1) // BUCKET) * BUCKET, self.capacity)
+        length = -(-(slot + 1) // BUCKET) * BUCKET
+        if length >= self.capacity:  # the buffers stay longer than any bucket read from them: a
+            # bucket as long as the buffers would be a graph of its own (Dynamo guards on it)
+            self._room(list(zip(self.keys, self.values, strict=True)), length + 1)
         bucket = self._buckets.get(length)
         if bucket is None:
             bucket = self._buckets[length] = torch.empty(length, dtype=torch.bool)
