@@ -20,7 +20,11 @@ Where it applies: decoder-only models, one row (a prompt at a time: `Pipeline.ge
 and greedy search of one prompt), no attention weights asked for, no T5 relative bias. Everything
 else, and every model that was not compiled, steps eagerly. `compile_steps(model)` turns it on for a
 model; `stop_compiling(model)` off. Where torch cannot compile here (no C++ compiler, a torch
-without Inductor), `compile_steps` says why in one line and returns False: decoding stays eager.
+without Inductor), `compile_steps` returns why in one line: decoding stays eager.
+
+Dynamo's guards (~1 ms a call) run on the first call of each kind of buffers (their dtype) and are
+skipped after: nothing else that reaches the graph changes between tokens (the dynamic sizes are
+symbols of the one graph; the test counts recompiles with the guards on).
 
 Compiled artifacts go to Inductor's on-disk cache, kept beside the user's cache (CACHE_DIR, unless
 TORCHINDUCTOR_CACHE_DIR names another; the process's other compiled code then shares it), so the
@@ -105,6 +109,7 @@ class CompiledDecoder:
         self._slot = torch.zeros(1, dtype=torch.long)
         self._buckets: dict[int, torch.Tensor] = {}
         self._fn = None
+        self._guarded: set = set()  # the buffers' dtypes a call has run the guards for
 
     @property
     def capacity(self) -> int:
@@ -164,7 +169,8 @@ class CompiledDecoder:
             out = fn(self.model, ids, self._slot, bucket, self.keys, self.values)
             self.compile_seconds = time.perf_counter() - start
             return out
-        if not self.compiled or not self.skip_guards:
+        if not self.compiled or not self.skip_guards or self.keys[0].dtype not in self._guarded:
+            self._guarded.add(self.keys[0].dtype)
             return fn(self.model, ids, self._slot, bucket, self.keys, self.values)
         # one graph, compiled: its guards need not run on every token (they cost ~1 ms a step)
         with torch.compiler.set_stance(skip_guard_eval_unsafe=True):
