@@ -149,7 +149,7 @@ def test_an_image_source_must_be_pixels():
 
 def test_exports_refuse_a_captioner_in_one_line():
     from transformer.export.common import ExportError
-    from transformer.export.ct2 import check_exportable
+    from transformer.export.ct2_limits import check_exportable
     from transformer.interop.hf import to_hf
     from transformer.interop.hf.common import HFConversionError
 

@@ -70,7 +70,7 @@ def convert(model, model_dir: Path):
     out."""
     from ..interop.hf.common import HFConversionError
     from ..interop.hf.convert import to_hf
-    from .ct2 import check_exportable
+    from .ct2_limits import check_exportable
 
     try:
         return to_hf(model)
