@@ -61,7 +61,6 @@ def _available() -> bool:
 
 
 _enabled = _available()
-ONE_ROW_SUMS = True
 _local = threading.local()  # .buckets: this thread pads rows to ROW_BUCKETS
 # layer -> (weak reference to the weight that was packed, its version, the packed weight)
 _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -112,10 +111,11 @@ def one_row_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def one_row_sums(x: torch.Tensor) -> bool:
     """Whether a product with input x is written as one_row_product: inside a compiled graph, on
-    the CPU, one row, no gradients."""
+    the CPU, one row, no gradients. Inductor turns that sum into one vectorised loop that streams
+    the weight, about twice the bandwidth of MKL's GEMV at batch 1 (docs/benchmarks/decoding.md,
+    "The compiled step")."""
     return (
-        ONE_ROW_SUMS
-        and torch.compiler.is_compiling()
+        torch.compiler.is_compiling()
         and x.device.type == "cpu"
         and not x.requires_grad
         and x.numel() == x.shape[-1]

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import transformer
-from transformer.config import ModelConfig
+from transformer.config import ModelConfig, cpu_tiny
+from transformer.decoding.beam import beam_search
 from transformer.decoding.sampling import sample
 from transformer.decoding.search import compiled
 from transformer.decoding.search.compiled import compile_steps, stop_compiling
@@ -31,17 +32,7 @@ SHAPES = {
 
 def language_model(shape: str, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    cfg = ModelConfig(
-        arch="decoder",
-        vocab_size=97,
-        d_model=32,
-        n_heads=4,
-        n_decoder_layers=2,
-        d_ff=64,
-        dropout=0.0,
-        max_positions=1024,
-        **SHAPES[shape],
-    )
+    cfg = cpu_tiny(97, arch="decoder", d_model=32, d_ff=64, max_positions=1024, **SHAPES[shape])
     return transformer.build_model(cfg).eval()
 
 
@@ -99,20 +90,24 @@ def test_static_step_samples_as_the_eager_step(small_buckets):
     assert got.tolist() == want.tolist()
 
 
-def test_batches_and_attention_stay_eager(small_buckets):
-    """Several prompts, or attention weights asked for: the eager step, the same outputs."""
+def test_batches_beams_and_attention_stay_eager(small_buckets):
+    """Several prompts, beam search of one prompt, or attention weights asked for: the eager step,
+    the same outputs."""
     model = language_model("gpt")
     prompts = [[4, 5, 6], [7, 8]]
     want = sample(model, prompts, max_new_tokens=12, temperature=0.0)
+    want_beam = beam_search(model, [prompts[0]], beam_size=4, max_len_a=0, max_len_b=12)
     compile_steps(model, compiled=False)
     try:
         got = sample(model, prompts, max_new_tokens=12, temperature=0.0)
+        got_beam = beam_search(model, [prompts[0]], beam_size=4, max_len_a=0, max_len_b=12)
         ids, attention = sample(
             model, [prompts[0]], max_new_tokens=5, temperature=0.0, return_attention=True
         )
     finally:
         stop_compiling(model)
     assert got.tolist() == want.tolist()
+    assert got_beam.tolist() == want_beam.tolist()
     assert attention["self"].shape[3] == ids.shape[1]
 
 

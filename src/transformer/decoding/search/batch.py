@@ -146,13 +146,7 @@ def run_beam(
     with inference(model):
         lane = BeamLane(model, settings)
         batch = Stepper(
-            model,
-            src_ids,
-            src_mask,
-            need_weights=return_attention,
-            guards=lane.guards,
-            static=True,
-            **stepper,
+            model, src_ids, src_mask, need_weights=return_attention, guards=lane.guards, **stepper
         )
         seqs = [Request(None, settings) for _ in range(batch.batch_size)]
         lane.admit_batch(batch, seqs)

@@ -125,7 +125,7 @@ class CompiledDecoder:
                 self._fn = step_logits
         return self._fn
 
-    def _room(self, like: list[torch.Tensor], length: int) -> None:
+    def _room(self, like: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> None:
         """Buffers with room for `length` positions, shaped after the eager cache's (1, K, S, D),
         and longer than the bucket that holds them."""
         if self.capacity >= length and self.keys[0].dtype == like[0][0].dtype:
@@ -134,8 +134,7 @@ class CompiledDecoder:
         capacity = -(-length // GROW) * GROW
         old = (self.keys, self.values)
         self.keys, self.values = [], []
-        for i, kv in enumerate(like):
-            k, v = kv
+        for i, (k, v) in enumerate(like):
             self.keys.append(k.new_zeros(1, k.shape[1], capacity, k.shape[3]))
             self.values.append(v.new_zeros(1, v.shape[1], capacity, v.shape[3]))
             if old[0] and old[0][i].dtype == k.dtype:
