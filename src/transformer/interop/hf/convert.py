@@ -15,6 +15,17 @@ from ...model.transformer import Model
 from . import bert, gpt2, llama, marian, t5, vit, whisper
 from .common import HFConversionError
 
+FAMILIES = {
+    "marian": marian,
+    "t5": t5,
+    "whisper": whisper,
+    "gpt2": gpt2,
+    "llama": llama,
+    "bert": bert,
+    "vit": vit,
+}
+"""Hugging Face's model_type -> the module whose from_hf converts it."""
+
 
 def from_hf(model_or_path, with_tokenizer: bool = False):
     """A transformers model (or a path to one) -> our model with the same outputs, in eval mode.
@@ -34,26 +45,13 @@ def from_hf(model_or_path, with_tokenizer: bool = False):
 
 def _convert(hf_model) -> Model:
     model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
-    match model_type:
-        case "marian":
-            return marian.from_hf(hf_model)
-        case "gpt2":
-            return gpt2.from_hf(hf_model)
-        case "llama":
-            return llama.from_hf(hf_model)
-        case "bert":
-            return bert.from_hf(hf_model)
-        case "vit":
-            return vit.from_hf(hf_model)
-        case "t5":
-            return t5.from_hf(hf_model)
-        case "whisper":
-            return whisper.from_hf(hf_model)
-        case _:
-            raise HFConversionError(
-                f"Hugging Face model_type={model_type!r} is not supported: "
-                "from_hf converts marian, t5, whisper, gpt2, llama, bert and vit models"
-            )
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise HFConversionError(
+            f"Hugging Face model_type={model_type!r} is not supported: "
+            f"from_hf converts {', '.join(FAMILIES)} models"
+        )
+    return family.from_hf(hf_model)
 
 
 def to_hf(model: Model):
